@@ -1,0 +1,49 @@
+"""Every error tdview raises, in one place.
+
+Each message names the file (or archive entry), the key when there is one, and the
+offending value, so that a user with a million-key checkpoint can find the problem.
+The classes also derive from the builtin exception the reference loader raises in
+the same situation, so code written against tensordict keeps catching them.
+"""
+
+from __future__ import annotations
+
+
+class TDViewError(Exception):
+    """Base class of every error raised by tdview."""
+
+
+class NotACheckpointError(TDViewError, ValueError):
+    """The path is neither a checkpoint directory nor a checkpoint archive."""
+
+
+class CheckpointFormatError(TDViewError, ValueError):
+    """A ``meta.json`` or a record inside it does not follow the format."""
+
+
+class UnsupportedFormatVersionError(TDViewError, RuntimeError):
+    """A node was written by a newer format version than tdview reads."""
+
+
+class ArchiveError(TDViewError, ValueError):
+    """The zip structure of an archive is corrupt, truncated or inconsistent."""
+
+
+class UnsafeCheckpointError(TDViewError, ValueError):
+    """The checkpoint tries something tdview refuses on principle.
+
+    Examples: a key or symlink that resolves outside the checkpoint root, an entry
+    name with ``..`` or an absolute path, an encrypted zip entry, overlapping entries.
+    """
+
+
+class LimitExceededError(TDViewError, ValueError):
+    """A size or depth bound was exceeded (metadata size, JSON depth, decompressed size)."""
+
+
+class LeafDataError(TDViewError, RuntimeError):
+    """A leaf's payload is missing, too short, or fails its checksum."""
+
+
+class PickleRefusedError(TDViewError, RuntimeError):
+    """Pickled data was found and the caller did not allow unpickling."""
