@@ -1,0 +1,46 @@
+# The two commands on the README's first screen: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tdview-installed
+DEMO_DIR := notebooks/demo
+HOST ?= 127.0.0.1
+PORT ?= 8888
+
+.PHONY: demo test test-python test-js env lint bench bench-quick clean
+
+$(STAMP): pyproject.toml js/package.json js/package-lock.json scripts/bootstrap.sh
+	./scripts/bootstrap.sh
+	touch $(STAMP)
+
+env: $(STAMP)
+
+# Main job: write the demo checkpoint and serve the tour notebook on loopback (JupyterLab).
+demo: env
+	cd js && npm run --silent build
+	$(PY) -m tdview demo --out $(DEMO_DIR)
+	@echo "Starting JupyterLab on http://$(HOST):$(PORT)/ (open the URL printed below)"
+	$(VENV)/bin/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
+	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/tour.ipynb
+
+# Every test: TypeScript (lint, types, vitest), then Python (pytest, browser tests included).
+test: env test-js test-python
+
+test-js:
+	cd js && npm run --silent build && npm run --silent lint && npm test
+
+test-python:
+	$(PY) -m pytest
+
+lint:
+	$(VENV)/bin/ruff check tdview tests bench
+	cd js && npm run --silent lint
+
+bench: env
+	$(PY) -m bench
+
+bench-quick: env
+	$(PY) -m bench --quick
+
+clean:
+	rm -rf $(VENV) js/node_modules tdview/static dist build $(DEMO_DIR)

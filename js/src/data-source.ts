@@ -1,0 +1,122 @@
+/**
+ * Where the widget's data comes from: one interface, two implementations.
+ *
+ * - `CommDataSource` (comm-data-source.ts) asks the kernel over the widget's comm.
+ * - `MemoryDataSource` (memory-data-source.ts) answers from an in-memory tree (tests,
+ *   demos, a saved notebook without a kernel).
+ *
+ * Every method takes an optional AbortSignal; aborting rejects the promise with a
+ * `ProtocolError` of type "Cancelled" and, over a comm, tells the kernel to stop.
+ */
+
+import { type TypedArray, decodeBuffer, type WireBuffer } from "./buffers";
+import type {
+  ChildrenResult,
+  DevicesResult,
+  ErrorInfo,
+  LoadParams,
+  LoadResult,
+  NodeDetails,
+  Path,
+  PreviewResult,
+  PreviewStats,
+  SearchResult,
+} from "./protocol";
+
+/** Error types raised by the client itself (the server's are its exception names). */
+export type ClientErrorType = "Cancelled" | "Timeout" | "ConnectionLost" | "BadReply";
+
+/** A failed request: the server's structured error, or one of `ClientErrorType`. */
+export class ProtocolError extends Error {
+  override name = "ProtocolError";
+  readonly type: string;
+  readonly path: Path | null;
+
+  constructor(type: string, message: string, path: Path | null = null) {
+    super(message);
+    this.type = type;
+    this.path = path;
+  }
+
+  static from(info: ErrorInfo): ProtocolError {
+    return new ProtocolError(info.type, info.message, info.path);
+  }
+
+  get cancelled(): boolean {
+    return this.type === "Cancelled";
+  }
+}
+
+export function isCancelled(error: unknown): boolean {
+  return error instanceof ProtocolError && error.cancelled;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+}
+
+export interface ProgressInfo {
+  done: number;
+  total: number;
+  label: string;
+}
+
+export interface DecodedTensor {
+  dtype: string;
+  shape: number[];
+  data: TypedArray;
+}
+
+/** A preview with its buffers decoded. */
+export interface PreviewData {
+  path: Path;
+  dtype: string;
+  shape: number[];
+  display_dtype: string;
+  slice: DecodedTensor;
+  stats: PreviewStats | null;
+  histogram: { edges: DecodedTensor; counts: DecodedTensor } | null;
+}
+
+export interface DataSource {
+  children(path: Path, offset: number, limit: number, opts?: CallOptions): Promise<ChildrenResult>;
+  node(path: Path, opts?: CallOptions): Promise<NodeDetails>;
+  search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult>;
+  preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData>;
+  devices(opts?: CallOptions): Promise<DevicesResult>;
+  load(
+    params: LoadParams,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<LoadResult>;
+}
+
+export function cancelledError(): ProtocolError {
+  return new ProtocolError("Cancelled", "the request was cancelled");
+}
+
+/** Throws the "Cancelled" error when the signal has fired. */
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw cancelledError();
+}
+
+/** Decodes the BufferRefs of a preview reply; a bad buffer is a "BadReply" error. */
+export function resolvePreview(result: PreviewResult, buffers: readonly WireBuffer[]): PreviewData {
+  const tensor = (ref: PreviewResult["slice"]): DecodedTensor => {
+    try {
+      return { dtype: ref.dtype, shape: ref.shape, data: decodeBuffer(ref, buffers) };
+    } catch (e) {
+      throw new ProtocolError("BadReply", `preview of ${result.path.join("/")}: ${String(e)}`);
+    }
+  };
+  const { histogram } = result;
+  return {
+    path: result.path,
+    dtype: result.dtype,
+    shape: result.shape,
+    display_dtype: result.display_dtype,
+    slice: tensor(result.slice),
+    stats: result.stats,
+    histogram: histogram && { edges: tensor(histogram.edges), counts: tensor(histogram.counts) },
+  };
+}

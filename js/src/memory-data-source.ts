@@ -1,0 +1,252 @@
+/**
+ * `DataSource` answering from an in-memory tree: for tests, demos and offline views.
+ *
+ * It follows the same rules as the kernel (paged children, search semantics from
+ * protocol.ts, structured errors) and records every call in `log`, with the number of
+ * calls in flight, so tests can check how a client pages.
+ */
+
+import {
+  type CallOptions,
+  cancelledError,
+  type DataSource,
+  type PreviewData,
+  type ProgressInfo,
+  ProtocolError,
+  throwIfAborted,
+} from "./data-source";
+import type {
+  ChildrenResult,
+  DevicesResult,
+  LoadParams,
+  LoadResult,
+  Method,
+  NodeDetails,
+  NodeKind,
+  NodeSummary,
+  Path,
+  SearchResult,
+} from "./protocol";
+
+/** A node of the in-memory tree; everything but `key` has a default. */
+export interface MemoryNode extends Partial<Omit<NodeDetails, "key" | "path">> {
+  key: string;
+  children?: MemoryNode[];
+  /** Row-major values of a leaf, used by `preview`. */
+  data?: readonly number[];
+  /** Makes every call about this node fail with this error type. */
+  fail?: string;
+}
+
+export interface MemoryDataSourceOptions {
+  /** Delay of each answer in ms (0: next microtask). */
+  latencyMs?: number;
+  devices?: DevicesResult["devices"];
+}
+
+export interface LogEntry {
+  method: Method;
+  params: Record<string, unknown>;
+}
+
+interface Entry {
+  node: MemoryNode;
+  summary: NodeSummary;
+}
+
+const pathKey = (path: Path): string => JSON.stringify(path);
+
+function summarize(node: MemoryNode, path: Path): NodeSummary {
+  const children = node.children ?? [];
+  const kind: NodeKind = node.kind ?? (node.children ? "tensordict" : "leaf");
+  const leaf = kind === "leaf";
+  const shape = node.shape ?? (leaf ? [node.data?.length ?? 0] : null);
+  const numel = node.numel ?? (shape ? shape.reduce((a, b) => a * b, 1) : null);
+  return {
+    key: node.key,
+    path,
+    kind,
+    class_name: node.class_name ?? (leaf ? "Tensor" : "TensorDict"),
+    has_children: node.has_children ?? children.length > 0,
+    n_children: node.n_children ?? children.length,
+    shape,
+    dtype: node.dtype ?? (leaf ? "float32" : null),
+    batch_size: node.batch_size ?? (leaf ? null : []),
+    stack_dim: node.stack_dim ?? null,
+    bytes: node.bytes ?? (leaf && numel !== null ? numel * 4 : null),
+    numel,
+    pickled: node.pickled ?? false,
+    problems: node.problems ?? [],
+  };
+}
+
+export class MemoryDataSource implements DataSource {
+  readonly log: LogEntry[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+  readonly root: NodeSummary;
+  readonly #entries = new Map<string, Entry>();
+  readonly #latencyMs: number;
+  readonly #devices: DevicesResult["devices"];
+
+  constructor(root: MemoryNode, options: MemoryDataSourceOptions = {}) {
+    this.#latencyMs = options.latencyMs ?? 0;
+    this.#devices = options.devices ?? [{ name: "cpu", free_bytes: null, total_bytes: null }];
+    this.root = this.#index(root, []);
+  }
+
+  /** Calls of `method` made so far. */
+  calls(method: Method): LogEntry[] {
+    return this.log.filter((e) => e.method === method);
+  }
+
+  children(path: Path, offset: number, limit: number, opts?: CallOptions): Promise<ChildrenResult> {
+    return this.#answer("children", { path, offset, limit }, opts, () => {
+      const { node } = this.#lookup(path);
+      const all = node.children ?? [];
+      const children = all
+        .slice(offset, offset + limit)
+        .map((c) => this.#lookup([...path, c.key]).summary);
+      return { path, offset, total: all.length, children };
+    });
+  }
+
+  node(path: Path, opts?: CallOptions): Promise<NodeDetails> {
+    return this.#answer("node", { path }, opts, () => {
+      const { node, summary } = this.#lookup(path);
+      return {
+        ...summary,
+        names: node.names ?? null,
+        device: node.device ?? (summary.kind === "leaf" ? "cpu" : null),
+        subpath: node.subpath ?? path.join("/"),
+        storage: node.storage ?? null,
+        value: node.value ?? null,
+        pickle: node.pickle ?? null,
+        rollup: node.rollup ?? null,
+      };
+    });
+  }
+
+  search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult> {
+    return this.#answer("search", { pattern, limit }, opts, () => {
+      const needle = pattern.toLowerCase();
+      const matches: Path[] = [];
+      let truncated = false;
+      for (const { summary } of this.#entries.values()) {
+        if (summary.path.length === 0 || needle === "") continue;
+        if (!summary.key.toLowerCase().includes(needle)) continue;
+        if (matches.length === limit) {
+          truncated = true;
+          break;
+        }
+        matches.push(summary.path);
+      }
+      return { pattern, matches, truncated };
+    });
+  }
+
+  preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData> {
+    return this.#answer("preview", { path, rows }, opts, () => {
+      const { node, summary } = this.#lookup(path);
+      if (summary.kind !== "leaf" || !summary.shape) {
+        throw new ProtocolError("TypeError", `${path.join("/")} is not a tensor`, path);
+      }
+      const rowSize = summary.shape.slice(1).reduce((a, b) => a * b, 1);
+      const nRows = Math.min(rows, summary.shape[0] ?? 1);
+      const values = Float64Array.from((node.data ?? []).slice(0, nRows * rowSize));
+      const finite = [...values].filter(Number.isFinite);
+      const mean = finite.reduce((a, b) => a + b, 0) / (finite.length || 1);
+      const variance = finite.reduce((a, b) => a + (b - mean) ** 2, 0) / (finite.length || 1);
+      return {
+        path,
+        dtype: summary.dtype ?? "float32",
+        shape: summary.shape,
+        display_dtype: "float64",
+        slice: { dtype: "float64", shape: [nRows, ...summary.shape.slice(1)], data: values },
+        stats: {
+          min: finite.length ? Math.min(...finite) : null,
+          max: finite.length ? Math.max(...finite) : null,
+          mean: finite.length ? mean : null,
+          std: finite.length ? Math.sqrt(variance) : null,
+          nan: values.filter(Number.isNaN).length,
+          inf: values.length - finite.length - values.filter(Number.isNaN).length,
+          count: values.length,
+        },
+        histogram: null,
+      };
+    });
+  }
+
+  devices(opts?: CallOptions): Promise<DevicesResult> {
+    return this.#answer("devices", {}, opts, () => ({ devices: this.#devices }));
+  }
+
+  load(
+    params: LoadParams,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<LoadResult> {
+    return this.#answer("load", { ...params }, opts, () => {
+      const { summary } = this.#lookup(params.path);
+      onProgress?.({ done: 0, total: 1, label: "reading" });
+      onProgress?.({ done: 1, total: 1, label: "done" });
+      const keys = params.path.map((k) => JSON.stringify(k)).join(", ");
+      const variable = params.variable;
+      const call = `tdview.load(source, path=(${keys}), device=${JSON.stringify(params.device)})`;
+      return {
+        path: params.path,
+        summary: `${summary.class_name}(batch_size=[${(summary.batch_size ?? []).join(", ")}])`,
+        variable,
+        code: variable ? `${variable} = ${call}` : call,
+      };
+    });
+  }
+
+  #index(node: MemoryNode, path: Path): NodeSummary {
+    const summary = summarize(node, path);
+    this.#entries.set(pathKey(path), { node, summary });
+    for (const child of node.children ?? []) this.#index(child, [...path, child.key]);
+    return summary;
+  }
+
+  #lookup(path: Path): Entry {
+    const entry = this.#entries.get(pathKey(path));
+    if (!entry) throw new ProtocolError("KeyError", `no node at ${JSON.stringify(path)}`, path);
+    if (entry.node.fail) {
+      throw new ProtocolError(entry.node.fail, `${path.join("/")}: ${entry.node.fail}`, path);
+    }
+    return entry;
+  }
+
+  async #answer<T>(
+    method: Method,
+    params: Record<string, unknown>,
+    opts: CallOptions | undefined,
+    compute: () => T,
+  ): Promise<T> {
+    const signal = opts?.signal;
+    this.log.push({ method, params });
+    throwIfAborted(signal);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      await this.#wait(signal);
+      return compute();
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  #wait(signal: AbortSignal | undefined): Promise<void> {
+    if (this.#latencyMs === 0) {
+      return Promise.resolve().then(() => throwIfAborted(signal));
+    }
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, this.#latencyMs);
+      signal?.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(cancelledError());
+      });
+    });
+  }
+}

@@ -1,0 +1,451 @@
+/**
+ * The tdview wire protocol, version 1: the TypeScript mirror of `tdview/_protocol.py`.
+ *
+ * Synced traits (small, saved with the notebook): see `WidgetState`.
+ *
+ * Custom messages (JSON content plus optional binary buffers):
+ *
+ * - JS → Python `{kind: "tdview:request", v: 1, id, method, params}` and
+ *   `{kind: "tdview:cancel", v: 1, id}`.
+ * - Python → JS `{kind: "tdview:reply", v: 1, id, ok: true, result}` or
+ *   `{kind: "tdview:reply", v: 1, id, ok: false, error: {type, message, path}}`, and any
+ *   number of `{kind: "tdview:progress", v: 1, id, done, total, label}` before the reply.
+ *
+ * Rules both sides keep:
+ *
+ * - `id` is a positive safe integer chosen by the client and echoed unchanged; it is
+ *   unique among the requests of one widget model (several views may share a model).
+ * - A path is the nested key as a list of strings; `[]` is the root.
+ * - Numbers are finite: a statistic with no finite value is `null` (JSON has no NaN).
+ * - Objects may gain keys without a version bump; readers ignore keys they do not know.
+ *   Removing or retyping a key bumps `PROTOCOL_VERSION`.
+ * - Tensor bytes travel in the message's buffers, described by a `BufferRef`
+ *   `{dtype, shape, buffer}` (buffer: index into the buffers list). The bytes are
+ *   C-contiguous, little-endian, and `dtype` is one of `BUFFER_DTYPES`: a dtype with no
+ *   typed-array equivalent (bfloat16, float16, complex, float8) is converted by Python
+ *   before sending, and the preview reply says so in `display_dtype`.
+ * - After a cancel the server may still send a reply (usually `ok: false`, type
+ *   "Cancelled"); the client ignores replies to ids it no longer waits for.
+ * - `search` matches `pattern` case-insensitively as a substring of each node's key
+ *   (its last path element), in depth-first checkpoint order, root excluded; at most
+ *   `limit` matches, `truncated` says whether there were more.
+ */
+
+import { BUFFER_DTYPES } from "./buffers";
+import {
+  array,
+  bool,
+  count,
+  type Decoder,
+  int,
+  isPlainObject,
+  literal,
+  nullable,
+  num,
+  object,
+  pair,
+  record,
+  str,
+  tryDecode,
+  unknownValue,
+} from "./validate";
+
+export { BUFFER_DTYPES, type BufferDtype, decodeBuffer, type TypedArray } from "./buffers";
+
+export const PROTOCOL_VERSION = 1;
+
+export type Path = string[];
+export type Mode = "r" | "r+" | null;
+
+export const NODE_KINDS = [
+  "tensordict",
+  "tensorclass",
+  "lazy_stack",
+  "non_tensor",
+  "non_tensor_stack",
+  "view",
+  "leaf",
+] as const;
+export type NodeKind = (typeof NODE_KINDS)[number];
+
+export interface NodeSummary {
+  key: string;
+  path: Path;
+  kind: NodeKind;
+  class_name: string;
+  has_children: boolean;
+  n_children: number;
+  /** Shape of a leaf tensor; null for nodes. */
+  shape: number[] | null;
+  dtype: string | null;
+  batch_size: number[] | null;
+  stack_dim: number | null;
+  bytes: number | null;
+  numel: number | null;
+  pickled: boolean;
+  problems: string[];
+}
+
+export interface StorageInfo {
+  location: string;
+  offset: number | null;
+  stored_bytes: number;
+  compression: string;
+  crc32: number | null;
+  cost: "map" | "copy" | "decompress" | "none";
+}
+
+export interface PickleInfo {
+  bytes: number;
+  globals: [string, string][];
+}
+
+export interface Rollup {
+  bytes: number;
+  numel: number;
+  leaves: number;
+  by_dtype: Record<string, number>;
+}
+
+export interface NodeDetails extends NodeSummary {
+  names: (string | null)[] | null;
+  device: string | null;
+  subpath: string;
+  storage: StorageInfo | null;
+  /** The inline JSON value of a non-tensor node, else null. */
+  value: unknown;
+  pickle: PickleInfo | null;
+  rollup: Rollup | null;
+}
+
+export interface Options {
+  device: string;
+  mode: Mode;
+  allow_pickle: boolean;
+  robust_key: boolean;
+}
+
+/** The synced traits. */
+export interface WidgetState {
+  _protocol_version: number;
+  source: string;
+  root: NodeSummary | null;
+  selected: Path;
+  options: Options;
+  error: string;
+}
+
+export interface BufferRef {
+  dtype: (typeof BUFFER_DTYPES)[number];
+  shape: number[];
+  buffer: number;
+}
+
+export interface ChildrenParams {
+  path: Path;
+  offset: number;
+  limit: number;
+}
+export interface ChildrenResult {
+  path: Path;
+  offset: number;
+  total: number;
+  children: NodeSummary[];
+}
+export interface NodeParams {
+  path: Path;
+}
+export interface SearchParams {
+  pattern: string;
+  limit: number;
+}
+export interface SearchResult {
+  pattern: string;
+  matches: Path[];
+  truncated: boolean;
+}
+export interface PreviewParams {
+  path: Path;
+  rows: number;
+}
+export interface PreviewStats {
+  min: number | null;
+  max: number | null;
+  mean: number | null;
+  std: number | null;
+  nan: number;
+  inf: number;
+  count: number;
+}
+export interface PreviewResult {
+  path: Path;
+  /** The leaf's own dtype, e.g. "bfloat16". */
+  dtype: string;
+  shape: number[];
+  /** The dtype of the buffers sent, e.g. "float32" for a bfloat16 leaf. */
+  display_dtype: string;
+  slice: BufferRef;
+  stats: PreviewStats | null;
+  histogram: { edges: BufferRef; counts: BufferRef } | null;
+}
+export type DevicesParams = Record<string, never>;
+export interface DeviceInfo {
+  name: string;
+  free_bytes: number | null;
+  total_bytes: number | null;
+}
+export interface DevicesResult {
+  devices: DeviceInfo[];
+}
+export interface LoadParams {
+  path: Path;
+  device: string;
+  mode: Mode;
+  allow_pickle: boolean;
+  variable: string | null;
+}
+export interface LoadResult {
+  path: Path;
+  summary: string;
+  variable: string | null;
+  code: string;
+}
+
+export interface Methods {
+  children: { params: ChildrenParams; result: ChildrenResult };
+  node: { params: NodeParams; result: NodeDetails };
+  search: { params: SearchParams; result: SearchResult };
+  preview: { params: PreviewParams; result: PreviewResult };
+  devices: { params: DevicesParams; result: DevicesResult };
+  load: { params: LoadParams; result: LoadResult };
+}
+export type Method = keyof Methods;
+export type Params<M extends Method> = Methods[M]["params"];
+export type Result<M extends Method> = Methods[M]["result"];
+export const METHODS = ["children", "node", "search", "preview", "devices", "load"] as const;
+
+export type Request = {
+  [M in Method]: { kind: "tdview:request"; v: 1; id: number; method: M; params: Params<M> };
+}[Method];
+
+export interface CancelMessage {
+  kind: "tdview:cancel";
+  v: 1;
+  id: number;
+}
+
+export interface ErrorInfo {
+  type: string;
+  message: string;
+  path: Path | null;
+}
+
+export interface ReplyOk {
+  kind: "tdview:reply";
+  v: 1;
+  id: number;
+  ok: true;
+  /** Checked per method with `parseResult`. */
+  result: Record<string, unknown>;
+}
+export interface ReplyError {
+  kind: "tdview:reply";
+  v: 1;
+  id: number;
+  ok: false;
+  error: ErrorInfo;
+}
+export type Reply = ReplyOk | ReplyError;
+
+export interface Progress {
+  kind: "tdview:progress";
+  v: 1;
+  id: number;
+  done: number;
+  total: number;
+  label: string;
+}
+
+// ---------------------------------------------------------------- decoders
+
+const path = array(str);
+const shape = array(count);
+const mode = literal("r", "r+", null);
+
+const summaryShape = {
+  key: str,
+  path,
+  kind: literal(...NODE_KINDS),
+  class_name: str,
+  has_children: bool,
+  n_children: count,
+  shape: nullable(shape),
+  dtype: nullable(str),
+  batch_size: nullable(shape),
+  stack_dim: nullable(int),
+  bytes: nullable(count),
+  numel: nullable(count),
+  pickled: bool,
+  problems: array(str),
+};
+
+export const decodeNodeSummary: Decoder<NodeSummary> = object(summaryShape);
+
+export const decodeNodeDetails: Decoder<NodeDetails> = object({
+  ...summaryShape,
+  names: nullable(array(nullable(str))),
+  device: nullable(str),
+  subpath: str,
+  storage: nullable(
+    object({
+      location: str,
+      offset: nullable(count),
+      stored_bytes: count,
+      compression: str,
+      crc32: nullable(count),
+      cost: literal("map", "copy", "decompress", "none"),
+    }),
+  ),
+  value: unknownValue,
+  pickle: nullable(object({ bytes: count, globals: array(pair(str, str)) })),
+  rollup: nullable(object({ bytes: count, numel: count, leaves: count, by_dtype: record(count) })),
+});
+
+export const decodeBufferRef: Decoder<BufferRef> = object({
+  dtype: literal(...BUFFER_DTYPES),
+  shape,
+  buffer: count,
+});
+
+export const decodeOptions: Decoder<Options> = object({
+  device: str,
+  mode,
+  allow_pickle: bool,
+  robust_key: bool,
+});
+
+export const decodeState: Decoder<WidgetState> = object({
+  _protocol_version: count,
+  source: str,
+  root: nullable(decodeNodeSummary),
+  selected: path,
+  options: decodeOptions,
+  error: str,
+});
+
+const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
+  children: object({ path, offset: count, limit: count }),
+  node: object({ path }),
+  search: object({ pattern: str, limit: count }),
+  preview: object({ path, rows: count }),
+  devices: (v, at) => object({})(v, at) as DevicesParams,
+  load: object({ path, device: str, mode, allow_pickle: bool, variable: nullable(str) }),
+};
+
+const stat = nullable(num);
+const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
+  children: object({ path, offset: count, total: count, children: array(decodeNodeSummary) }),
+  node: decodeNodeDetails,
+  search: object({ pattern: str, matches: array(path), truncated: bool }),
+  preview: object({
+    path,
+    dtype: str,
+    shape,
+    display_dtype: str,
+    slice: decodeBufferRef,
+    stats: nullable(
+      object({ min: stat, max: stat, mean: stat, std: stat, nan: count, inf: count, count }),
+    ),
+    histogram: nullable(object({ edges: decodeBufferRef, counts: decodeBufferRef })),
+  }),
+  devices: object({
+    devices: array(
+      object({ name: str, free_bytes: nullable(count), total_bytes: nullable(count) }),
+    ),
+  }),
+  load: object({ path, summary: str, variable: nullable(str), code: str }),
+};
+
+const envelope = (kind: string) => object({ kind: literal(kind), v: literal(1), id: count });
+
+const decodeErrorInfo: Decoder<ErrorInfo> = object({
+  type: str,
+  message: str,
+  path: nullable(path),
+});
+
+// ---------------------------------------------------------------- public helpers
+
+export function isMethod(value: unknown): value is Method {
+  return (METHODS as readonly unknown[]).includes(value);
+}
+
+/** Builds a request message. */
+export function makeRequest<M extends Method>(id: number, method: M, params: Params<M>) {
+  return { kind: "tdview:request", v: PROTOCOL_VERSION, id, method, params } as const;
+}
+
+export function makeCancel(id: number): CancelMessage {
+  return { kind: "tdview:cancel", v: 1, id };
+}
+
+/** Checks a request (as the server would). Null when it is not a valid v1 request. */
+export function parseRequest(msg: unknown): Request | null {
+  if (!isPlainObject(msg) || tryDecode(envelope("tdview:request"), msg) === null) return null;
+  const method = msg.method;
+  if (!isMethod(method)) return null;
+  const params = tryDecode(paramDecoders[method], msg.params, "params");
+  if (params === null) return null;
+  return { kind: "tdview:request", v: 1, id: msg.id as number, method, params } as Request;
+}
+
+export function parseCancel(msg: unknown): CancelMessage | null {
+  const env = tryDecode(envelope("tdview:cancel"), msg);
+  return env === null ? null : { kind: "tdview:cancel", v: 1, id: env.id };
+}
+
+/**
+ * Checks a reply's envelope. The result is checked per method by `parseResult`,
+ * since only the caller knows which method an id was for.
+ */
+export function parseReply(msg: unknown): Reply | null {
+  if (!isPlainObject(msg)) return null;
+  const env = tryDecode(envelope("tdview:reply"), msg);
+  if (env === null) return null;
+  if (msg.ok === true && isPlainObject(msg.result)) {
+    return { kind: "tdview:reply", v: 1, id: env.id, ok: true, result: msg.result };
+  }
+  if (msg.ok === false) {
+    const error = tryDecode(decodeErrorInfo, msg.error, "error");
+    if (error !== null) return { kind: "tdview:reply", v: 1, id: env.id, ok: false, error };
+  }
+  return null;
+}
+
+/** Checks the result of `method`; throws a `ShapeError` naming the bad field. */
+export function parseResult<M extends Method>(method: M, result: unknown): Result<M> {
+  return resultDecoders[method](result, "result");
+}
+
+export function parseProgress(msg: unknown): Progress | null {
+  return tryDecode(
+    object({
+      kind: literal("tdview:progress"),
+      v: literal(1),
+      id: count,
+      done: count,
+      total: count,
+      label: str,
+    }),
+    msg,
+  );
+}
+
+export function isProgress(msg: unknown): msg is Progress {
+  return parseProgress(msg) !== null;
+}
+
+/** Checks the synced traits; null when any is missing or mistyped. */
+export function parseState(state: unknown): WidgetState | null {
+  return tryDecode(decodeState, state);
+}

@@ -1,0 +1,149 @@
+"""Decoding ``meta.json`` bytes into a Python dict, with bounds.
+
+The reference reads each ``meta.json`` with ``json.loads`` on the whole file, so a
+reader must accept any valid JSON plus the ``NaN``/``Infinity``/``-Infinity``
+tokens that Python's encoder writes, integers of any width, ``\\uXXXX`` escapes
+(including surrogate pairs) and raw UTF-8. tdview adds what the reference lacks:
+a check of the root type and a nesting-depth bound that is enforced before the
+recursive decoder runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from itertools import accumulate
+
+from ..errors import CheckpointFormatError, LimitExceededError
+
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_META_BYTES", "json_depth", "parse_meta_json"]
+
+#: The largest ``meta.json`` (or ``json_types.json``) a caller should read, in bytes.
+#: Enforcing it is the caller's job (the storage layer knows the entry size).
+MAX_META_BYTES = 64 * 1024 * 1024
+
+#: Default bound on the nesting depth of a ``meta.json`` (the root object is depth 1).
+DEFAULT_MAX_DEPTH = 64
+
+_BOM = b"\xef\xbb\xbf"
+# A complete JSON string literal: quotes, then runs of plain bytes or escape pairs.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# Openers count +1 and closers -1 (0xFF as a signed byte); everything else 0.
+_DEPTH_TABLE = bytes(
+    1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256)
+)
+_BRACKETS = re.compile(rb"[^\[\]{}]+")
+
+
+def json_depth(data: bytes) -> int:
+    """Return the deepest bracket nesting of JSON text, without parsing it.
+
+    Brackets inside complete string literals are ignored. The scan is linear and
+    runs in C-level loops, so a hostile file of millions of ``[`` costs little.
+
+    Parameters
+    ----------
+    data : bytes
+        UTF-8 JSON text (multi-byte sequences never contain ASCII bytes).
+
+    Returns
+    -------
+    int
+        The maximum depth; ``0`` for a scalar document.
+
+    Examples
+    --------
+    >>> json_depth(b'{"a": [1, {"b": "[[["}]}')
+    3
+    """
+    skeleton = _BRACKETS.sub(b"", _STRING.sub(b"", data))
+    if not skeleton:
+        return 0
+    steps = array("b")
+    steps.frombytes(skeleton.translate(_DEPTH_TABLE))
+    return max(0, max(accumulate(steps)))
+
+
+def parse_meta_json(
+    data: bytes, where: str, *, max_depth: int = DEFAULT_MAX_DEPTH
+) -> dict:
+    """Decode the bytes of a ``meta.json`` into a dict.
+
+    Parameters
+    ----------
+    data : bytes
+        The whole file. UTF-8, optionally with a byte-order mark.
+    where : str
+        The file's location for error messages, e.g. ``"/ckpt/sub/meta.json"`` or
+        ``"/x.tdz::sub/meta.json"``.
+    max_depth : int, optional
+        Largest nesting depth accepted; the root object is depth 1.
+
+    Returns
+    -------
+    dict
+        The decoded object, keys in file order (a repeated key keeps its last
+        value at its first position, as ``json.loads`` does).
+
+    Raises
+    ------
+    CheckpointFormatError
+        Not UTF-8, not JSON (the message gives line, column and offset), or a root
+        that is not an object.
+    LimitExceededError
+        Nested deeper than ``max_depth``.
+
+    Examples
+    --------
+    >>> parse_meta_json(b'{"x": NaN, "n": 123456789012345678901234}', "m.json")["n"]
+    123456789012345678901234
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"parse_meta_json expects bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointFormatError(
+            f"{where}: not valid UTF-8 at byte {exc.start} "
+            f"(got {data[exc.start : exc.start + 4]!r})"
+        ) from None
+    depth = json_depth(data)
+    if depth > max_depth:
+        raise LimitExceededError(
+            f"{where}: JSON nested {depth} levels deep, more than the limit of {max_depth}"
+        )
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointFormatError(
+            f"{where}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
+            f"(char {exc.pos})"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        # e.g. an integer literal longer than Python's int-conversion limit
+        raise CheckpointFormatError(f"{where}: invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CheckpointFormatError(
+            f"{where}: the root of the JSON document must be an object, "
+            f"got {_json_type_name(obj)}"
+        )
+    return obj
+
+
+def _json_type_name(obj: object) -> str:
+    """Name a decoded JSON value's type the way JSON does."""
+    if obj is None:
+        return "null"
+    if isinstance(obj, bool):
+        return "a boolean"
+    if isinstance(obj, (int, float)):
+        return "a number"
+    if isinstance(obj, str):
+        return "a string"
+    if isinstance(obj, list):
+        return "an array"
+    return type(obj).__name__

@@ -1,0 +1,413 @@
+"""A checkpoint saved as a zip archive (``.tdz``), mapped once and read lazily.
+
+Opening parses only the central directory (see :mod:`._zip`) and checks every name and
+the layout of all entries; a local header is read the first time its entry is used, so
+opening a 20,000-entry archive touches 20,000 central records and nothing else.
+STORED payloads are zero-copy views of the single read-only mapping.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import zlib
+
+from ..errors import (
+    ArchiveError,
+    LeafDataError,
+    LimitExceededError,
+    NotACheckpointError,
+    UnsafeCheckpointError,
+)
+from ._base import EntryInfo, Store, check_key, name_problem, not_found
+from ._codecs import STORED, decode, method_name
+from ._zip import EOCD, FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
+from ._zip import parse_central_directory as _parse
+
+__all__ = ["ArchiveStore", "probe_archive"]
+
+META = "meta.json"
+
+
+def not_a_checkpoint(path: str, why: str) -> NotACheckpointError:
+    """The error for a path that is neither a checkpoint directory nor an archive."""
+    return NotACheckpointError(
+        f"{path} is not a directory nor a checkpoint archive (expected a zip file with a "
+        f"top-level meta.json entry): {why}."
+    )
+
+
+def map_file(path: str) -> mmap.mmap:
+    """Map the regular file ``path`` read-only; raise NotACheckpointError if too short."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_a_checkpoint(path, "not a regular file")
+        if st.st_size < EOCD.size:
+            raise not_a_checkpoint(path, f"the file is only {st.st_size} bytes long")
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)  # the mapping keeps its own reference to the file
+
+
+def probe_archive(path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` is a regular file, a zip, with a top-level meta.json.
+
+    Examples
+    --------
+    >>> probe_archive("/nonexistent.tdz")
+    False
+    """
+    try:
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.isfile(path):
+            return False
+        mapping = map_file(path)
+        try:
+            cd = _parse(mapping, len(mapping), path)
+        finally:
+            mapping.close()
+    except (OSError, ValueError):  # ValueError covers every tdview parsing error
+        return False
+    return cd is not None and any(e.name == META for e in cd.entries)
+
+
+class ArchiveStore(Store):
+    """Read the entries of a checkpoint archive (any zip with a top-level meta.json).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The archive file. It is opened read-only and mapped once.
+
+    Attributes
+    ----------
+    mapping : mmap.mmap
+        The read-only mapping of the whole file.
+    file_size : int
+        Size of the archive file in bytes.
+
+    Raises
+    ------
+    NotACheckpointError
+        If the file is short, has no zip end record, or has no top-level ``meta.json``.
+    ArchiveError
+        If the central directory is corrupt or an entry runs past it.
+    UnsafeCheckpointError
+        For unsafe or duplicate names, and entries that overlap each other.
+
+    Examples
+    --------
+    >>> store = ArchiveStore("/ckpt.tdz")                   # doctest: +SKIP
+    >>> store.list_dir("")                                   # doctest: +SKIP
+    ['a.memmap', 'meta.json', 'nested']
+    """
+
+    kind = "archive"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(path))
+        self.mapping = map_file(self.root)
+        self.file_size = len(self.mapping)
+        try:
+            self._load(_parse(self.mapping, self.file_size, self.root))
+        except BaseException:
+            self.mapping.close()
+            raise
+        self._view = memoryview(self.mapping)
+        self._offsets: dict[str, int] = {}
+        self._children: dict[str, list[str]] | None = None
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _load(self, cd: CentralDirectory | None) -> None:
+        if cd is None:
+            raise not_a_checkpoint(self.root, "no zip end-of-central-directory record found")
+        self.comment = cd.comment
+        self._cd_start = cd.start
+        files: dict[str, CentralEntry] = {}
+        dirs: set[str] = {""}
+        explicit: set[str] = set()
+        for e in cd.entries:
+            self._add(e, files, dirs, explicit)
+        if META not in files:
+            raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
+        clash = next((name for name in files if name in dirs), None)
+        if clash is not None:
+            raise UnsafeCheckpointError(
+                f"refusing archive {self.root}: {clash!r} is both a file entry and a directory."
+            )
+        self._files = files
+        self._dirs = dirs
+        self._next_start = self._check_layout(cd.entries)
+
+    def _add(self, e: CentralEntry, files: dict[str, CentralEntry], dirs: set[str],
+             explicit: set[str]) -> None:
+        """Check one central record's name and register it as a file or a directory."""
+        is_dir = e.name.endswith("/")
+        name = e.name[:-1] if is_dir else e.name
+        problem = name_problem(name)
+        if problem is not None:
+            raise UnsafeCheckpointError(
+                f"refusing archive {self.root}: entry name {e.name!r} {problem}."
+            )
+        if name in (explicit if is_dir else files):
+            raise UnsafeCheckpointError(
+                f"refusing archive {self.root}: entry name {e.name!r} appears twice."
+            )
+        if is_dir:
+            explicit.add(name)
+            dirs.add(name)
+        else:
+            files[name] = e
+        parent = name.rpartition("/")[0]
+        while parent and parent not in dirs:
+            dirs.add(parent)
+            parent = parent.rpartition("/")[0]
+
+    def _check_layout(self, entries: list[CentralEntry]) -> dict[str, int]:
+        """Check that entries are disjoint and before the central directory.
+
+        A lower bound: each local region is at least 30 bytes + its name + its stored
+        bytes (the local extra length is only known once the header is read).
+
+        Returns
+        -------
+        dict
+            For each file name, where the next local header (or the directory) starts.
+        """
+        order = sorted(entries, key=lambda e: e.header_offset)
+        bounds = {}
+        for i, e in enumerate(order):
+            nxt = order[i + 1].header_offset if i + 1 < len(order) else self._cd_start
+            end = e.header_offset + LOCAL.size + len(e.raw_name) + e.stored_size
+            if end > nxt:
+                raise self._layout_error(e, end, nxt, is_next_entry=i + 1 < len(order))
+            bounds[e.name] = nxt
+        return bounds
+
+    def _layout_error(self, e: CentralEntry, end: int, limit: int, *, is_next_entry: bool,
+                      payload: int | None = None) -> Exception:
+        start = f"payload at offset {payload}" if payload is not None else (
+            f"local header at offset {e.header_offset}")
+        where = (f"entry {e.name!r} in {self.root}: its {start} with {e.stored_size} stored "
+                 f"bytes ends at offset {end}")
+        if is_next_entry:
+            return UnsafeCheckpointError(
+                f"refusing {where}, which overlaps the next entry starting at offset {limit}."
+            )
+        return ArchiveError(
+            f"corrupt {where}, past the end of the entry data at offset {limit} "
+            f"(central directory start; file size {self.file_size})."
+        )
+
+    # -- the Store interface -----------------------------------------------------------
+
+    def display(self, key: str) -> str:
+        return f"{self.root}::{key}" if key else self.root
+
+    def is_file(self, key: str) -> bool:
+        return key in self._files or (check_key(key, self.root) is None)
+
+    def is_dir(self, key: str) -> bool:
+        return key in self._dirs or (check_key(key, self.root) is None)
+
+    def list_dir(self, key: str) -> list[str]:
+        if key not in self._dirs:
+            check_key(key, self.root)
+            if key in self._files:
+                raise NotADirectoryError(f"{self.display(key)} is not a directory")
+            raise not_found(self.display(key))
+        if self._children is None:
+            self._children = self._index_children()
+        return list(self._children.get(key, ()))
+
+    def _index_children(self) -> dict[str, list[str]]:
+        """Build, once, the sorted child names of every directory."""
+        children: dict[str, set[str]] = {}
+        for name in (*self._files, *self._dirs):
+            if name:
+                parent, _, child = name.rpartition("/")
+                children.setdefault(parent, set()).add(child)
+        return {parent: sorted(names) for parent, names in children.items()}
+
+    def keys(self) -> list[str]:
+        """Return every file key, in central-directory order."""
+        return list(self._files)
+
+    def _central(self, key: str) -> CentralEntry:
+        e = self._files.get(key)
+        if e is None:
+            check_key(key, self.root)
+            if key in self._dirs:
+                raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
+            raise not_found(self.display(key))
+        return e
+
+    def entry(self, key: str) -> EntryInfo:
+        e = self._central(key)
+        return EntryInfo(
+            key=key,
+            display=self.display(key),
+            size=e.size,
+            stored_size=e.stored_size,
+            compression=method_name(e.method),
+            crc32=e.crc32,
+            file=None,
+            encrypted=bool(e.flags & FLAG_ENCRYPTED),
+        )
+
+    def read_bytes(self, key: str, limit: int) -> bytes:
+        e = self._central(key)
+        if e.size > limit:
+            raise LimitExceededError(
+                f"{self.display(key)} is {e.size} bytes, above the limit of {limit} bytes."
+            )
+        return bytes(self.decompress(key))
+
+    def writable(self, key: str | None = None) -> bool:
+        if key is not None:
+            self._central(key)
+        return os.access(self.root, os.W_OK)
+
+    def close(self) -> None:
+        """Release the mapping; views handed out keep it alive until they are dropped."""
+        self._view.release()
+        try:
+            self.mapping.close()
+        except BufferError:
+            pass  # payload views still exist: the mapping is freed with the last of them
+
+    # -- payloads ----------------------------------------------------------------------
+
+    def _readable(self, key: str) -> CentralEntry:
+        """Return the central record of ``key``, refusing encrypted entries."""
+        e = self._central(key)
+        if e.flags & FLAG_ENCRYPTED:
+            raise UnsafeCheckpointError(
+                f"refusing to read encrypted archive entry {key!r} in {self.root}: tdview "
+                "does not decrypt zip entries."
+            )
+        return e
+
+    def payload_offset(self, key: str) -> int:
+        """Return the file offset of the entry's stored bytes, reading its local header.
+
+        The header is read once and checked: signature, the name equal to the central
+        directory's, and the stored bytes ending before the next entry.
+
+        Raises
+        ------
+        ArchiveError
+            For a bad signature, a different name, or data past the central directory.
+        UnsafeCheckpointError
+            When the data runs into the next entry.
+        """
+        offset = self._offsets.get(key)
+        if offset is None:
+            offset = self._offsets[key] = self._read_local_header(self._central(key))
+        return offset
+
+    def _read_local_header(self, e: CentralEntry) -> int:
+        at = e.header_offset
+        if at + LOCAL.size > self.file_size:
+            raise ArchiveError(
+                f"corrupt entry {e.name!r} in {self.root}: its local header at offset {at} "
+                f"runs past the end of the file ({self.file_size} bytes)."
+            )
+        fields = LOCAL.unpack_from(self.mapping, at)
+        sig, name_len, extra_len = fields[0], fields[9], fields[10]
+        if sig != LOCAL_SIG:
+            raise ArchiveError(
+                f"corrupt entry {e.name!r} in {self.root}: bad local header signature "
+                f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x})."
+            )
+        local_name = bytes(self.mapping[at + LOCAL.size : at + LOCAL.size + name_len])
+        if local_name != e.raw_name:
+            raise ArchiveError(
+                f"corrupt entry {e.name!r} in {self.root}: the local header at offset {at} "
+                f"names {local_name!r}, the central directory {e.raw_name!r}."
+            )
+        payload = at + LOCAL.size + name_len + extra_len
+        end = payload + e.stored_size
+        limit = self._next_start[e.name]
+        if end > limit:
+            raise self._layout_error(e, end, limit, is_next_entry=limit != self._cd_start,
+                                     payload=payload)
+        return payload
+
+    def raw_payload(self, key: str) -> memoryview:
+        """Return the stored (possibly compressed) bytes of an entry, without copying."""
+        e = self._readable(key)
+        start = self.payload_offset(key)
+        return self._view[start : start + e.stored_size]
+
+    def payload(self, key: str) -> memoryview:
+        """Return a zero-copy, read-only view of a STORED entry's bytes.
+
+        The CRC-32 is not checked (that would read every page); see :meth:`verify`.
+
+        Raises
+        ------
+        ArchiveError
+            If the entry is compressed (use :meth:`decompress`) or its sizes disagree.
+        """
+        e = self._readable(key)
+        if e.method != STORED:
+            raise ArchiveError(
+                f"entry {key!r} in {self.root} is {method_name(e.method)}-compressed; it "
+                "has no uncompressed payload to map (decompress it instead)."
+            )
+        if e.stored_size != e.size:
+            raise LeafDataError(
+                f"entry {key!r} in {self.root}: stored entry has {e.stored_size} stored bytes "
+                f"but a declared size of {e.size} bytes."
+            )
+        return self.raw_payload(key)
+
+    def decompress(self, key: str, max_size: int | None = None) -> bytearray:
+        """Return a fresh, writable copy of the entry's uncompressed bytes, CRC-checked.
+
+        Parameters
+        ----------
+        key : str
+            A file key.
+        max_size : int, optional
+            Refuse (``LimitExceededError``) an entry whose declared size is larger.
+
+        Raises
+        ------
+        LeafDataError
+            If the data is corrupt, is not exactly the declared size, or fails its CRC.
+        """
+        e = self._readable(key)
+        if max_size is not None and e.size > max_size:
+            raise LimitExceededError(
+                f"{self.display(key)} declares {e.size} uncompressed bytes, above the limit "
+                f"of {max_size} bytes."
+            )
+        src = self.raw_payload(key)
+        try:
+            return decode(e.method, e.flags, src, e.size, e.crc32,
+                          f"entry {key!r} in {self.root}")
+        finally:
+            src.release()
+
+    def verify(self, key: str) -> None:
+        """Check the CRC-32 of an entry (for STORED entries this reads every byte)."""
+        e = self._readable(key)
+        if e.method != STORED:
+            self.decompress(key)
+            return
+        view = self.payload(key)
+        try:
+            actual = zlib.crc32(view)
+        finally:
+            view.release()
+        if actual != e.crc32:
+            raise LeafDataError(
+                f"entry {key!r} in {self.root}: CRC-32 mismatch, computed {actual:#010x} but "
+                f"the archive records {e.crc32:#010x}."
+            )

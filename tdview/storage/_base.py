@@ -1,0 +1,191 @@
+"""The store interface shared by checkpoint directories and checkpoint archives.
+
+A store maps *keys* to bytes. A key is a relative, ``/``-separated string such as
+``"meta.json"`` or ``"nested/b.memmap"``; ``""`` is the root. Stores know nothing
+about ``meta.json``: the format layer decides which keys to ask for.
+
+Every key that reaches a store is checked by :func:`check_key`, and every name found
+in an archive by :func:`name_problem`, so that no key can leave the checkpoint root.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+from dataclasses import dataclass
+
+from ..errors import UnsafeCheckpointError
+
+__all__ = ["EntryInfo", "Store", "check_key", "name_problem", "not_found"]
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What a store knows about one file (one archive entry), without reading it.
+
+    Attributes
+    ----------
+    key : str
+        The relative key, e.g. ``"nested/b.memmap"``.
+    display : str
+        The name to show in messages: ``"/abs/dir/nested/b.memmap"`` for a directory,
+        ``"/abs/x.tdz::nested/b.memmap"`` for an archive.
+    size : int
+        Uncompressed size in bytes.
+    stored_size : int
+        Bytes on disk: the compressed size in an archive, ``size`` in a directory.
+    compression : str
+        ``"stored"``, ``"deflate"``, ``"bzip2"``, ``"lzma"`` or ``"unknown(<n>)"``.
+    crc32 : int or None
+        The CRC-32 recorded in the archive's central directory; ``None`` for files.
+    file : str or None
+        The absolute real path of the file (directory stores), ``None`` in archives.
+    encrypted : bool
+        True when the archive entry has the "encrypted" flag; reading it is refused.
+    """
+
+    key: str
+    display: str
+    size: int
+    stored_size: int
+    compression: str
+    crc32: int | None
+    file: str | None
+    encrypted: bool = False
+
+
+def name_problem(name: str) -> str | None:
+    """Say why ``name`` cannot be a relative key, or return ``None`` when it can.
+
+    Parameters
+    ----------
+    name : str
+        A non-empty relative key or archive entry name (without a trailing ``/``).
+
+    Returns
+    -------
+    str or None
+        A short reason such as ``"has a '..' component"``.
+
+    Examples
+    --------
+    >>> name_problem("nested/b.memmap") is None
+    True
+    >>> name_problem("../x")
+    "has a '..' component"
+    """
+    if not name:
+        return "is empty"
+    if "\x00" in name:
+        return "contains a NUL character"
+    if "\\" in name:
+        # A backslash is a separator on Windows and for many unzip tools.
+        return "contains a backslash"
+    if name[0] == "/":
+        return "is absolute"
+    if len(name) >= 2 and name[1] == ":" and name[0].isascii() and name[0].isalpha():
+        return "starts with a drive letter"
+    for part in name.split("/"):
+        if part == "..":
+            return "has a '..' component"
+        if part in ("", "."):
+            return "has an empty or '.' component"
+    return None
+
+
+def check_key(key: str, root: str) -> str:
+    """Return ``key`` when it is a safe relative key, else raise.
+
+    Parameters
+    ----------
+    key : str
+        The key to check; ``""`` (the root) is allowed.
+    root : str
+        The store's root, named in the error message.
+
+    Raises
+    ------
+    TypeError
+        If ``key`` is not a string.
+    UnsafeCheckpointError
+        If the key is absolute, has ``..``/``.``/empty components, a backslash or NUL.
+
+    Examples
+    --------
+    >>> check_key("sub/a.memmap", "/ckpt")
+    'sub/a.memmap'
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"a store key must be a str, got {type(key).__name__}: {key!r}")
+    if key:
+        problem = name_problem(key)
+        if problem is not None:
+            raise UnsafeCheckpointError(f"refusing key {key!r} in {root}: the key {problem}.")
+    return key
+
+
+def not_found(display: str) -> FileNotFoundError:
+    """Build the builtin error for a missing key, worded like ``open()``'s own."""
+    return FileNotFoundError(errno.ENOENT, "No such file or directory", display)
+
+
+class Store(abc.ABC):
+    """A read-only view of a checkpoint's files, by relative key.
+
+    Attributes
+    ----------
+    root : str
+        Absolute path of the checkpoint directory or archive file.
+    kind : str
+        ``"directory"`` or ``"archive"``.
+    """
+
+    root: str
+    kind: str
+
+    @abc.abstractmethod
+    def display(self, key: str) -> str:
+        """Return the name of ``key`` to use in messages."""
+
+    @abc.abstractmethod
+    def is_file(self, key: str) -> bool:
+        """Return True when ``key`` names a regular file (a non-directory entry)."""
+
+    @abc.abstractmethod
+    def is_dir(self, key: str) -> bool:
+        """Return True when ``key`` names a directory (``""`` always does)."""
+
+    @abc.abstractmethod
+    def list_dir(self, key: str) -> list[str]:
+        """Return the sorted child names (files and directories) of directory ``key``."""
+
+    @abc.abstractmethod
+    def entry(self, key: str) -> EntryInfo:
+        """Return the :class:`EntryInfo` of file ``key``; ``FileNotFoundError`` if absent."""
+
+    @abc.abstractmethod
+    def read_bytes(self, key: str, limit: int) -> bytes:
+        """Return the whole (decompressed, checked) content of a small file.
+
+        ``LimitExceededError`` is raised before reading when its size is above ``limit``.
+        """
+
+    @abc.abstractmethod
+    def writable(self, key: str | None = None) -> bool:
+        """Return True when the process may write the file (archive: the archive file)."""
+
+    def close(self) -> None:
+        """Release what the store holds open (nothing for a directory)."""
+
+    def exists(self, key: str) -> bool:
+        """Return True when ``key`` is a file or a directory."""
+        return self.is_file(key) or self.is_dir(key)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
