@@ -47,3 +47,7 @@ class LeafDataError(TDViewError, RuntimeError):
 
 class PickleRefusedError(TDViewError, RuntimeError):
     """Pickled data was found and the caller did not allow unpickling."""
+
+
+class SubpathError(TDViewError, ValueError):
+    """A subpath (nested key or ``"a/b"`` path) names nothing loadable in the checkpoint."""

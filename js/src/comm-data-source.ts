@@ -228,7 +228,11 @@ export class CommDataSource implements DataSource {
       result = parseResult(pending.method, reply.result);
     } catch (e) {
       const why = e instanceof ShapeError ? e.message : String(e);
-      this.#fail(id, new ProtocolError("BadReply", `bad reply to ${pending.method}: ${why}`), false);
+      this.#fail(
+        id,
+        new ProtocolError("BadReply", `bad reply to ${pending.method}: ${why}`),
+        false,
+      );
       return;
     }
     pending.finish();

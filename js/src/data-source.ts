@@ -9,7 +9,7 @@
  * `ProtocolError` of type "Cancelled" and, over a comm, tells the kernel to stop.
  */
 
-import { type TypedArray, decodeBuffer, type WireBuffer } from "./buffers";
+import { decodeBuffer, type TypedArray, type WireBuffer } from "./buffers";
 import type {
   ChildrenResult,
   DevicesResult,

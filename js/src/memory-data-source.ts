@@ -54,8 +54,6 @@ interface Entry {
   summary: NodeSummary;
 }
 
-const pathKey = (path: Path): string => JSON.stringify(path);
-
 function summarize(node: MemoryNode, path: Path): NodeSummary {
   const children = node.children ?? [];
   const kind: NodeKind = node.kind ?? (node.children ? "tensordict" : "leaf");
@@ -85,14 +83,16 @@ export class MemoryDataSource implements DataSource {
   inFlight = 0;
   maxInFlight = 0;
   readonly root: NodeSummary;
-  readonly #entries = new Map<string, Entry>();
+  readonly #tree: MemoryNode;
+  readonly #byKey = new WeakMap<MemoryNode, Map<string, MemoryNode>>();
   readonly #latencyMs: number;
   readonly #devices: DevicesResult["devices"];
 
   constructor(root: MemoryNode, options: MemoryDataSourceOptions = {}) {
     this.#latencyMs = options.latencyMs ?? 0;
     this.#devices = options.devices ?? [{ name: "cpu", free_bytes: null, total_bytes: null }];
-    this.root = this.#index(root, []);
+    this.#tree = root;
+    this.root = summarize(root, []);
   }
 
   /** Calls of `method` made so far. */
@@ -104,9 +104,7 @@ export class MemoryDataSource implements DataSource {
     return this.#answer("children", { path, offset, limit }, opts, () => {
       const { node } = this.#lookup(path);
       const all = node.children ?? [];
-      const children = all
-        .slice(offset, offset + limit)
-        .map((c) => this.#lookup([...path, c.key]).summary);
+      const children = all.slice(offset, offset + limit).map((c) => summarize(c, [...path, c.key]));
       return { path, offset, total: all.length, children };
     });
   }
@@ -132,15 +130,18 @@ export class MemoryDataSource implements DataSource {
       const needle = pattern.toLowerCase();
       const matches: Path[] = [];
       let truncated = false;
-      for (const { summary } of this.#entries.values()) {
-        if (summary.path.length === 0 || needle === "") continue;
-        if (!summary.key.toLowerCase().includes(needle)) continue;
-        if (matches.length === limit) {
-          truncated = true;
-          break;
+      const visit = (node: MemoryNode, path: Path): boolean => {
+        for (const child of node.children ?? []) {
+          const childPath = [...path, child.key];
+          if (needle !== "" && child.key.toLowerCase().includes(needle)) {
+            if (matches.length === limit) return false;
+            matches.push(childPath);
+          }
+          if (!visit(child, childPath)) return false;
         }
-        matches.push(summary.path);
-      }
+        return true;
+      };
+      truncated = !visit(this.#tree, []);
       return { pattern, matches, truncated };
     });
   }
@@ -202,20 +203,21 @@ export class MemoryDataSource implements DataSource {
     });
   }
 
-  #index(node: MemoryNode, path: Path): NodeSummary {
-    const summary = summarize(node, path);
-    this.#entries.set(pathKey(path), { node, summary });
-    for (const child of node.children ?? []) this.#index(child, [...path, child.key]);
-    return summary;
+  #lookup(path: Path): Entry {
+    let node: MemoryNode | undefined = this.#tree;
+    for (const key of path) node = node && this.#childrenByKey(node).get(key);
+    if (!node) throw new ProtocolError("KeyError", `no node at ${JSON.stringify(path)}`, path);
+    if (node.fail) throw new ProtocolError(node.fail, `${path.join("/")}: ${node.fail}`, path);
+    return { node, summary: summarize(node, path) };
   }
 
-  #lookup(path: Path): Entry {
-    const entry = this.#entries.get(pathKey(path));
-    if (!entry) throw new ProtocolError("KeyError", `no node at ${JSON.stringify(path)}`, path);
-    if (entry.node.fail) {
-      throw new ProtocolError(entry.node.fail, `${path.join("/")}: ${entry.node.fail}`, path);
+  #childrenByKey(node: MemoryNode): Map<string, MemoryNode> {
+    let map = this.#byKey.get(node);
+    if (!map) {
+      map = new Map((node.children ?? []).map((c) => [c.key, c]));
+      this.#byKey.set(node, map);
     }
-    return entry;
+    return map;
   }
 
   async #answer<T>(
@@ -242,11 +244,15 @@ export class MemoryDataSource implements DataSource {
       return Promise.resolve().then(() => throwIfAborted(signal));
     }
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(resolve, this.#latencyMs);
-      signal?.addEventListener("abort", () => {
+      const onAbort = () => {
         clearTimeout(timer);
         reject(cancelledError());
-      });
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      }, this.#latencyMs);
+      signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
 }

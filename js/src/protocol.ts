@@ -394,7 +394,8 @@ export function parseRequest(msg: unknown): Request | null {
   if (!isPlainObject(msg) || tryDecode(envelope("tdview:request"), msg) === null) return null;
   const method = msg.method;
   if (!isMethod(method)) return null;
-  const params = tryDecode(paramDecoders[method], msg.params, "params");
+  const decode: Decoder<unknown> = paramDecoders[method];
+  const params = tryDecode(decode, msg.params, "params");
   if (params === null) return null;
   return { kind: "tdview:request", v: 1, id: msg.id as number, method, params } as Request;
 }

@@ -175,9 +175,7 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
         ``"_type"`` is missing or not a string, or no class can be read from it.
     """
     if "_type" not in meta:
-        raise CheckpointFormatError(
-            f"{where}: no \"_type\" field (every node names its class there)"
-        )
+        raise CheckpointFormatError(f'{where}: no "_type" field (every node names its class there)')
     type_name = meta["_type"]
     if not isinstance(type_name, str):
         raise CheckpointFormatError(
@@ -195,7 +193,7 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
         return NodeKind.TENSORDICT, id_ref, False
     if type_ref is None:
         raise CheckpointFormatError(
-            f"{where}: field \"_type\": cannot read a class from {short_repr(type_name)} "
+            f'{where}: field "_type": cannot read a class from {short_repr(type_name)} '
             "(expected \"<class 'module.Name'>\")"
         )
     if isinstance(meta.get("shape"), list) and "device" in meta:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CheckpointFormatError
 from ._fields import check_device, fail
 
 __all__ = ["IndexTensor", "MAX_INDEX_DEPTH", "decode_index", "to_torch_index"]
@@ -128,7 +127,9 @@ def _slice_or_range(tag: str, content: object, where: str) -> Any:
     if tag == "slice":
         return slice(*args)
     if args[0] is None or args[1] is None or args[2] in (None, 0):
-        raise fail(where, 'field "index"', "a range needs integer bounds and a non-zero step", content)
+        raise fail(
+            where, 'field "index"', "a range needs integer bounds and a non-zero step", content
+        )
     return range(*args)
 
 
@@ -148,7 +149,9 @@ def _tensor(data: object, device: object, where: str) -> IndexTensor:
     if dtype == "int64":
         for item in flat:
             if type(item) not in (int, bool):
-                raise fail(where, 'field "index"', "tensor entries must be integers or booleans", item)
+                raise fail(
+                    where, 'field "index"', "tensor entries must be integers or booleans", item
+                )
             _int64(item, where)
     return IndexTensor(data, tuple(shape), dtype, device)
 

@@ -30,9 +30,7 @@ _BOM = b"\xef\xbb\xbf"
 # A complete JSON string literal: quotes, then runs of plain bytes or escape pairs.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # Openers count +1 and closers -1 (0xFF as a signed byte); everything else 0.
-_DEPTH_TABLE = bytes(
-    1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256)
-)
+_DEPTH_TABLE = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
 _BRACKETS = re.compile(rb"[^\[\]{}]+")
 
 
@@ -65,9 +63,7 @@ def json_depth(data: bytes) -> int:
     return max(0, max(accumulate(steps)))
 
 
-def parse_meta_json(
-    data: bytes, where: str, *, max_depth: int = DEFAULT_MAX_DEPTH
-) -> dict:
+def parse_meta_json(data: bytes, where: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> dict:
     """Decode the bytes of a ``meta.json`` into a dict.
 
     Parameters
@@ -128,8 +124,7 @@ def parse_meta_json(
         raise CheckpointFormatError(f"{where}: invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise CheckpointFormatError(
-            f"{where}: the root of the JSON document must be an object, "
-            f"got {_json_type_name(obj)}"
+            f"{where}: the root of the JSON document must be an object, got {_json_type_name(obj)}"
         )
     return obj
 

@@ -166,16 +166,17 @@ def candidate_names(key: str, *, robust: bool, collection: bool) -> list[str]:
 
 
 def _confined_raw(key: str, *, collection: bool) -> bool:
-    """Whether a raw (unencoded) key names something below its parent directory."""
+    """Whether a raw (unencoded) key names something below its parent directory.
+
+    A leaf is checked as its file name ``<key>.memmap``.
+    """
     if "\0" in key or key.startswith(("/", "\\")) or _is_drive(key):
         return False
-    parts = re.split(r"[/\\]", key)
+    parts = re.split(r"[/\\]", key if collection else key + ".memmap")
     if ".." in parts:
         return False
-    if collection:
-        # "" or "." (or "a/" / "a/.") would name the parent directory itself
-        return parts[-1] not in ("", ".")
-    return True
+    # "" or "." (or "a/" / "a/.") would name the parent directory itself
+    return parts[-1] not in ("", ".")
 
 
 def _is_drive(key: str) -> bool:

@@ -8,70 +8,27 @@ STORED payloads are zero-copy views of the single read-only mapping.
 
 from __future__ import annotations
 
-import mmap
+import bisect
+import operator
 import os
-import stat
 import zlib
 
 from ..errors import (
     ArchiveError,
     LeafDataError,
     LimitExceededError,
-    NotACheckpointError,
     UnsafeCheckpointError,
 )
-from ._base import EntryInfo, Store, check_key, name_problem, not_found
+from ._base import EntryInfo, Store, check_key, first_unsafe_name, not_found
 from ._codecs import STORED, decode, method_name
-from ._zip import EOCD, FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
+from ._mapfile import map_file, not_a_checkpoint
+from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
 
-__all__ = ["ArchiveStore", "probe_archive"]
+__all__ = ["ArchiveStore"]
 
 META = "meta.json"
-
-
-def not_a_checkpoint(path: str, why: str) -> NotACheckpointError:
-    """The error for a path that is neither a checkpoint directory nor an archive."""
-    return NotACheckpointError(
-        f"{path} is not a directory nor a checkpoint archive (expected a zip file with a "
-        f"top-level meta.json entry): {why}."
-    )
-
-
-def map_file(path: str) -> mmap.mmap:
-    """Map the regular file ``path`` read-only; raise NotACheckpointError if too short."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_a_checkpoint(path, "not a regular file")
-        if st.st_size < EOCD.size:
-            raise not_a_checkpoint(path, f"the file is only {st.st_size} bytes long")
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    finally:
-        os.close(fd)  # the mapping keeps its own reference to the file
-
-
-def probe_archive(path: str | os.PathLike[str]) -> bool:
-    """Return True when ``path`` is a regular file, a zip, with a top-level meta.json.
-
-    Examples
-    --------
-    >>> probe_archive("/nonexistent.tdz")
-    False
-    """
-    try:
-        path = os.path.abspath(os.fspath(path))
-        if not os.path.isfile(path):
-            return False
-        mapping = map_file(path)
-        try:
-            cd = _parse(mapping, len(mapping), path)
-        finally:
-            mapping.close()
-    except (OSError, ValueError):  # ValueError covers every tdview parsing error
-        return False
-    return cd is not None and any(e.name == META for e in cd.entries)
+_BY_OFFSET = operator.attrgetter("header_offset")
 
 
 class ArchiveStore(Store):
@@ -126,67 +83,73 @@ class ArchiveStore(Store):
         if cd is None:
             raise not_a_checkpoint(self.root, "no zip end-of-central-directory record found")
         self.comment = cd.comment
-        self._cd_start = cd.start
-        files: dict[str, CentralEntry] = {}
-        dirs: set[str] = {""}
-        explicit: set[str] = set()
-        for e in cd.entries:
-            self._add(e, files, dirs, explicit)
+        entries = cd.entries
+        files = {e.name: e for e in entries if e.name[-1:] != "/"}
+        explicit = [e.name[:-1] for e in entries if e.name[-1:] == "/"]
         if META not in files:
             raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
-        clash = next((name for name in files if name in dirs), None)
-        if clash is not None:
+        self._check_names(entries, [*files, *explicit], len(files) + len(set(explicit)))
+        dirs = self._directories(files, explicit)
+        clash = files.keys() & dirs
+        if clash:
             raise UnsafeCheckpointError(
-                f"refusing archive {self.root}: {clash!r} is both a file entry and a directory."
+                f"refusing archive {self.root}: {min(clash)!r} is both a file entry and a "
+                "directory."
             )
         self._files = files
         self._dirs = dirs
-        self._next_start = self._check_layout(cd.entries)
+        self._starts = self._check_layout(entries, cd.start)
 
-    def _add(self, e: CentralEntry, files: dict[str, CentralEntry], dirs: set[str],
-             explicit: set[str]) -> None:
-        """Check one central record's name and register it as a file or a directory."""
-        is_dir = e.name.endswith("/")
-        name = e.name[:-1] if is_dir else e.name
-        problem = name_problem(name)
-        if problem is not None:
+    def _check_names(self, entries: list[CentralEntry], names: list[str], unique: int) -> None:
+        """Refuse unsafe names (one batch test, then one by one) and duplicates."""
+        unsafe = first_unsafe_name(names)
+        if unsafe is not None:
+            name, problem = unsafe
+            shown = next(e.name for e in entries if e.name in (name, name + "/"))
             raise UnsafeCheckpointError(
-                f"refusing archive {self.root}: entry name {e.name!r} {problem}."
+                f"refusing archive {self.root}: entry name {shown!r} {problem}."
             )
-        if name in (explicit if is_dir else files):
-            raise UnsafeCheckpointError(
-                f"refusing archive {self.root}: entry name {e.name!r} appears twice."
-            )
-        if is_dir:
-            explicit.add(name)
-            dirs.add(name)
-        else:
-            files[name] = e
-        parent = name.rpartition("/")[0]
-        while parent and parent not in dirs:
-            dirs.add(parent)
-            parent = parent.rpartition("/")[0]
+        if unique != len(entries):
+            seen: set[str] = set()
+            for e in entries:
+                if e.name in seen:
+                    raise UnsafeCheckpointError(
+                        f"refusing archive {self.root}: entry name {e.name!r} appears twice."
+                    )
+                seen.add(e.name)
 
-    def _check_layout(self, entries: list[CentralEntry]) -> dict[str, int]:
-        """Check that entries are disjoint and before the central directory.
+    @staticmethod
+    def _directories(files: dict[str, CentralEntry], explicit: list[str]) -> set[str]:
+        """All directories: the root, explicit directory entries and implicit parents."""
+        dirs = {"", *explicit}
+        for name in (*files, *explicit):
+            parent = name.rpartition("/")[0]
+            while parent not in dirs:
+                dirs.add(parent)
+                parent = parent.rpartition("/")[0]
+        return dirs
+
+    def _check_layout(self, entries: list[CentralEntry], cd_start: int) -> list[int]:
+        """Check that entries are disjoint and end before the central directory.
 
         A lower bound: each local region is at least 30 bytes + its name + its stored
         bytes (the local extra length is only known once the header is read).
 
         Returns
         -------
-        dict
-            For each file name, where the next local header (or the directory) starts.
+        list of int
+            The sorted local header offsets, then the central directory start: the
+            bound of each entry is the next value (found by bisection).
         """
-        order = sorted(entries, key=lambda e: e.header_offset)
-        bounds = {}
+        order = sorted(entries, key=_BY_OFFSET)
+        starts = [e.header_offset for e in order]
+        starts.append(cd_start)
+        fixed = LOCAL.size
         for i, e in enumerate(order):
-            nxt = order[i + 1].header_offset if i + 1 < len(order) else self._cd_start
-            end = e.header_offset + LOCAL.size + len(e.raw_name) + e.stored_size
-            if end > nxt:
-                raise self._layout_error(e, end, nxt, is_next_entry=i + 1 < len(order))
-            bounds[e.name] = nxt
-        return bounds
+            end = e.header_offset + fixed + len(e.raw_name) + e.stored_size
+            if end > starts[i + 1]:
+                raise self._layout_error(e, end, starts[i + 1], is_next_entry=i + 1 < len(order))
+        return starts
 
     def _layout_error(self, e: CentralEntry, end: int, limit: int, *, is_next_entry: bool,
                       payload: int | None = None) -> Exception:
@@ -209,10 +172,16 @@ class ArchiveStore(Store):
         return f"{self.root}::{key}" if key else self.root
 
     def is_file(self, key: str) -> bool:
-        return key in self._files or (check_key(key, self.root) is None)
+        if key in self._files:
+            return True
+        check_key(key, self.root)  # an unsafe key is an error, not just "absent"
+        return False
 
     def is_dir(self, key: str) -> bool:
-        return key in self._dirs or (check_key(key, self.root) is None)
+        if key in self._dirs:
+            return True
+        check_key(key, self.root)
+        return False
 
     def list_dir(self, key: str) -> list[str]:
         if key not in self._dirs:
@@ -268,8 +237,9 @@ class ArchiveStore(Store):
         return bytes(self.decompress(key))
 
     def writable(self, key: str | None = None) -> bool:
+        """Whether the archive file is writable: every entry lives in that one file."""
         if key is not None:
-            self._central(key)
+            check_key(key, self.root)
         return os.access(self.root, os.W_OK)
 
     def close(self) -> None:
@@ -332,10 +302,10 @@ class ArchiveStore(Store):
             )
         payload = at + LOCAL.size + name_len + extra_len
         end = payload + e.stored_size
-        limit = self._next_start[e.name]
-        if end > limit:
-            raise self._layout_error(e, end, limit, is_next_entry=limit != self._cd_start,
-                                     payload=payload)
+        i = bisect.bisect_right(self._starts, at)
+        if end > self._starts[i]:
+            raise self._layout_error(e, end, self._starts[i], payload=payload,
+                                     is_next_entry=i + 1 < len(self._starts))
         return payload
 
     def raw_payload(self, key: str) -> memoryview:

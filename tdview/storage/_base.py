@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import UnsafeCheckpointError
 
-__all__ = ["EntryInfo", "Store", "check_key", "name_problem", "not_found"]
+__all__ = ["EntryInfo", "Store", "check_key", "first_unsafe_name", "name_problem", "not_found"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,36 @@ def name_problem(name: str) -> str | None:
         if part in ("", "."):
             return "has an empty or '.' component"
     return None
+
+
+def first_unsafe_name(names: list[str]) -> tuple[str, str] | None:
+    """Return ``(name, reason)`` for the first unsafe name, or ``None`` if all are safe.
+
+    The names are joined once and searched for every substring an unsafe name must
+    contain; only when one is found are the names checked one by one. A 20,000-entry
+    archive is checked with a handful of fast substring searches.
+
+    Examples
+    --------
+    >>> first_unsafe_name(["meta.json", "sub/a.memmap"]) is None
+    True
+    >>> first_unsafe_name(["meta.json", "sub/../../x"])
+    ('sub/../../x', "has a '..' component")
+    """
+    joined = "\n" + "\n".join(names) + "\n"
+    if not any(s in joined for s in _SUSPECT):
+        return None
+    for name in names:
+        problem = name_problem(name)
+        if problem is not None:
+            return name, problem
+    return None
+
+
+# Every unsafe name contains one of these once names are framed by newlines:
+# NUL, a backslash, a drive colon, an empty component ("//", a leading or trailing "/",
+# an empty name), or a component starting with "." (covers "." and "..").
+_SUSPECT = ("\x00", "\\", ":", "//", "\n/", "/\n", "\n\n", "/.", "\n.")
 
 
 def check_key(key: str, root: str) -> str:
@@ -176,6 +206,7 @@ class Store(abc.ABC):
 
     def close(self) -> None:
         """Release what the store holds open (nothing for a directory)."""
+        return None
 
     def exists(self, key: str) -> bool:
         """Return True when ``key`` is a file or a directory."""

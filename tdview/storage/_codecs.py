@@ -11,6 +11,7 @@ from __future__ import annotations
 import bz2
 import lzma
 import struct
+import sys
 import zlib
 
 from ..errors import ArchiveError, LeafDataError
@@ -126,7 +127,8 @@ def _lzma_decompressor(src: memoryview, what: str):
         )
     props = bytes(src[_LZMA_HEADER.size : start])
     try:
-        filt = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)
+        # The same private helper Python's zipfile uses to read zip LZMA properties.
+        filt = lzma._decode_filter_properties(lzma.FILTER_LZMA1, props)  # type: ignore[attr-defined]
         return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt]), start
     except _DECODE_ERRORS as exc:
         raise LeafDataError(f"{what}: invalid lzma properties {props.hex()}: {exc}") from None
@@ -142,7 +144,8 @@ def _decompress(made, src: memoryview, size: int, flags: int, what: str) -> byte
         while pos < total and not decomp.eof:
             piece = src[pos : pos + _IN_CHUNK]
             pos += len(piece)
-            out += decomp.decompress(piece, size + 1 - len(out))
+            # zip64 sizes reach 2**64; the C decoders take at most sys.maxsize.
+            out += decomp.decompress(piece, min(size + 1 - len(out), sys.maxsize))
             if len(out) > size:
                 raise LeafDataError(
                     f"{what}: the data expands beyond its declared size of {size} bytes "

@@ -1,0 +1,1 @@
+"""tdview against tensordict, measured side by side in one run (``python -m bench``)."""

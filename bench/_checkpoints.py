@@ -1,0 +1,86 @@
+"""Synthetic checkpoints for the benchmarks, written by tensordict's own writers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict, pack_memmap
+
+
+def moe_state_dict(leaves: int, width: int = 16) -> TensorDict:
+    """A mixture-of-experts-like state dict of about ``leaves`` bf16 leaves, 4 to 7 deep.
+
+    ``model/layers/<i>/moe/experts/<j>/w1`` (7 levels), ``model/layers/<i>/attn/q`` (5),
+    ``model/layers/<i>/norm`` (4) and so on, layer after layer until the count is reached.
+    """
+    experts_per_layer = 32
+    per_layer = experts_per_layer * 3 + 4 + 2 + 1
+    layers: dict[str, TensorDict] = {}
+    count = 0
+    i = 0
+    while count < leaves:
+        experts = {
+            str(j): TensorDict({w: torch.randn(width, width).bfloat16() for w in ("w1", "w2", "w3")})
+            for j in range(experts_per_layer)
+        }
+        layers[str(i)] = TensorDict(
+            moe=TensorDict(experts=TensorDict(experts), router=torch.randn(experts_per_layer, width).bfloat16()),
+            attn=TensorDict({p: torch.randn(width, width).bfloat16() for p in "qkvo"}),
+            norm=torch.ones(width).bfloat16(),
+            post_norm=torch.ones(width).bfloat16(),
+        )
+        count += per_layer
+        i += 1
+    return TensorDict(model=TensorDict(layers=TensorDict(layers)))
+
+
+def flat_tree(leaves: int, fanout: int = 100) -> TensorDict:
+    """``leaves`` tiny float32 leaves in groups of ``fanout`` (structure-cost scaling)."""
+    groups = {
+        f"g{g:05d}": TensorDict({f"t{t:03d}": torch.zeros(4) for t in range(min(fanout, leaves - g * fanout))})
+        for g in range((leaves + fanout - 1) // fanout)
+    }
+    return TensorDict(groups)
+
+
+def replay_buffer(rows: int) -> TensorDict:
+    """A replay buffer with a dozen leaves; 1,000,000 rows make about 283 MB."""
+    gen = torch.Generator().manual_seed(0)
+    obs = lambda: torch.randn(rows, 16, generator=gen)  # noqa: E731
+    return TensorDict(
+        observation=obs(),
+        next=TensorDict(observation=obs(), reward=torch.randn(rows, 1, generator=gen),
+                        done=torch.zeros(rows, 1, dtype=torch.bool),
+                        terminated=torch.zeros(rows, 1, dtype=torch.bool), batch_size=[rows]),
+        action=torch.randn(rows, 6, generator=gen),
+        action_log_prob=torch.randn(rows, generator=gen),
+        episode=torch.arange(rows) // 1000,
+        step_count=torch.arange(rows) % 1000,
+        done=torch.zeros(rows, 1, dtype=torch.bool),
+        terminated=torch.zeros(rows, 1, dtype=torch.bool),
+        index=torch.arange(rows, dtype=torch.int32),
+        batch_size=[rows],
+    )
+
+
+def deflate_many(leaves: int, leaf_bytes: int) -> TensorDict:
+    """``leaves`` float32 leaves of ``leaf_bytes`` each, compressible (a smooth signal)."""
+    n = leaf_bytes // 4
+    base = torch.linspace(0, 100, n).round()
+    return TensorDict({f"w{i:03d}": base + i for i in range(leaves)})
+
+
+def deflate_one_big(big_bytes: int) -> TensorDict:
+    n = big_bytes // 4
+    return TensorDict(big=torch.linspace(0, 1000, n).round(), a=torch.zeros(10),
+                      b=torch.ones(10), c=torch.arange(10.0))
+
+
+def write_both(td: TensorDict, root: Path, name: str, compression: str | None = None) -> dict[str, Path]:
+    """Write ``td`` as a directory and as an archive (packed with ``compression``)."""
+    directory = root / name
+    td.memmap(directory)
+    archive = root / f"{name}.tdz"
+    pack_memmap(directory, archive, compression=compression)
+    return {"directory": directory, "archive": archive}

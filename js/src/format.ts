@@ -1,0 +1,52 @@
+/** Text for people: sizes, shapes, kinds. */
+
+import type { NodeKind, NodeSummary } from "./protocol";
+
+const UNITS = ["B", "KB", "MB", "GB", "TB", "PB"];
+
+/**
+ * Bytes in powers of 1000, three significant digits.
+ *
+ * @example humanBytes(1536) === "1.54 KB"
+ */
+export function humanBytes(bytes: number | null): string {
+  if (bytes === null) return "";
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < UNITS.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  if (unit === 0) return `${value} B`;
+  const digits = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  return `${value.toFixed(digits)} ${UNITS[unit]}`;
+}
+
+export function formatShape(shape: readonly number[] | null): string {
+  return shape === null ? "" : `[${shape.join(", ")}]`;
+}
+
+/** Integer with thin group separators: 1234567 → "1,234,567". */
+export function formatCount(n: number | null): string {
+  return n === null ? "" : n.toLocaleString("en-US");
+}
+
+const KIND_LABELS: Record<NodeKind, string> = {
+  tensordict: "TD",
+  tensorclass: "TC",
+  lazy_stack: "stack",
+  non_tensor: "data",
+  non_tensor_stack: "data stack",
+  view: "view",
+  leaf: "tensor",
+};
+
+export function kindLabel(kind: NodeKind): string {
+  return KIND_LABELS[kind];
+}
+
+/** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node. */
+export function describeShape(node: NodeSummary): string {
+  if (node.kind === "leaf") return [formatShape(node.shape), node.dtype ?? ""].join(" ").trim();
+  return node.batch_size === null ? "" : `batch ${formatShape(node.batch_size)}`;
+}

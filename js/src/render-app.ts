@@ -1,0 +1,143 @@
+/**
+ * The whole widget view for one state: header, error, search, tree and details.
+ * It knows nothing of anywidget: widget.ts feeds it the traits and a `DataSource`.
+ */
+
+import type { DataSource } from "./data-source";
+import { formatShape, humanBytes } from "./format";
+import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
+import { DetailsPanel } from "./render-details";
+import { SearchBox } from "./render-search";
+import { TreeView, type TreeViewOptions } from "./render-tree";
+import { TreeModel, type TreeModelOptions } from "./tree-model";
+
+export const VERSION_MISMATCH =
+  "tdview: this output was made by another version of tdview; re-run the cell.";
+
+export interface AppOptions {
+  source: DataSource;
+  state: WidgetState;
+  /** Called when the user selects a loaded node. */
+  onSelect?: (path: Path) => void;
+  /** Delay before the details of a new selection are fetched (ms). */
+  detailsDelayMs?: number;
+  tree?: TreeModelOptions;
+  view?: TreeViewOptions;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text = "",
+): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  element.className = className;
+  if (text) element.textContent = text;
+  return element;
+}
+
+function basename(source: string): string {
+  const parts = source.split(/[\\/]/).filter(Boolean);
+  return parts[parts.length - 1] ?? source;
+}
+
+function header(state: WidgetState): HTMLElement {
+  const box = el("header", "tdview-header");
+  const source = el("span", "tdview-source", state.source || "(no checkpoint)");
+  source.title = state.source;
+  box.append(source);
+  const root = state.root;
+  if (root) {
+    box.append(el("span", "tdview-root-class", root.class_name));
+    if (root.batch_size)
+      box.append(el("span", "tdview-batch", `batch ${formatShape(root.batch_size)}`));
+    if (root.bytes !== null) box.append(el("span", "tdview-bytes", humanBytes(root.bytes)));
+  }
+  return box;
+}
+
+/** The message shown instead of the widget when the protocol versions differ. */
+export function versionMismatch(): HTMLElement {
+  const box = el("div", "tdview-version-mismatch", VERSION_MISMATCH);
+  box.setAttribute("role", "alert");
+  return box;
+}
+
+export function errorBox(message: string): HTMLElement {
+  const box = el("div", "tdview-error", message);
+  box.setAttribute("role", "alert");
+  return box;
+}
+
+export class App {
+  readonly element: HTMLElement;
+  readonly tree: TreeModel | null = null;
+  readonly view: TreeView | null = null;
+  readonly #details: DetailsPanel | null = null;
+  readonly #search: SearchBox | null = null;
+  readonly #onSelect: ((path: Path) => void) | undefined;
+  readonly #detailsDelayMs: number;
+  #detailsTimer: ReturnType<typeof setTimeout> | undefined;
+  #shownPath: string | null = null;
+
+  constructor(options: AppOptions) {
+    const { state, source } = options;
+    this.#onSelect = options.onSelect;
+    this.#detailsDelayMs = options.detailsDelayMs ?? 100;
+    this.element = el("div", "tdview-app");
+    if (state._protocol_version !== PROTOCOL_VERSION) {
+      this.element.append(versionMismatch());
+      return;
+    }
+    this.element.append(header(state));
+    if (state.error) this.element.append(errorBox(state.error));
+    if (!state.root) return;
+    const rootLabel = basename(state.source) || "(root)";
+    this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
+    this.view = new TreeView(this.tree, { ...options.view });
+    this.#details = new DetailsPanel(source);
+    this.#search = new SearchBox(source, (path) => void this.reveal(path));
+    const left = el("div", "tdview-browser");
+    left.append(this.#search.element, this.view.element);
+    const body = el("div", "tdview-body");
+    body.append(left, this.#details.element);
+    this.element.append(body);
+    this.tree.subscribe((change) => {
+      if (change.selection) this.#selectionChanged();
+    });
+    void this.tree.expand(0);
+    const revealed =
+      state.selected.length > 0 ? this.reveal(state.selected) : Promise.resolve(false);
+    void revealed.then((found) => {
+      if (!found) this.#selectionChanged();
+    });
+  }
+
+  /** Expands the ancestors of `path`, selects it and scrolls to it. */
+  async reveal(path: Path): Promise<boolean> {
+    if (!this.tree || !this.view) return false;
+    const index = await this.tree.revealPath(path);
+    if (index >= 0) this.view.scrollToIndex(index);
+    return index >= 0;
+  }
+
+  dispose(): void {
+    clearTimeout(this.#detailsTimer);
+    this.tree?.dispose();
+    this.view?.dispose();
+    this.#details?.dispose();
+    this.#search?.dispose();
+  }
+
+  #selectionChanged(): void {
+    const path = this.tree?.selectedPath ?? null;
+    const key = path && JSON.stringify(path);
+    if (key === this.#shownPath) return;
+    this.#shownPath = key;
+    clearTimeout(this.#detailsTimer);
+    if (path) this.#onSelect?.(path);
+    const show = () => void this.#details?.show(path);
+    if (this.#detailsDelayMs > 0) this.#detailsTimer = setTimeout(show, this.#detailsDelayMs);
+    else show();
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The anywidget entry point: wires the model's traits and custom messages to an `App`.
+ *
+ * The view is rebuilt when a trait that shapes it changes (`_protocol_version`,
+ * `source`, `root`, `error`); `selected` is synced both ways without a rebuild.
+ */
+
+import { CommDataSource, type CommModel } from "./comm-data-source";
+import { type Path, PROTOCOL_VERSION, parseState, type WidgetState } from "./protocol";
+import { App, errorBox, versionMismatch } from "./render-app";
+
+/** The part of anywidget's model that the widget uses. */
+export interface WidgetModel extends CommModel {
+  get(name: string): unknown;
+  set(name: string, value: unknown): void;
+  save_changes(): void;
+}
+
+export interface RenderProps {
+  model: WidgetModel;
+  el: HTMLElement;
+}
+
+const TRAITS = ["_protocol_version", "source", "root", "selected", "options", "error"] as const;
+const REBUILD_ON = ["_protocol_version", "source", "root", "error"] as const;
+
+function readState(model: WidgetModel): WidgetState | HTMLElement {
+  if (model.get("_protocol_version") !== PROTOCOL_VERSION) return versionMismatch();
+  const raw = Object.fromEntries(TRAITS.map((name) => [name, model.get(name)]));
+  return parseState(raw) ?? errorBox("tdview: the widget state is malformed; re-run the cell.");
+}
+
+function render({ model, el }: RenderProps): () => void {
+  const container = document.createElement("div");
+  container.className = "tdview-root";
+  el.append(container);
+  const source = new CommDataSource(model);
+  let app: App | null = null;
+  let synced = JSON.stringify(model.get("selected") ?? []);
+
+  const onSelect = (path: Path) => {
+    const key = JSON.stringify(path);
+    if (key === synced) return;
+    synced = key;
+    model.set("selected", path);
+    model.save_changes();
+  };
+
+  const build = () => {
+    app?.dispose();
+    app = null;
+    const state = readState(model);
+    if (state instanceof HTMLElement) {
+      container.replaceChildren(state);
+      return;
+    }
+    app = new App({ source, state, onSelect });
+    container.replaceChildren(app.element);
+    app.view?.render();
+  };
+
+  const onSelectedTrait = () => {
+    const path = model.get("selected");
+    const key = JSON.stringify(path);
+    if (key === synced || !Array.isArray(path)) return;
+    synced = key;
+    void app?.reveal(path.map(String));
+  };
+
+  for (const name of REBUILD_ON) model.on(`change:${name}`, build);
+  model.on("change:selected", onSelectedTrait);
+  build();
+
+  return () => {
+    for (const name of REBUILD_ON) model.off(`change:${name}`, build);
+    model.off("change:selected", onSelectedTrait);
+    app?.dispose();
+    source.dispose();
+    container.remove();
+  };
+}
+
+export default { render };

@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { describeShape, formatCount, humanBytes } from "../src/format";
+import type { NodeSummary } from "../src/protocol";
+
+describe("format", () => {
+  it("writes sizes in powers of 1000 with three digits", () => {
+    expect(humanBytes(null)).toBe("");
+    expect(humanBytes(0)).toBe("0 B");
+    expect(humanBytes(999)).toBe("999 B");
+    expect(humanBytes(1536)).toBe("1.54 KB");
+    expect(humanBytes(21_168_000)).toBe("21.2 MB");
+    expect(humanBytes(123_456_789_012)).toBe("123 GB");
+    expect(humanBytes(5e18)).toBe("5000 PB");
+  });
+
+  it("groups counts", () => {
+    expect(formatCount(1_234_567)).toBe("1,234,567");
+  });
+
+  it("describes leaves by shape and dtype, nodes by batch size", () => {
+    const base: NodeSummary = {
+      key: "k",
+      path: ["k"],
+      kind: "leaf",
+      class_name: "Tensor",
+      has_children: false,
+      n_children: 0,
+      shape: [2, 3],
+      dtype: "float32",
+      batch_size: null,
+      stack_dim: null,
+      bytes: 24,
+      numel: 6,
+      pickled: false,
+      problems: [],
+    };
+    expect(describeShape(base)).toBe("[2, 3] float32");
+    expect(describeShape({ ...base, shape: [] })).toBe("[] float32");
+    expect(describeShape({ ...base, kind: "lazy_stack", batch_size: [4, 2] })).toBe("batch [4, 2]");
+    expect(describeShape({ ...base, kind: "non_tensor", batch_size: null })).toBe("");
+  });
+});

@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+import { ProtocolError } from "../src/data-source";
+import { MemoryDataSource } from "../src/memory-data-source";
+import { replayTree } from "./trees";
+
+describe("MemoryDataSource", () => {
+  const source = new MemoryDataSource(replayTree());
+
+  it("summarizes the root", () => {
+    expect(source.root).toMatchObject({
+      key: "",
+      path: [],
+      kind: "tensordict",
+      has_children: true,
+      n_children: 5,
+      batch_size: [1000],
+    });
+  });
+
+  it("pages children", async () => {
+    const page = await source.children([], 1, 2);
+    expect(page).toMatchObject({ path: [], offset: 1, total: 5 });
+    expect(page.children.map((c) => c.path)).toEqual([["action"], ["reward"]]);
+    expect((await source.children([], 4, 200)).children).toHaveLength(1);
+    expect((await source.children([], 9, 200)).children).toHaveLength(0);
+  });
+
+  it("searches keys by case-insensitive substring, depth first, with a limit", async () => {
+    expect(await source.search("O", 3)).toEqual({
+      pattern: "O",
+      matches: [["obs"], ["action"], ["done"]],
+      truncated: true,
+    });
+    expect((await source.search("ixel", 10)).matches).toEqual([["obs", "pixels"]]);
+    expect((await source.search("", 10)).matches).toEqual([]);
+  });
+
+  it("gives node details and inline values", async () => {
+    expect((await source.node(["info"])).value).toEqual({ seed: 7 });
+    expect((await source.node(["obs", "pixels"])).device).toBe("cpu");
+  });
+
+  it("previews a leaf with statistics", async () => {
+    const tree = new MemoryDataSource({
+      key: "",
+      children: [{ key: "x", shape: [3, 2], data: [1, 2, 3, Number.NaN, 5, 6] }],
+    });
+    const preview = await tree.preview(["x"], 2);
+    expect(preview.slice.shape).toEqual([2, 2]);
+    expect([...preview.slice.data]).toEqual([1, 2, 3, Number.NaN]);
+    expect(preview.stats).toMatchObject({ min: 1, max: 3, mean: 2, nan: 1, inf: 0, count: 4 });
+  });
+
+  it("loads with progress and gives reproducing code", async () => {
+    const seen: number[] = [];
+    const result = await source.load(
+      { path: ["obs"], device: "cuda:0", mode: null, allow_pickle: false, variable: "obs" },
+      (p) => seen.push(p.done),
+    );
+    expect(seen).toEqual([0, 1]);
+    expect(result.code).toBe('obs = tdview.load(source, path=("obs"), device="cuda:0")');
+  });
+
+  it("fails like the kernel: structured errors, cancellation", async () => {
+    await expect(source.node(["nope"])).rejects.toMatchObject({ type: "KeyError", path: ["nope"] });
+    const abort = new AbortController();
+    abort.abort();
+    await expect(source.devices({ signal: abort.signal })).rejects.toBeInstanceOf(ProtocolError);
+    await expect(source.preview(["obs"], 1)).rejects.toMatchObject({ type: "TypeError" });
+  });
+});

@@ -1,0 +1,224 @@
+import { describe, expect, it } from "vitest";
+import { ProtocolError } from "../src/data-source";
+import {
+  decodeBuffer,
+  isProgress,
+  METHODS,
+  makeCancel,
+  makeRequest,
+  PROTOCOL_VERSION,
+  parseCancel,
+  parseProgress,
+  parseReply,
+  parseRequest,
+  parseResult,
+  parseState,
+} from "../src/protocol";
+import { type Golden, getAt, goldenNames, keyPaths, loadGolden, mutate } from "./golden";
+
+/** Whether the parser for this golden file's kind accepts `message`. */
+function accepts(golden: Golden, message: unknown): boolean {
+  const { name } = golden;
+  if (name.startsWith("state")) return parseState(message) !== null;
+  if (name.startsWith("request_")) return parseRequest(message) !== null;
+  if (name === "cancel") return parseCancel(message) !== null;
+  if (name === "progress") return isProgress(message);
+  if (!name.startsWith("reply_") || !golden.method) throw new Error(`unknown golden ${name}`);
+  const reply = parseReply(message);
+  if (reply === null) return false;
+  if (!reply.ok) return true;
+  try {
+    parseResult(golden.method, reply.result);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const names = goldenNames();
+const goldens = names.map(loadGolden);
+
+/** Key paths with free-form content: inside a non-tensor value. */
+const freeForm = (path: (string | number)[]) => path.includes("value");
+/** Keys that may be absent: the dtype names of a rollup, and anything inside a value. */
+const optionalKey = (path: (string | number)[]) =>
+  freeForm(path.slice(0, -1)) || path[path.length - 2] === "by_dtype";
+
+describe("golden files", () => {
+  it("cover every message kind and method", () => {
+    const required = [
+      "state",
+      "cancel",
+      "progress",
+      "reply_error",
+      ...METHODS.flatMap((m) => [`request_${m}`, `reply_${m}`]),
+    ];
+    expect(names).toEqual(expect.arrayContaining(required));
+  });
+
+  it("request the current protocol version", () => {
+    for (const g of goldens) {
+      const v = g.name.startsWith("state") ? g.message._protocol_version : g.message.v;
+      expect(v, g.name).toBe(PROTOCOL_VERSION);
+    }
+  });
+
+  it.each(names)("%s is accepted", (name) => {
+    const golden = loadGolden(name);
+    expect(golden.description.length).toBeGreaterThan(0);
+    expect(accepts(golden, golden.message)).toBe(true);
+  });
+
+  it.each(names)("%s is rejected without any one of its keys", (name) => {
+    const golden = loadGolden(name);
+    const paths = keyPaths(golden.message).filter(
+      (p) => typeof p[p.length - 1] === "string" && !optionalKey(p),
+    );
+    expect(paths.length).toBeGreaterThan(0);
+    for (const path of paths) {
+      const mutated = mutate(golden.message, path, (parent, key) => {
+        delete parent[key];
+      });
+      expect(accepts(golden, mutated), `without ${path.join(".")}`).toBe(false);
+    }
+  });
+
+  it.each(names)("%s is rejected with any one value of the wrong type", (name) => {
+    const golden = loadGolden(name);
+    const paths = keyPaths(golden.message).filter((p) => {
+      const v = getAt(golden.message, p);
+      return !freeForm(p) && (v === null || typeof v !== "object");
+    });
+    for (const path of paths) {
+      const mutated = mutate(golden.message, path, (parent, key) => {
+        const v = parent[key];
+        parent[key] =
+          v === null ? {} : typeof v === "string" ? 42 : typeof v === "number" ? "42" : "true";
+      });
+      expect(accepts(golden, mutated), `with ${path.join(".")} mistyped`).toBe(false);
+    }
+  });
+
+  it.each(names)("%s still parses with keys added (a compatible change)", (name) => {
+    const golden = loadGolden(name);
+    const extended: Record<string, unknown> = { ...golden.message, added_later: { x: 1 } };
+    for (const key of ["params", "result", "error", "root", "options"]) {
+      const inner = extended[key];
+      if (inner && typeof inner === "object") extended[key] = { ...inner, added_later: [1] };
+    }
+    expect(accepts(golden, extended)).toBe(true);
+  });
+
+  it.each(names.filter((n) => !n.startsWith("state")))("%s is rejected at v=2", (name) => {
+    const golden = loadGolden(name);
+    expect(accepts(golden, { ...golden.message, v: 2 })).toBe(false);
+    expect(accepts(golden, { ...golden.message, kind: "tdview:other" })).toBe(false);
+  });
+});
+
+describe("builders", () => {
+  it.each(METHODS)("makeRequest reproduces request_%s.json", (method) => {
+    const { message } = loadGolden(`request_${method}`);
+    const parsed = parseRequest(message);
+    expect(parsed).not.toBeNull();
+    if (!parsed) return;
+    expect(makeRequest(parsed.id, parsed.method, parsed.params)).toEqual(message);
+  });
+
+  it("makeCancel reproduces cancel.json", () => {
+    const { message } = loadGolden("cancel");
+    expect(makeCancel(message.id as number)).toEqual(message);
+  });
+});
+
+describe("parsers", () => {
+  it("reject what is not a message", () => {
+    for (const junk of [null, undefined, "x", 3, [], [1], {}]) {
+      expect(parseReply(junk)).toBeNull();
+      expect(parseRequest(junk)).toBeNull();
+      expect(parseCancel(junk)).toBeNull();
+      expect(parseProgress(junk)).toBeNull();
+      expect(parseState(junk)).toBeNull();
+    }
+  });
+
+  it("reject unknown methods, negative counts and non-integer ids", () => {
+    const { message } = loadGolden("request_children");
+    expect(parseRequest({ ...message, method: "delete" })).toBeNull();
+    expect(parseRequest({ ...message, id: 1.5 })).toBeNull();
+    expect(parseRequest({ ...message, id: 2 ** 53 })).toBeNull();
+    expect(parseRequest({ ...message, params: { path: [], offset: -1, limit: 200 } })).toBeNull();
+    expect(parseRequest({ ...message, params: { path: [1], offset: 0, limit: 200 } })).toBeNull();
+  });
+
+  it("accept a negative stack_dim but not a negative size", () => {
+    const { message } = loadGolden("state");
+    const root = message.root as Record<string, unknown>;
+    expect(parseState({ ...message, root: { ...root, stack_dim: -1 } })).not.toBeNull();
+    expect(parseState({ ...message, root: { ...root, bytes: -1 } })).toBeNull();
+    expect(parseState({ ...message, root: { ...root, kind: "folder" } })).toBeNull();
+  });
+
+  it("reject a reply with ok but no result, or an error without a message", () => {
+    const { message } = loadGolden("reply_error");
+    const error = message.error as Record<string, unknown>;
+    expect(parseReply({ ...message, ok: true })).toBeNull();
+    expect(parseReply({ ...message, error: { ...error, message: undefined } })).toBeNull();
+    expect(parseReply({ ...message, ok: "false" })).toBeNull();
+  });
+
+  it("turn an error reply into a ProtocolError", () => {
+    const reply = parseReply(loadGolden("reply_error").message);
+    expect(reply?.ok).toBe(false);
+    if (!reply || reply.ok) return;
+    const error = ProtocolError.from(reply.error);
+    expect(error.type).toBe("LeafDataError");
+    expect(error.path).toEqual(["obs", "pixels"]);
+    expect(error.message).toContain("21168000");
+  });
+
+  it("reject non-finite statistics (JSON has none; the server sends null)", () => {
+    const golden = loadGolden("reply_preview");
+    const result = parseReply(golden.message);
+    if (!result?.ok) throw new Error("golden reply is not ok");
+    const stats = { ...(result.result.stats as object), min: Number.NaN };
+    expect(() => parseResult("preview", { ...result.result, stats })).toThrow(/result.stats.min/);
+    const nulls = { ...(result.result.stats as object), min: null, max: null };
+    expect(parseResult("preview", { ...result.result, stats: nulls }).stats?.min).toBeNull();
+  });
+
+  it("name the offending field", () => {
+    const { message } = loadGolden("reply_children");
+    const bad = mutate(message, ["result", "children", 1, "shape", 0], (p, k) => {
+      p[k] = -3;
+    });
+    const reply = parseReply(bad);
+    if (!reply?.ok) throw new Error("envelope should parse");
+    expect(() => parseResult("children", reply.result)).toThrow(
+      "result.children[1].shape[0]: expected a non-negative integer, got number -3",
+    );
+  });
+});
+
+describe("preview buffers", () => {
+  it("decode to the arrays the golden reply describes", () => {
+    const golden = loadGolden("reply_preview");
+    const reply = parseReply(golden.message);
+    if (!reply?.ok) throw new Error("golden reply is not ok");
+    const result = parseResult("preview", reply.result);
+    const slice = decodeBuffer(result.slice, golden.buffers);
+    expect(slice).toBeInstanceOf(Float32Array);
+    expect(slice.length).toBe(24);
+    expect(slice[0]).toBe(0.5);
+    expect(slice[3]).toBe(0.9921875);
+    const hist = result.histogram;
+    if (!hist) throw new Error("golden preview has a histogram");
+    const edges = decodeBuffer(hist.edges, golden.buffers);
+    const counts = decodeBuffer(hist.counts, golden.buffers);
+    expect(edges).toBeInstanceOf(Float64Array);
+    expect(edges[0]).toBe(-1);
+    expect(counts).toBeInstanceOf(BigInt64Array);
+    const total = [...(counts as BigInt64Array)].reduce((a, b) => a + b, 0n);
+    expect(Number(total)).toBe(result.stats?.count);
+  });
+});

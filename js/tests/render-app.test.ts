@@ -1,0 +1,131 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it } from "vitest";
+import { MemoryDataSource } from "../src/memory-data-source";
+import { parseState, type WidgetState } from "../src/protocol";
+import { App } from "../src/render-app";
+import { detailFields } from "../src/render-details";
+import { loadGolden } from "./golden";
+import { replayTree, sampleTree, tick, wideKey } from "./trees";
+
+function state(overrides: Partial<WidgetState> = {}): WidgetState {
+  const parsed = parseState(loadGolden("state").message);
+  if (!parsed) throw new Error("golden state does not parse");
+  return { ...parsed, selected: [], ...overrides };
+}
+
+function setup(tree = sampleTree(), overrides: Partial<WidgetState> = {}) {
+  const source = new MemoryDataSource(tree);
+  const selections: string[][] = [];
+  const app = new App({
+    source,
+    state: state({ root: source.root, ...overrides }),
+    detailsDelayMs: 0,
+    onSelect: (path) => selections.push(path),
+  });
+  document.body.append(app.element);
+  return { app, source, selections, el: app.element };
+}
+
+const details = (el: HTMLElement) => el.querySelector(".tdview-details")?.textContent ?? "";
+
+afterEach(() => {
+  document.body.replaceChildren();
+});
+
+describe("App", () => {
+  it("lays out header, search, tree and details", async () => {
+    const { el } = setup();
+    await tick();
+    expect(el.querySelector(".tdview-header")).not.toBeNull();
+    expect(el.querySelector('[role="search"] input')).not.toBeNull();
+    expect(el.querySelector('[role="tree"]')).not.toBeNull();
+    expect(details(el)).toContain("(root)");
+    expect(details(el)).toContain("TensorDict");
+  });
+
+  it("searches keys and reveals the match that is picked", async () => {
+    const { app, el, selections } = setup();
+    const input = el.querySelector<HTMLInputElement>(".tdview-search-input");
+    if (!input) throw new Error("no search box");
+    input.value = "k012345";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    for (let i = 0; i < 100 && app.tree?.selectedPath?.length !== 2; i++) await tick();
+    expect(el.querySelector(".tdview-search-status")?.textContent).toBe("1 match");
+    expect(app.tree?.selectedPath).toEqual(["wide", wideKey(12_345)]);
+    expect(selections.at(-1)).toEqual(["wide", wideKey(12_345)]);
+    await tick();
+    expect(details(el)).toContain(`wide / ${wideKey(12_345)}`);
+    const row = el.querySelector('[aria-selected="true"] .tdview-key');
+    expect(row?.textContent).toBe(wideKey(12_345));
+  });
+
+  it("lists search matches as buttons, and says when there were more", async () => {
+    const { el } = setup();
+    const input = el.querySelector<HTMLInputElement>(".tdview-search-input");
+    if (!input) throw new Error("no search box");
+    input.value = "z";
+    input.dispatchEvent(new Event("input"));
+    await tick(250);
+    const buttons = [...el.querySelectorAll<HTMLButtonElement>(".tdview-search-result")];
+    expect(buttons.map((b) => b.textContent)).toEqual(["zeta", "zulu"]);
+    input.value = "k0";
+    input.dispatchEvent(new Event("input"));
+    await tick(250);
+    expect(el.querySelectorAll(".tdview-search-result")).toHaveLength(50);
+    expect(el.querySelector(".tdview-search-status")?.textContent).toBe("50+ matches");
+    buttons[1]?.click();
+  });
+
+  it("shows a node's details, and an error when they cannot be read", async () => {
+    const tree = replayTree();
+    tree.children?.push({ key: "bad", fail: "LeafDataError" });
+    const { app, el } = setup(tree);
+    await app.reveal(["info"]);
+    await tick();
+    expect(details(el)).toContain("NonTensorData");
+    expect(details(el)).toContain('"seed": 7');
+    await app.reveal(["bad"]);
+    await tick();
+    expect(el.querySelector('.tdview-details [role="alert"]')?.textContent).toBe(
+      "LeafDataError: bad: LeafDataError",
+    );
+  });
+
+  it("shows the root when the initially selected path does not exist", async () => {
+    const { app, el, selections } = setup(sampleTree(), { selected: ["a", "gone"] });
+    for (let i = 0; i < 20; i++) await tick();
+    expect(app.tree?.selectedPath).toEqual([]);
+    expect(details(el)).toContain("(root)");
+    expect(selections).toEqual([[]]);
+  });
+
+  it("reveals the initially selected path", async () => {
+    const { app } = setup(sampleTree(), { selected: ["a", "y", "deep"] });
+    for (let i = 0; i < 20; i++) await tick();
+    expect(app.tree?.selectedPath).toEqual(["a", "y", "deep"]);
+  });
+});
+
+describe("detailFields", () => {
+  it("lists storage, rollup and pickle facts, leaving out empty ones", () => {
+    const node = parseState(loadGolden("state").message)?.root;
+    if (!node) throw new Error("no root");
+    const golden = loadGolden("reply_node_non_tensor").message.result as Parameters<
+      typeof detailFields
+    >[0];
+    const fields = Object.fromEntries(detailFields(golden));
+    expect(fields.Path).toBe("info");
+    expect(fields["Load cost"]).toBe("decompress");
+    expect(fields["CRC-32"]).toBe("deadbeef");
+    expect(fields.Pickle).toBe(
+      "4.10 KB; imports collections.OrderedDict, numpy.core.multiarray._reconstruct",
+    );
+    expect(fields.Problems).toContain("allow_pickle");
+    expect(fields.Shape).toBeUndefined();
+    const td = Object.fromEntries(
+      detailFields(loadGolden("reply_node_tensordict").message.result as typeof golden),
+    );
+    expect(td["Subtree size"]).toBe("21.2 MB in 2 tensors");
+    expect(td.Names).toBe("time");
+  });
+});

@@ -1,0 +1,288 @@
+"""TensorDict nodes: the leaf and collection records of one ``meta.json``.
+
+A TensorDict node's ``meta.json`` is one flat object mixing entry records and node
+fields. ``"shape"``, ``"device"`` and ``"_type"`` are always node fields (the
+writer overwrites an entry of that name, whose key is then lost).
+``"_format_version"``, ``"_class"`` and ``"_names"`` are entries when their value
+is a dict (the writer kept the entry and dropped the node field). Every other dict
+with a non-null ``"type"`` is a collection record; a dict with non-null
+``"dtype"`` and ``"shape"`` is a leaf record; anything else is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..errors import UnsupportedFormatVersionError
+from ._classes import ClassRef, NodeKind
+from ._dtypes import DTypeInfo, parse_dtype
+from ._fields import check_bool, check_device, check_opt_str, check_shape, fail, short_repr
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CollectionRecord",
+    "LeafRecord",
+    "NodeBase",
+    "TensorDictNode",
+    "parse_format_version",
+    "parse_tensordict_node",
+]
+
+#: The newest format version tdview reads.
+FORMAT_VERSION = 1
+_NODE_FIELDS = frozenset({"shape", "device", "_type"})
+_MAYBE_ENTRY = frozenset({"_format_version", "_class", "_names"})
+
+
+@dataclass(frozen=True)
+class NodeBase:
+    """What every node records about itself.
+
+    Attributes
+    ----------
+    type_name : str
+        The ``"_type"`` string, e.g. ``"<class 'tensordict._td.TensorDict'>"``.
+    class_id : str or None
+        The ``"_class"`` string (``"tensordict:TensorDict"``), None when absent or
+        not a string.
+    format_version : int
+        ``"_format_version"`` when it is an integer (at most 1), else 0.
+    class_ref : ClassRef
+        The class as saved (from ``"_class"`` when it names a known class or is
+        present, else from ``"_type"``). Never imported.
+    builtin : bool
+        Whether the class is one of tensordict's own (any ``tensordict.*`` module).
+    ignored_keys : tuple of str
+        Keys present in ``meta.json`` that this node does not use.
+    """
+
+    kind: ClassVar[str] = ""
+
+    type_name: str
+    class_id: str | None
+    format_version: int
+    class_ref: ClassRef
+    builtin: bool
+    ignored_keys: tuple[str, ...]
+
+    @property
+    def class_name(self) -> str:
+        """The saved class's qualname, e.g. ``"TensorDictParams"`` or ``"MetaData[str]"``."""
+        return self.class_ref.qualname
+
+
+@dataclass(frozen=True)
+class LeafRecord:
+    """A tensor leaf stored in ``<name>.memmap``.
+
+    Attributes
+    ----------
+    key : str
+    dtype : DTypeInfo
+    shape : tuple of int
+        The tensor's shape; for a nested leaf, the shape ``(N, D)`` of its sizes
+        tensor (stored in ``<name>.shape.memmap`` as int64).
+    is_nested : bool
+    device : str or None
+        The source tensor's device at save time (informative only).
+    """
+
+    key: str
+    dtype: DTypeInfo
+    shape: tuple[int, ...]
+    is_nested: bool
+    device: str | None
+
+    @property
+    def numel(self) -> int | None:
+        """Number of elements; None for a nested leaf (it depends on the sizes file)."""
+        if self.is_nested:
+            return None
+        total = 1
+        for dim in self.shape:
+            total *= dim
+        return total
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of data, ``numel * itemsize``; None for a nested leaf."""
+        numel = self.numel
+        return None if numel is None else numel * self.dtype.itemsize
+
+    @property
+    def sizes_nbytes(self) -> int | None:
+        """Bytes of a nested leaf's sizes file (``N * D * 8``); None otherwise."""
+        if not self.is_nested:
+            return None
+        return self.shape[0] * self.shape[1] * 8
+
+
+@dataclass(frozen=True)
+class CollectionRecord:
+    """A nested collection stored in the subdirectory ``<name>/``.
+
+    Attributes
+    ----------
+    key : str
+    type_hint : str or None
+        The ``"type"`` the writer recorded (the child's bare class name). Only a
+        hint: the child's own ``meta.json`` decides its class.
+    """
+
+    key: str
+    type_hint: str | None
+
+
+@dataclass(frozen=True)
+class TensorDictNode(NodeBase):
+    """A TensorDict (or subclass) node.
+
+    Attributes
+    ----------
+    entries : tuple of LeafRecord or CollectionRecord
+        In file order.
+    batch_size : tuple of int
+        ``"shape"``; ``()`` when absent.
+    device : str or None
+        ``"device"``; None when absent or ``"None"``.
+    names : tuple of (str or None), or None
+        ``"_names"`` when it is a list that names at least one dim.
+    """
+
+    kind: ClassVar[str] = NodeKind.TENSORDICT
+
+    entries: tuple[LeafRecord | CollectionRecord, ...]
+    batch_size: tuple[int, ...]
+    device: str | None
+    names: tuple[str | None, ...] | None
+
+    @property
+    def load_order(self) -> tuple[LeafRecord | CollectionRecord, ...]:
+        """The entries in the order the reference loads them: leaves, then collections."""
+        leaves = [e for e in self.entries if isinstance(e, LeafRecord)]
+        return (*leaves, *(e for e in self.entries if isinstance(e, CollectionRecord)))
+
+    @property
+    def leaves(self) -> tuple[LeafRecord, ...]:
+        """The leaf records, in file order."""
+        return tuple(e for e in self.entries if isinstance(e, LeafRecord))
+
+    @property
+    def collections(self) -> tuple[CollectionRecord, ...]:
+        """The collection records, in file order."""
+        return tuple(e for e in self.entries if isinstance(e, CollectionRecord))
+
+    @property
+    def is_subclass(self) -> bool:
+        """Whether the node was saved from a user subclass (e.g. ``__main__:MyTD``)."""
+        return not self.builtin
+
+    @property
+    def legacy_no_collection_records(self) -> bool:
+        """Version 0 and no collection record: maybe a 0.3-era node whose nested
+        tensordicts are only found by listing subdirectories."""
+        return self.format_version == 0 and not self.collections
+
+
+def parse_format_version(meta: dict, where: str) -> int:
+    """Apply the version gate and return the node's format version.
+
+    A missing or non-integer ``"_format_version"`` (a dict entry, a bool) is 0.
+
+    Raises
+    ------
+    UnsupportedFormatVersionError
+        The version is an integer above :data:`FORMAT_VERSION`.
+    """
+    version = meta.get("_format_version", 0)
+    if type(version) is not int:
+        return 0
+    if version > FORMAT_VERSION:
+        raise UnsupportedFormatVersionError(
+            f"{where} was saved in the format version {short_repr(version, 40)}, but this "
+            f"version of tdview reads the format versions up to {FORMAT_VERSION}. "
+            "Upgrade tdview to load it."
+        )
+    return version
+
+
+def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNode:
+    """Parse a TensorDict node; ``header`` holds the :class:`NodeBase` fields."""
+    entries: list[LeafRecord | CollectionRecord] = []
+    ignored: list[str] = []
+    for key, value in meta.items():
+        if key in _NODE_FIELDS:
+            continue
+        if not isinstance(value, dict):
+            if key not in _MAYBE_ENTRY or not _valid_node_field(key, value):
+                ignored.append(key)
+            continue
+        if value.get("type") is not None:
+            hint = value["type"]
+            entries.append(CollectionRecord(key, hint if isinstance(hint, str) else None))
+        elif value.get("dtype") is None or value.get("shape") is None:
+            ignored.append(key)
+        else:
+            entries.append(parse_leaf(key, value, where))
+    batch_size = check_shape(meta.get("shape", []), where, 'field "shape" (batch size)')
+    if "device" in meta:
+        device = check_device(meta["device"], where, 'field "device"', allow_null=False)
+    else:
+        device = None
+    names_value = meta.get("_names")
+    names = (
+        _parse_names(names_value, len(batch_size), where) if isinstance(names_value, list) else None
+    )
+    return TensorDictNode(
+        **header,
+        ignored_keys=tuple(ignored),
+        entries=tuple(entries),
+        batch_size=batch_size,
+        device=device,
+        names=names,
+    )
+
+
+def parse_leaf(key: str, record: dict, where: str) -> LeafRecord:
+    """Parse one leaf record ``{"dtype", "shape", "is_nested"?, "device"?}``."""
+    dtype = parse_dtype(record["dtype"], where, key)
+    is_nested = record.get("is_nested", False)
+    is_nested = (
+        False if is_nested is None else check_bool(is_nested, where, f"leaf {key!r} is_nested")
+    )
+    context = f"leaf {key!r} shape"
+    if is_nested:
+        shape = check_shape(record["shape"], where, context, itemsize=8)
+        if len(shape) != 2:
+            raise fail(where, context, "a nested leaf records the [N, D] shape of its sizes", shape)
+    else:
+        shape = check_shape(record["shape"], where, context, itemsize=dtype.itemsize)
+    device = check_opt_str(record.get("device"), where, f"leaf {key!r} device")
+    return LeafRecord(key, dtype, shape, is_nested, device)
+
+
+def _valid_node_field(key: str, value: object) -> bool:
+    """Whether a non-dict ``_format_version``/``_class``/``_names`` value is used."""
+    if key == "_format_version":
+        return type(value) is int
+    if key == "_class":
+        return isinstance(value, str)
+    return isinstance(value, list)
+
+
+def _parse_names(value: list, batch_dims: int, where: str) -> tuple[str | None, ...] | None:
+    """Apply ``"_names"`` as the reference does; all-None names mean no names."""
+    context = 'field "_names"'
+    for name in value:
+        if name is not None and not isinstance(name, str):
+            raise fail(where, context, "dim names must be strings or null", value)
+    num_none = sum(name is None for name in value)
+    if num_none == batch_dims:
+        # the reference drops such names (with a warning when the length is wrong)
+        return None
+    if len(set(value)) != len(value) - max(num_none - 1, 0):
+        raise fail(where, context, "dim names must be unique", value)
+    if len(value) != batch_dims:
+        raise fail(where, context, f"{len(value)} dim names for {batch_dims} batch dims", value)
+    return tuple(value)

@@ -1,0 +1,47 @@
+"""The checkpoint index: a lazy tree over a store, read from metadata alone.
+
+Both the browser and the loader stand on it. It never reads a payload byte, never
+unpickles, never imports a module named in a checkpoint, and never writes.
+"""
+
+from __future__ import annotations
+
+from ._checkpoint import Checkpoint, Page
+from ._facts import LeafStorage, leaf_storage, needs_unpickling, pickle_info, size_problems
+from ._node import (
+    LAZY_STACK,
+    LEAF,
+    NON_TENSOR,
+    NON_TENSOR_STACK,
+    TENSORCLASS,
+    TENSORDICT,
+    VIEW,
+    Node,
+)
+from ._paths import NestedPath, normalize_subpath, show_path
+from ._walk import Rollup, rollup, search, walk
+
+__all__ = [
+    "LAZY_STACK",
+    "LEAF",
+    "NON_TENSOR",
+    "NON_TENSOR_STACK",
+    "TENSORCLASS",
+    "TENSORDICT",
+    "VIEW",
+    "Checkpoint",
+    "LeafStorage",
+    "NestedPath",
+    "Node",
+    "Page",
+    "Rollup",
+    "leaf_storage",
+    "needs_unpickling",
+    "normalize_subpath",
+    "pickle_info",
+    "rollup",
+    "search",
+    "show_path",
+    "size_problems",
+    "walk",
+]

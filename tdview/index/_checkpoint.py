@@ -1,0 +1,257 @@
+"""``Checkpoint``: the lazy, metadata-only index of a tensordict checkpoint."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import SubpathError, TDViewError
+from ..format import (
+    MAX_META_BYTES,
+    NodeMeta,
+    NonTensorDataNode,
+    NonTensorStackNode,
+    TensorclassNode,
+    TensorDictNode,
+    ViewNode,
+    parse_meta_json,
+    parse_node,
+)
+from ..storage import Store, open_store
+from . import _children as ch
+from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, Node, index_kind
+from ._paths import NestedPath, join_key, normalize_subpath, show_path
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a node's children (``total`` counts them all)."""
+
+    path: NestedPath
+    offset: int
+    total: int
+    items: list[Node]
+
+
+class Checkpoint:
+    """The structure of a checkpoint (directory or archive), read from metadata only.
+
+    Nodes are read when first asked for and cached; rollups and search walk the tree on
+    demand. Nothing here reads a tensor payload byte, unpickles, imports a module named
+    in the checkpoint, or writes.
+
+    Parameters
+    ----------
+    prefix : str or Path
+        A checkpoint directory, or a zip archive (any suffix) with a top-level meta.json.
+    robust_key : bool, optional
+        ``False`` reads the legacy raw-name layout only; ``None``/``True`` read the
+        percent-encoded names with the legacy fallback.
+
+    Examples
+    --------
+    >>> ckpt = Checkpoint("run/ckpt.tdz")                      # doctest: +SKIP
+    >>> [n.key for n in ckpt.children("model")]                 # doctest: +SKIP
+    ['embed', 'layers', 'norm', 'head']
+    >>> ckpt.node("model/head/weight").record.shape             # doctest: +SKIP
+    (512, 64)
+    """
+
+    def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
+        self.store: Store = open_store(prefix)
+        self.robust = robust_key is not False
+        self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
+        self.root = self._collection((), "", None)
+
+    @property
+    def path(self) -> str:
+        return self.store.root
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({self.path!r}, {self.store.kind})"
+
+    # -- metadata -------------------------------------------------------------------
+
+    def read_meta(self, dirkey: str) -> NodeMeta:
+        """The parsed ``meta.json`` of a folder (cached); raises what reading it raised."""
+        found = self._metas.get(dirkey)
+        if found is None:
+            key = join_key(dirkey, "meta.json")
+            where = self.store.display(key)
+            try:
+                found = parse_node(parse_meta_json(self.store.read_bytes(key, MAX_META_BYTES), where), where)
+            except (TDViewError, OSError) as error:
+                found = error
+            self._metas[dirkey] = found
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None) -> Node:
+        """The node of a sub-folder; reading problems are recorded on it, not raised."""
+        node = Node(path=path, kind=TENSORDICT, dirkey=dirkey, type_hint=type_hint)
+        if dirkey is None:
+            node.problems.append(f"the folder of {show_path(path)!r} is missing")
+            return node
+        try:
+            node.meta = self.read_meta(dirkey)
+        except (TDViewError, OSError) as error:
+            node.problems.append(str(error))
+            return node
+        node.kind = index_kind(node.meta)
+        if isinstance(node.meta, NonTensorDataNode) and node.meta.data_present:
+            node.value, node.has_value = node.meta.data, True
+        if isinstance(node.meta, NonTensorStackNode) and node.meta.data is not None:
+            node.value, node.has_value = node.meta.data, True
+        if isinstance(node.meta, TensorclassNode) and self.inner(node) is None:
+            node.problems.append(
+                f"the {ch.TENSORCLASS_INNER} folder of tensorclass {node.class_name} "
+                f"is missing in {self.store.display(dirkey)}"
+            )
+        return node
+
+    def inner(self, node: Node) -> Node | None:
+        """The ``_tensordict`` TensorDict node of a tensorclass (None if it has none)."""
+        if not isinstance(node.meta, TensorclassNode) or node.dirkey is None:
+            return None
+        folder = join_key(node.dirkey, ch.TENSORCLASS_INNER)
+        if not self.store.is_dir(folder):
+            return None
+        return self._collection(node.path + (ch.TENSORCLASS_INNER,), folder, None)
+
+    # -- navigation -----------------------------------------------------------------
+
+    def children(self, where: object = ()) -> list[Node]:
+        """The children of a node in the order tensordict loads them."""
+        node = where if isinstance(where, Node) else self.node(where)
+        if node.children_cache is None:
+            node.children_cache = {child.key: child for child in self._read_children(node)}
+        return list(node.children_cache.values())
+
+    def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
+        """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""
+        node = where if isinstance(where, Node) else self.node(where)
+        items = self.children(node)
+        stop = len(items) if limit is None else offset + max(limit, 0)
+        return Page(node.path, offset, len(items), items[max(offset, 0) : stop])
+
+    def child(self, node: Node, key: str) -> Node | None:
+        self.children(node)
+        assert node.children_cache is not None
+        found = node.children_cache.get(key)
+        if found is None and key == ch.TENSORCLASS_INNER:
+            return self.inner(node)
+        return found
+
+    def node(self, subpath: object = ()) -> Node:
+        """The node at a nested key (``("a", "b")``) or ``"a/b"`` path.
+
+        Raises
+        ------
+        SubpathError
+            If a step names no child (the message names the step and its parent).
+        """
+        path = () if subpath == () else normalize_subpath(subpath)
+        node = self.root
+        for depth, key in enumerate(path):
+            found = self.child(node, key)
+            if found is None:
+                keys = [c.key for c in self.children(node)][:8]
+                raise SubpathError(
+                    f"No node {show_path(path[: depth + 1])!r} in {self.path}: "
+                    f"{show_path(path[:depth])!r} has no key {key!r} (its keys: {keys})."
+                )
+            node = found
+        return node
+
+    def _read_children(self, node: Node) -> list[Node]:
+        meta, dirkey = node.meta, node.dirkey
+        if meta is None or dirkey is None:
+            return []
+        make = self._collection
+        if isinstance(meta, TensorDictNode):
+            return list(ch.tensordict_children(self.store, node.path, dirkey, meta, make,
+                                               robust=self.robust))
+        if isinstance(meta, TensorclassNode):
+            inner = self.inner(node)
+            fields = list(ch.json_field_children(node.path, meta))
+            if inner is None or not isinstance(inner.meta, TensorDictNode):
+                return fields
+            assert inner.dirkey is not None
+            return list(ch.tensordict_children(self.store, node.path, inner.dirkey, inner.meta,
+                                               make, robust=self.robust)) + fields
+        if ch.has_members(meta):
+            return list(ch.member_children(self.store, node.path, dirkey, make))
+        if ch.has_source(meta):
+            source = join_key(dirkey, ch.VIEW_SOURCE)
+            folder = source if self.store.is_dir(source) else None
+            return [make(node.path + (ch.VIEW_SOURCE,), folder, None)]
+        return []
+
+    # -- node facts -----------------------------------------------------------------
+
+    def batch_size(self, node: Node) -> tuple[int, ...] | None:
+        """The batch size tensordict would give the node (None when unknown)."""
+        meta = node.meta
+        if isinstance(meta, TensorDictNode):
+            return meta.batch_size
+        if isinstance(meta, ViewNode):
+            return meta.batch_size
+        if isinstance(meta, TensorclassNode):
+            inner = self.inner(node)
+            return self.batch_size(inner) if inner is not None else None
+        if isinstance(meta, NonTensorDataNode):
+            return ()
+        if node.kind in (LAZY_STACK, NON_TENSOR_STACK) and node.has_value:
+            return _list_shape(node.value)
+        if node.kind in (LAZY_STACK, NON_TENSOR_STACK):
+            return self._stack_batch_size(node)
+        return None
+
+    def _stack_batch_size(self, node: Node) -> tuple[int, ...] | None:
+        members = self.children(node)
+        if not members:
+            return None
+        first = self.batch_size(members[0])
+        if first is None:
+            return None
+        dim = getattr(node.meta, "stack_dim", 0) or 0
+        dim = dim if dim >= 0 else dim + len(first) + 1
+        return first[:dim] + (len(members),) + first[dim:]
+
+    def names(self, node: Node) -> tuple[str | None, ...] | None:
+        meta = node.meta
+        if isinstance(meta, TensorclassNode):
+            inner = self.inner(node)
+            return self.names(inner) if inner is not None else None
+        return meta.names if isinstance(meta, TensorDictNode) else None
+
+    def device(self, node: Node) -> str | None:
+        meta = node.meta
+        if isinstance(meta, TensorclassNode):
+            inner = self.inner(node)
+            return self.device(inner) if inner is not None else None
+        return getattr(meta, "device", None)
+
+
+def _list_shape(value: object) -> tuple[int, ...]:
+    """The stack shape of nested lists: one dim per level of equal-length lists."""
+    shape: list[int] = []
+    level = value
+    while isinstance(level, list):
+        shape.append(len(level))
+        if not level or not all(isinstance(item, list) for item in level):
+            break
+        if len({len(item) for item in level}) != 1:
+            break
+        level = level[0]
+    return tuple(shape)

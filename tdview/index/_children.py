@@ -1,0 +1,123 @@
+"""How each node kind's children are found in the store, from its ``meta.json`` alone.
+
+The reference never lists a TensorDict folder: it opens the names it derives from
+``meta.json`` (robust names first, then the safe legacy name). Lazy stacks count
+``0/``, ``1/``... up to the first gap; tensorclasses keep their fields in
+``_tensordict/``; views keep their source in ``_source/``. Only 0.3-era TensorDict
+nodes, which recorded no collections, need a listing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ..format import (
+    CollectionRecord,
+    LazyStackNode,
+    LeafRecord,
+    NonTensorStackNode,
+    SubTensorDictNode,
+    TensorclassNode,
+    TensorDictNode,
+    ViewNode,
+    candidate_names,
+)
+from ..storage import Store
+from ._node import LEAF, NON_TENSOR, Node
+from ._paths import NestedPath, join_key
+
+TENSORCLASS_INNER = "_tensordict"
+VIEW_SOURCE = "_source"
+
+# Makes the node of a sub-folder: (path, folder key or None when missing, type hint).
+MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
+
+
+def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[str | None, str]:
+    """Find a leaf's ``.memmap`` file: ``(store key or None, the name tried first)``."""
+    names = candidate_names(key, robust=robust, collection=False)
+    for name in names:
+        candidate = join_key(dirkey, name + ".memmap")
+        if store.is_file(candidate):
+            return candidate, candidate
+    first = join_key(dirkey, (names[0] if names else key) + ".memmap")
+    return None, first
+
+
+def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool) -> str | None:
+    """Find a collection's folder (robust name first, then the safe legacy name)."""
+    for name in candidate_names(key, robust=robust, collection=True):
+        candidate = join_key(dirkey, name)
+        if store.is_dir(candidate):
+            return candidate
+    return None
+
+
+def tensordict_children(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    meta: TensorDictNode,
+    make: MakeCollection,
+    *,
+    robust: bool,
+) -> Iterator[Node]:
+    """Children of a TensorDict node in load order: leaves first, then collections."""
+    for record in meta.load_order:
+        child_path = path + (record.key,)
+        if isinstance(record, LeafRecord):
+            yield _leaf(store, child_path, dirkey, record, robust=robust)
+        elif isinstance(record, CollectionRecord):
+            folder = collection_dir(store, dirkey, record.key, robust=robust)
+            yield make(child_path, folder, record.type_hint)
+    if meta.legacy_no_collection_records:
+        yield from _listed_collections(store, path, dirkey, meta, make)
+
+
+def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool) -> Node:
+    file, tried = leaf_files(store, dirkey, record.key, robust=robust)
+    node = Node(path=path, kind=LEAF, record=record, file=file)
+    if record.is_nested and file is not None:
+        sizes = file[: -len(".memmap")] + ".shape.memmap"
+        node.sizes_file = sizes if store.is_file(sizes) else None
+        if node.sizes_file is None:
+            node.problems.append(f"the sizes file {store.display(sizes)} of nested leaf is missing")
+    if file is None and (record.is_nested or (record.numel or 0) > 0):
+        node.problems.append(f"the file {store.display(tried)} is missing")
+    return node
+
+
+def _listed_collections(
+    store: Store, path: NestedPath, dirkey: str, meta: TensorDictNode, make: MakeCollection
+) -> Iterator[Node]:
+    """0.3-era nodes: sub-folders with a ``meta.json`` are collections named by the folder."""
+    recorded = {record.key for record in meta.entries}
+    for name in store.list_dir(dirkey):
+        folder = join_key(dirkey, name)
+        if name not in recorded and store.is_file(join_key(folder, "meta.json")):
+            yield make(path + (name,), folder, None)
+
+
+def member_children(store: Store, path: NestedPath, dirkey: str, make: MakeCollection) -> Iterator[Node]:
+    """Members ``0/``, ``1/``... of a lazy stack, up to the first missing index."""
+    i = 0
+    while store.is_dir(join_key(dirkey, str(i))):
+        yield make(path + (str(i),), join_key(dirkey, str(i)), None)
+        i += 1
+
+
+def json_field_children(path: NestedPath, meta: TensorclassNode) -> Iterator[Node]:
+    """A tensorclass's non-tensor fields kept in its own ``meta.json`` (older writers)."""
+    for key, value in meta.non_tensor.items():
+        yield Node(path=path + (key,), kind=NON_TENSOR, value=value, has_value=True,
+                   type_hint="NonTensorData")
+
+
+def has_members(meta: object) -> bool:
+    return isinstance(meta, LazyStackNode) or (
+        isinstance(meta, NonTensorStackNode) and meta.members_lazy
+    )
+
+
+def has_source(meta: object) -> bool:
+    return isinstance(meta, (ViewNode, SubTensorDictNode))

@@ -1,0 +1,124 @@
+"""Facts about single nodes that need the store: where a leaf lives and what reading it
+costs, size problems, and what a pickle would import (read from opcodes, never run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import TDViewError
+from ..format import (
+    NonTensorDataNode,
+    NonTensorStackNode,
+    PickleInfo,
+    TensorclassNode,
+    parse_json_types,
+    scan_pickle,
+)
+from ..storage import EntryInfo, Store
+from ._node import Node
+from ._paths import join_key
+
+#: Largest pickle tdview reads to list its imports.
+MAX_PICKLE_BYTES = 256 * 1024 * 1024
+
+MAP, COPY, DECOMPRESS, NONE = "map", "copy", "decompress", "none"
+
+
+@dataclass(frozen=True)
+class LeafStorage:
+    """Where a leaf's bytes are and what loading them costs.
+
+    ``cost`` is ``"map"`` (a zero-copy memory map), ``"copy"`` (an unaligned or nested
+    archive entry is copied), ``"decompress"`` or ``"none"`` (no bytes: empty or missing).
+    ``offset`` is the payload's offset in the archive file (0 for a directory file).
+    """
+
+    location: str | None
+    offset: int | None
+    size: int
+    stored_bytes: int
+    compression: str
+    crc32: int | None
+    cost: str
+    read_bytes: int
+
+
+def leaf_entry(store: Store, node: Node) -> EntryInfo | None:
+    """The store entry of a leaf's data file, or None when it has none."""
+    return store.entry(node.file) if node.file is not None else None
+
+
+def size_problems(store: Store, node: Node) -> list[str]:
+    """Problems of a leaf's recorded size against its file or entry (no payload read)."""
+    record, entry = node.record, leaf_entry(store, node)
+    if record is None or entry is None or record.nbytes is None:
+        return []
+    need, have = record.nbytes, entry.size
+    if store.kind == "directory" and have < need:
+        return [f"{entry.display} has {have} bytes but shape {list(record.shape)} of "
+                f"{record.dtype.name} needs {need} bytes"]
+    if store.kind == "archive" and have != need:
+        return [f"{entry.display} holds {have} bytes but shape {list(record.shape)} of "
+                f"{record.dtype.name} needs exactly {need} bytes"]
+    if entry.encrypted:
+        return [f"{entry.display} is encrypted"]
+    return []
+
+
+def leaf_storage(store: Store, node: Node) -> LeafStorage:
+    """Storage facts of a leaf; reads at most one local zip header."""
+    record, entry = node.record, leaf_entry(store, node)
+    if entry is None or record is None:
+        return LeafStorage(None, None, 0, 0, "none", None, NONE, 0)
+    offset: int | None = 0
+    if store.kind == "archive":
+        try:
+            offset = store.payload_offset(entry.key)  # type: ignore[attr-defined]
+        except (TDViewError, OSError):
+            offset = None
+    if entry.compression != "stored":
+        cost = DECOMPRESS
+    elif store.kind == "archive" and (
+        record.is_nested or offset is None or offset % record.dtype.itemsize
+    ):
+        cost = COPY
+    else:
+        cost = MAP
+    return LeafStorage(entry.display, offset, entry.size, entry.stored_size, entry.compression,
+                       entry.crc32, cost, entry.stored_size)
+
+
+def pickle_key(node: Node) -> str | None:
+    """The store key of the pickle a node would unpickle on load, if any."""
+    meta, dirkey = node.meta, node.dirkey
+    if dirkey is None:
+        return None
+    if isinstance(meta, NonTensorStackNode) and meta.pickled:
+        return join_key(dirkey, "pickle.pkl")
+    if isinstance(meta, (NonTensorDataNode, TensorclassNode)):
+        return join_key(dirkey, "other.pickle")
+    return None
+
+
+def needs_unpickling(store: Store, node: Node) -> bool:
+    """Whether loading this node (alone) unpickles: a pickle exists and no valid
+    ``json_types.json`` describes it."""
+    key = pickle_key(node)
+    if key is None or not store.is_file(key):
+        return False
+    types_key = join_key(node.dirkey or "", "json_types.json")
+    if key.endswith("other.pickle") and store.is_file(types_key):
+        try:
+            types = parse_json_types(store.read_bytes(types_key, 1 << 20), store.display(types_key))
+            return not types.matches(store.read_bytes(key, MAX_PICKLE_BYTES))
+        except (TDViewError, OSError):
+            return True
+    return True
+
+
+def pickle_info(store: Store, node: Node) -> PickleInfo | None:
+    """Size and imported globals of the node's pickle, read from its opcodes."""
+    key = pickle_key(node)
+    if key is None or not store.is_file(key):
+        return None
+    return scan_pickle(store.read_bytes(key, MAX_PICKLE_BYTES), store.display(key))

@@ -1,0 +1,104 @@
+"""Whole-subtree questions: rollups (bytes, numel, leaves, bytes per dtype) and search.
+
+Both walk the tree depth-first through the index, so they parse every ``meta.json``
+of the subtree once (cached) and never read a payload byte.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ._checkpoint import Checkpoint
+from ._facts import leaf_entry
+from ._node import Node
+from ._paths import NestedPath
+
+_GLOB = set("*?[")
+
+
+@dataclass
+class Rollup:
+    """Totals of a subtree. Nested leaves count the bytes of their data file."""
+
+    bytes: int = 0
+    numel: int = 0
+    leaves: int = 0
+    by_dtype: dict[str, int] = field(default_factory=dict)
+    problems: int = 0
+
+    def add(self, other: Rollup) -> None:
+        self.bytes += other.bytes
+        self.numel += other.numel
+        self.leaves += other.leaves
+        self.problems += other.problems
+        for dtype, size in other.by_dtype.items():
+            self.by_dtype[dtype] = self.by_dtype.get(dtype, 0) + size
+
+
+def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
+    """Every node below ``node`` (not ``node`` itself), depth-first, in load order."""
+    stack = [iter(ckpt.children(node))]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        yield child
+        if not child.is_leaf:
+            stack.append(iter(ckpt.children(child)))
+
+
+def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
+    """The cached totals of ``node``'s subtree."""
+    if node.rollup_cache is None:
+        total = Rollup(problems=len(node.problems))
+        if node.is_leaf:
+            total.add(_leaf_rollup(ckpt, node))
+        else:
+            for child in ckpt.children(node):
+                total.add(rollup(ckpt, child))
+        node.rollup_cache = total
+    return node.rollup_cache
+
+
+def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
+    record = node.record
+    assert record is not None
+    nbytes = record.nbytes
+    if nbytes is None:  # nested: the size of the packed data file
+        entry = leaf_entry(ckpt.store, node)
+        nbytes = entry.size if entry is not None else 0
+    numel = record.numel if record.numel is not None else nbytes // record.dtype.itemsize
+    return Rollup(nbytes, numel, 1, {record.dtype.name: nbytes})
+
+
+def search(
+    ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
+) -> tuple[list[NestedPath], bool]:
+    """Paths whose nested key matches ``pattern``: ``(matches, truncated)``.
+
+    A pattern with ``*``, ``?`` or ``[`` is a glob matched against the whole
+    ``"a/b/c"`` path and against the last key; anything else is a case-insensitive
+    substring of the last key. Matches come depth-first, in load order.
+    """
+    if not pattern:
+        return [], False
+    if _GLOB & set(pattern):
+        def match(path: NestedPath) -> bool:
+            return fnmatch.fnmatchcase("/".join(path), pattern) or fnmatch.fnmatchcase(
+                path[-1], pattern)
+    else:
+        needle = pattern.casefold()
+
+        def match(path: NestedPath) -> bool:
+            return needle in path[-1].casefold()
+
+    found: list[NestedPath] = []
+    for child in walk(ckpt, ckpt.node(under)):
+        if match(child.path):
+            if len(found) == limit:
+                return found, True
+            found.append(child.path)
+    return found, False

@@ -1,0 +1,79 @@
+"""Choose the store for a path: a directory or an archive."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ._archive import META, ArchiveStore
+from ._base import Store, not_found
+from ._directory import DirectoryStore
+from ._mapfile import map_file, not_a_checkpoint
+from ._zip import parse_central_directory
+
+__all__ = ["is_archive", "open_store"]
+
+
+def open_store(path: str | os.PathLike[str]) -> Store:
+    """Open a checkpoint directory or archive for reading.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A directory, or a zip archive with a top-level ``meta.json`` (any suffix).
+
+    Returns
+    -------
+    Store
+        A :class:`DirectoryStore` or an :class:`ArchiveStore`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist (the message names ``<path>/meta.json``, like the
+        reference loader's).
+    NotACheckpointError
+        If ``path`` is a file that is not a zip with a top-level ``meta.json``.
+    ArchiveError, UnsafeCheckpointError
+        If the archive is corrupt or hostile.
+
+    Examples
+    --------
+    >>> open_store("/ckpt").kind                                  # doctest: +SKIP
+    'directory'
+    """
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise not_found(os.path.join(path, META)) from None
+    if stat.S_ISDIR(st.st_mode):
+        return DirectoryStore(path)
+    if stat.S_ISREG(st.st_mode):
+        return ArchiveStore(path)
+    raise not_a_checkpoint(path, f"not a regular file (mode {st.st_mode:#o})")
+
+
+def is_archive(path: str | os.PathLike[str]) -> bool:
+    """Return True when ``path`` is a regular file holding a zip with a top-level meta.json.
+
+    Like the reference's ``is_memmap_archive``, the suffix does not matter and entry
+    names are not checked for safety here (:func:`open_store` does that).
+
+    Examples
+    --------
+    >>> is_archive("/nonexistent.tdz")
+    False
+    """
+    try:
+        path = os.path.abspath(os.fspath(path))
+        if not os.path.isfile(path):
+            return False
+        mapping = map_file(path)
+        try:
+            cd = parse_central_directory(mapping, len(mapping), path)
+        finally:
+            mapping.close()
+    except (OSError, ValueError):  # ValueError covers every tdview parsing error
+        return False
+    return cd is not None and any(e.name == META for e in cd.entries)

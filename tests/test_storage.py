@@ -1,0 +1,351 @@
+"""The storage contract, run against every kind of store, and foreign archives.
+
+Each case is the same small checkpoint, written by tensordict as a directory, as a
+``.tdz``, packed with each compression, and re-zipped by Python's ``zipfile`` and by the
+``zip`` command line tool. Every store must agree with the files of the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import TensorDict, pack_memmap
+
+from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
+from tdview.storage import ArchiveStore, DirectoryStore, EntryInfo, Store, is_archive, open_store
+
+from .test_storage_zipcraft import craft_zip, zip_dir
+
+LIMIT = 1 << 20
+
+
+def make_td() -> TensorDict:
+    return TensorDict(
+        {"a": torch.arange(3.0), "ключ": torch.ones(2),
+         "nested": TensorDict(b=torch.ones(2, 2), batch_size=[])},
+        batch_size=[],
+    )
+
+
+def zip_cli(src: Path, dest: Path) -> None:
+    """``cd src && zip -0 -r dest .`` (Info-ZIP: raw UTF-8 names without flag 0x800)."""
+    subprocess.run(["zip", "-q", "-0", "-r", str(dest), "."], cwd=src, check=True)
+
+
+def _write_case(kind: str, ref: Path, out: Path) -> Path:
+    """Write the checkpoint ``ref`` as a store of ``kind`` under ``out``."""
+    path = out / f"{kind}.tdz"
+    if kind == "directory":
+        return ref
+    if kind == "tdz":
+        make_td().save(str(path))
+    elif kind in ("deflate", "bzip2", "lzma"):
+        pack_memmap(ref, path, compression=kind)
+    elif kind == "zipfile":
+        path.write_bytes(zip_dir(ref, explicit_dirs=True, deflate_meta=True, comment=b"hi"))
+    elif kind == "zipfile-stream":
+        path.write_bytes(zip_dir(ref, stream=True))
+    elif kind == "zipfile-prepended":
+        path.write_bytes(b"#!/bin/sh\nexit 0\n" * 7 + zip_dir(ref))
+    elif kind == "zipfile-zip64":
+        path.write_bytes(zip_dir(ref, force_zip64=True))
+    elif kind == "crafted-zip64":
+        files = sorted(p for p in ref.rglob("*") if p.is_file())
+        entries = [(p.relative_to(ref).as_posix(), p.read_bytes(), 8 if i % 2 else 0)
+                   for i, p in enumerate(files)]
+        path.write_bytes(craft_zip(entries, zip64=True, prepend=b"stub" * 9, comment=b"c"))
+    elif kind == "zip-cli":
+        zip_cli(ref, path)
+    return path
+
+
+KINDS = ["directory", "tdz", "deflate", "bzip2", "lzma", "zipfile", "zipfile-stream",
+         "zipfile-prepended", "zipfile-zip64", "crafted-zip64", "zip-cli"]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every case written once; ``"ref"`` is the directory written by ``memmap``."""
+    out = tmp_path_factory.mktemp("storage")
+    ref = out / "ref"
+    make_td().memmap(ref)
+    return {"ref": ref, **{kind: _write_case(kind, ref, out) for kind in KINDS}}
+
+
+@pytest.fixture(params=KINDS)
+def case(request: pytest.FixtureRequest, written: dict[str, Path]):
+    """``(store, reference directory)`` for each kind of store."""
+    if request.param == "zip-cli" and shutil.which("zip") is None:
+        pytest.skip("the zip command line tool is not installed")
+    store = open_store(written[request.param])
+    yield store, written["ref"]
+    store.close()
+
+
+def disk_tree(ref: Path) -> tuple[list[str], list[str]]:
+    """Relative keys of the files and directories under ``ref``."""
+    files, dirs = [], [""]
+    for p in sorted(ref.rglob("*")):
+        (files if p.is_file() else dirs).append(p.relative_to(ref).as_posix())
+    return files, dirs
+
+
+# -- the contract, for every store ------------------------------------------------------
+
+
+def test_kind_and_root(case) -> None:
+    store, _ = case
+    assert isinstance(store, Store)
+    assert store.kind == ("directory" if isinstance(store, DirectoryStore) else "archive")
+    assert os.path.isabs(store.root)
+    assert store.display("") == store.root
+    assert store.is_dir("") and not store.is_file("")
+
+
+def test_directories_match_disk(case) -> None:
+    store, ref = case
+    files, dirs = disk_tree(ref)
+    for key in dirs:
+        assert store.is_dir(key) and not store.is_file(key), key
+        assert store.list_dir(key) == sorted(os.listdir(ref / key)), key
+    for key in files:
+        assert not store.is_dir(key), key
+
+
+def test_files_match_disk(case) -> None:
+    store, ref = case
+    files, _ = disk_tree(ref)
+    assert "ключ.memmap" in files and "nested/b.memmap" in files
+    for key in files:
+        data = (ref / key).read_bytes()
+        info = store.entry(key)
+        assert store.is_file(key) and store.exists(key), key
+        assert isinstance(info, EntryInfo) and info.key == key and not info.encrypted
+        assert info.size == len(data)
+        assert info.display == store.display(key) and info.display.endswith(key)
+        assert info.compression in ("stored", "deflate", "bzip2", "lzma")
+        assert store.read_bytes(key, limit=len(data)) == data
+        if store.kind == "directory":
+            assert info.file == os.path.realpath(ref / key) and info.crc32 is None
+            assert info.stored_size == info.size
+        else:
+            assert info.file is None and info.crc32 == zlib.crc32(data)
+
+
+def test_missing_keys(case) -> None:
+    store, _ = case
+    assert not store.is_file("nope.memmap") and not store.is_dir("nope")
+    assert not store.exists("nested/nope")
+    for call in (lambda: store.entry("nope.memmap"), lambda: store.list_dir("nope"),
+                 lambda: store.read_bytes("nested/nope", LIMIT)):
+        with pytest.raises(FileNotFoundError, match="nope"):
+            call()
+    with pytest.raises(FileNotFoundError) as info:
+        store.entry("nested/x.memmap")
+    assert info.value.filename == store.display("nested/x.memmap")
+
+
+def test_wrong_kind_of_key(case) -> None:
+    store, _ = case
+    with pytest.raises(IsADirectoryError, match="nested"):
+        store.entry("nested")
+    with pytest.raises(NotADirectoryError, match="a.memmap"):
+        store.list_dir("a.memmap")
+    assert not store.is_file("a.memmap/x") and not store.is_dir("a.memmap/x")
+
+
+UNSAFE_KEYS = ["../x", "nested/../../x", "/etc/passwd", "..", "a\\..\\x", "a\x00b",
+               "C:/x", "c:x", "./meta.json", "nested//b.memmap", "nested/", "."]
+
+
+@pytest.mark.parametrize("key", UNSAFE_KEYS)
+def test_unsafe_keys_are_refused(case, key: str) -> None:
+    store, _ = case
+    calls = [store.is_file, store.is_dir, store.entry, store.list_dir, store.writable,
+             lambda k: store.read_bytes(k, LIMIT)]
+    for call in calls:
+        with pytest.raises(UnsafeCheckpointError) as info:
+            call(key)
+        assert repr(key) in str(info.value) and store.root in str(info.value)
+
+
+def test_read_bytes_limit_is_checked_first(case) -> None:
+    store, ref = case
+    size = (ref / "meta.json").stat().st_size
+    with pytest.raises(LimitExceededError) as info:
+        store.read_bytes("meta.json", limit=size - 1)
+    msg = str(info.value)
+    assert store.display("meta.json") in msg and str(size) in msg and str(size - 1) in msg
+
+
+def test_writable_follows_os_access(case) -> None:
+    store, _ = case
+    assert store.writable() == os.access(store.root, os.W_OK)
+    assert isinstance(store.writable("meta.json"), bool)
+
+
+def test_key_must_be_a_string(case) -> None:
+    store, _ = case
+    with pytest.raises(TypeError):
+        store.is_file(b"meta.json")  # type: ignore[arg-type]
+
+
+# -- archives -----------------------------------------------------------------------------
+
+ARCHIVES = [k for k in KINDS if k != "directory"]
+
+
+@pytest.mark.parametrize("kind", ARCHIVES)
+def test_archive_payloads_equal_files(written: dict[str, Path], kind: str) -> None:
+    if kind == "zip-cli" and shutil.which("zip") is None:
+        pytest.skip("the zip command line tool is not installed")
+    ref = written["ref"]
+    with ArchiveStore(written[kind]) as store:
+        assert is_archive(written[kind])
+        for key in disk_tree(ref)[0]:
+            data = (ref / key).read_bytes()
+            info = store.entry(key)
+            assert bytes(store.decompress(key)) == data
+            assert isinstance(store.decompress(key), bytearray)  # writable for the loader
+            store.verify(key)
+            if info.compression == "stored":
+                view = store.payload(key)
+                assert view.readonly and bytes(view) == data
+                offset = store.payload_offset(key)
+                assert store.mapping[offset : offset + len(data)] == data
+            else:
+                with pytest.raises(ArchiveError, match=info.compression):
+                    store.payload(key)
+                raw = store.raw_payload(key)
+                assert len(raw) == info.stored_size
+
+
+def test_tensordict_stored_leaves_are_64_aligned(written: dict[str, Path]) -> None:
+    with ArchiveStore(written["tdz"]) as store:
+        leaves = [k for k in store.keys() if k.endswith(".memmap")]
+        assert len(leaves) == 3
+        for key in leaves:
+            assert store.entry(key).compression == "stored"
+            assert store.payload_offset(key) % 64 == 0, key
+
+
+@pytest.mark.parametrize("kind", ["deflate", "bzip2", "lzma"])
+def test_pack_memmap_compresses_leaves_only(written: dict[str, Path], kind: str) -> None:
+    with ArchiveStore(written[kind]) as store:
+        for key in store.keys():
+            expected = kind if key.endswith(".memmap") else "stored"
+            assert store.entry(key).compression == expected
+
+
+def test_decompress_max_size(written: dict[str, Path]) -> None:
+    with ArchiveStore(written["deflate"]) as store:
+        with pytest.raises(LimitExceededError, match=r"a\.memmap.* 12 .* 11 bytes"):
+            store.decompress("a.memmap", max_size=11)
+        assert len(store.decompress("a.memmap", max_size=12)) == 12
+
+
+def test_is_archive(written: dict[str, Path], tmp_path: Path) -> None:
+    assert not is_archive(written["ref"])
+    assert not is_archive(tmp_path / "missing.tdz")
+    (tmp_path / "text.tdz").write_text("hello")
+    assert not is_archive(tmp_path / "text.tdz")
+    (tmp_path / "sub.zip").write_bytes(craft_zip([("data/meta.json", b"{}")]))
+    assert not is_archive(tmp_path / "sub.zip")
+    (tmp_path / "any.suffix").write_bytes(craft_zip([("meta.json", b"{}")]))
+    assert is_archive(tmp_path / "any.suffix")
+
+
+def test_close_keeps_handed_out_views_valid(written: dict[str, Path]) -> None:
+    store = ArchiveStore(written["tdz"])
+    view = store.payload("a.memmap")
+    store.close()
+    assert bytes(view) == (written["ref"] / "a.memmap").read_bytes()
+
+
+# -- foreign archives ---------------------------------------------------------------------
+
+
+def test_zip_cli_raw_utf8_name_is_found(written: dict[str, Path]) -> None:
+    """Info-ZIP writes raw UTF-8 without flag 0x800; tdview still finds the real name."""
+    if shutil.which("zip") is None:
+        pytest.skip("the zip command line tool is not installed")
+    path = written["zip-cli"]
+    with zipfile.ZipFile(path) as zf:
+        (info,) = [i for i in zf.infolist() if i.filename.endswith(".memmap")
+                   and "/" not in i.filename and i.filename != "a.memmap"]
+        assert not info.flag_bits & 0x800 and info.filename != "ключ.memmap"  # cp437
+    with open_store(path) as store:
+        assert store.is_file("ключ.memmap")
+        assert "ключ.memmap" in store.list_dir("")
+        assert store.is_dir("nested")  # an explicit directory entry
+
+
+def test_cp437_name_without_flag(tmp_path: Path) -> None:
+    path = tmp_path / "cp437.zip"
+    path.write_bytes(craft_zip([("meta.json", b"{}"), (b"caf\x82.memmap", b"abc")]))
+    with open_store(path) as store:
+        assert store.list_dir("") == ["café.memmap", "meta.json"]
+        assert store.read_bytes("café.memmap", LIMIT) == b"abc"
+        with zipfile.ZipFile(path) as zf:  # the same name as Python's zipfile
+            assert "café.memmap" in zf.namelist()
+
+
+def test_explicit_directory_entries(written: dict[str, Path]) -> None:
+    with open_store(written["zipfile"]) as store:
+        assert store.is_dir("nested") and not store.is_file("nested")
+        assert "nested" not in store.keys()
+        assert store.entry("meta.json").compression == "deflate"
+        assert store.comment == b"hi"
+
+
+def test_data_descriptors(written: dict[str, Path]) -> None:
+    with zipfile.ZipFile(written["zipfile-stream"]) as zf:
+        assert all(i.flag_bits & 0x8 for i in zf.infolist())
+    with open_store(written["zipfile-stream"]) as store:
+        assert store.read_bytes("meta.json", LIMIT) == (written["ref"] / "meta.json").read_bytes()
+
+
+def test_prepended_bytes_shift_offsets(written: dict[str, Path]) -> None:
+    with ArchiveStore(written["zipfile-prepended"]) as store, \
+         ArchiveStore(written["zipfile"]) as plain:
+        assert store.file_size > plain.file_size
+        offset = store.payload_offset("a.memmap")
+        assert offset > len(b"#!/bin/sh\nexit 0\n" * 7)
+        assert bytes(store.payload("a.memmap")) == (written["ref"] / "a.memmap").read_bytes()
+
+
+def test_lzma_without_end_marker(tmp_path: Path) -> None:
+    path = tmp_path / "lz.zip"
+    path.write_bytes(craft_zip([("meta.json", b"{}"), ("a.memmap", b"q" * 1000, 14)],
+                               lzma_eos=False))
+    with open_store(path) as store:
+        assert bytes(store.decompress("a.memmap")) == b"q" * 1000
+
+
+def test_empty_entries(tmp_path: Path) -> None:
+    path = tmp_path / "empty.zip"
+    path.write_bytes(craft_zip([("meta.json", b"{}"), ("e.memmap", b"", 8),
+                                ("f.memmap", b"", 0)]))
+    with open_store(path) as store:
+        assert store.read_bytes("e.memmap", 0) == b"" and store.read_bytes("f.memmap", 0) == b""
+        assert bytes(store.payload("f.memmap")) == b""
+
+
+def test_many_entries(tmp_path: Path) -> None:
+    """A 20,000-entry archive opens and lists; children are indexed once, lazily."""
+    n = 20_000
+    entries = [("meta.json", b"{}")] + [(f"d{i % 100}/k{i}.memmap", b"x") for i in range(n)]
+    path = tmp_path / "big.tdz"
+    path.write_bytes(craft_zip(entries))
+    with ArchiveStore(path) as store:
+        assert len(store.keys()) == n + 1
+        assert len(store.list_dir("")) == 101
+        assert len(store.list_dir("d7")) == n // 100
+        assert store.read_bytes("d7/k7.memmap", 1) == b"x"
