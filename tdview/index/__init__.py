@@ -19,7 +19,7 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._walk import Rollup, rollup, search, walk
+from ._walk import Rollup, path_matcher, rollup, search, walk
 
 __all__ = [
     "LAZY_STACK",
@@ -38,6 +38,7 @@ __all__ = [
     "leaf_storage",
     "needs_unpickling",
     "normalize_subpath",
+    "path_matcher",
     "pickle_info",
     "rollup",
     "search",

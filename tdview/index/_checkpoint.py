@@ -88,7 +88,8 @@ class Checkpoint:
             key = join_key(dirkey, "meta.json")
             where = self.store.display(key)
             try:
-                found = parse_node(parse_meta_json(self.store.read_bytes(key, MAX_META_BYTES), where), where)
+                data = self.store.read_bytes(key, MAX_META_BYTES)
+                found = parse_node(parse_meta_json(data, where), where)
             except (TDViewError, OSError) as error:
                 found = error
             self._metas[dirkey] = found

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..errors import UnsafeCheckpointError
 from ..format import (
     CollectionRecord,
     LazyStackNode,
@@ -38,7 +39,7 @@ def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[st
     names = candidate_names(key, robust=robust, collection=False)
     for name in names:
         candidate = join_key(dirkey, name + ".memmap")
-        if store.is_file(candidate):
+        if _exists(store.is_file, candidate):
             return candidate, candidate
     first = join_key(dirkey, (names[0] if names else key) + ".memmap")
     return None, first
@@ -48,9 +49,17 @@ def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool) -> str 
     """Find a collection's folder (robust name first, then the safe legacy name)."""
     for name in candidate_names(key, robust=robust, collection=True):
         candidate = join_key(dirkey, name)
-        if store.is_dir(candidate):
+        if _exists(store.is_dir, candidate):
             return candidate
     return None
+
+
+def _exists(probe: Callable[[str], bool], key: str) -> bool:
+    """A probe that treats a name the store refuses (``a/./b``, ``..``) as absent."""
+    try:
+        return probe(key)
+    except UnsafeCheckpointError:
+        return False
 
 
 def tensordict_children(
@@ -98,7 +107,9 @@ def _listed_collections(
             yield make(path + (name,), folder, None)
 
 
-def member_children(store: Store, path: NestedPath, dirkey: str, make: MakeCollection) -> Iterator[Node]:
+def member_children(
+    store: Store, path: NestedPath, dirkey: str, make: MakeCollection
+) -> Iterator[Node]:
     """Members ``0/``, ``1/``... of a lazy stack, up to the first missing index."""
     i = 0
     while store.is_dir(join_key(dirkey, str(i))):

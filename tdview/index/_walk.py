@@ -7,7 +7,7 @@ of the subtree once (cached) and never read a payload byte.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ._checkpoint import Checkpoint
@@ -74,6 +74,17 @@ def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
     return Rollup(nbytes, numel, 1, {record.dtype.name: nbytes})
 
 
+def path_matcher(pattern: str) -> Callable[[NestedPath], bool]:
+    """The test :func:`search` applies to each path (see there)."""
+    if _GLOB & set(pattern):
+        def match(path: NestedPath) -> bool:
+            return fnmatch.fnmatchcase("/".join(path), pattern) or fnmatch.fnmatchcase(
+                path[-1], pattern)
+        return match
+    needle = pattern.casefold()
+    return lambda path: needle in path[-1].casefold()
+
+
 def search(
     ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
 ) -> tuple[list[NestedPath], bool]:
@@ -85,16 +96,7 @@ def search(
     """
     if not pattern:
         return [], False
-    if _GLOB & set(pattern):
-        def match(path: NestedPath) -> bool:
-            return fnmatch.fnmatchcase("/".join(path), pattern) or fnmatch.fnmatchcase(
-                path[-1], pattern)
-    else:
-        needle = pattern.casefold()
-
-        def match(path: NestedPath) -> bool:
-            return needle in path[-1].casefold()
-
+    match = path_matcher(pattern)
     found: list[NestedPath] = []
     for child in walk(ckpt, ckpt.node(under)):
         if match(child.path):

@@ -1,0 +1,103 @@
+"""The text tree of a checkpoint, as ``tdview tree`` prints it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ._units import dtype_text, human_bytes, shape_text
+from .errors import TDViewError
+from .index import (
+    LEAF,
+    Checkpoint,
+    Node,
+    needs_unpickling,
+    path_matcher,
+    pickle_info,
+    rollup,
+    walk,
+)
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    depth: int | None = 2
+    pattern: str | None = None
+    limit: int = 50
+    rollups: bool = True
+
+
+def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
+    """One line about a node: kind, shape/dtype or batch size, sizes, problems."""
+    if node.kind == LEAF and node.record is not None:
+        record = node.record
+        shape = shape_text(record.shape)
+        shape = f"nested{shape}" if record.is_nested else shape
+        parts = [dtype_text(record.dtype.name), shape, human_bytes(record.nbytes)]
+    else:
+        parts = [node.class_name or node.kind]
+        batch = ckpt.batch_size(node)
+        if batch is not None:
+            parts.append(f"batch {shape_text(batch)}")
+        if node.has_value:
+            parts.append(_short(node.value))
+        elif needs_unpickling(ckpt.store, node):
+            parts.append(_pickled(ckpt, node))
+        elif rollups:
+            total = rollup(ckpt, node)
+            parts.append(f"{human_bytes(total.bytes)} in {total.leaves} leaves")
+    if node.problems:
+        parts.append("PROBLEM: " + "; ".join(node.problems))
+    return "  ".join(parts)
+
+
+def _pickled(ckpt: Checkpoint, node: Node) -> str:
+    try:
+        info = pickle_info(ckpt.store, node)
+    except (TDViewError, OSError) as error:
+        return f"pickled (unreadable: {error})"
+    if info is None:
+        return "pickled"
+    imports = ", ".join(f"{m}.{n}" for m, n in info.globals) or "no imports"
+    return f"pickled, locked ({human_bytes(info.size)}; {imports})"
+
+
+def _short(value: object, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator[str]:
+    """Lines of the tree below ``start`` (itself first)."""
+    label = "/".join(start.path) or ckpt.path
+    yield f"{label}  {describe(ckpt, start, rollups=options.rollups)}"
+    keep = _matching(ckpt, start, options.pattern) if options.pattern else None
+    yield from _level(ckpt, start, "", 1, options, keep)
+
+
+def _level(ckpt: Checkpoint, node: Node, indent: str, depth: int, options: TreeOptions,
+           keep: set[tuple[str, ...]] | None) -> Iterator[str]:
+    if options.depth is not None and depth > options.depth:
+        return
+    children = [c for c in ckpt.children(node) if keep is None or c.path in keep]
+    shown = children[: options.limit]
+    for i, child in enumerate(shown):
+        last = i == len(shown) - 1 and len(children) <= options.limit
+        yield f"{indent}{'└── ' if last else '├── '}{child.key}  " + describe(
+            ckpt, child, rollups=options.rollups)
+        if not child.is_leaf:
+            yield from _level(ckpt, child, indent + ("    " if last else "│   "), depth + 1,
+                              options, keep)
+    if len(children) > options.limit:
+        yield f"{indent}└── … {len(children) - options.limit} more"
+
+
+def _matching(ckpt: Checkpoint, start: Node, pattern: str) -> set[tuple[str, ...]]:
+    """Paths that match ``pattern`` (glob on the path or key, else substring), plus
+    their ancestors, so that the tree shows the way to each match."""
+    match = path_matcher(pattern)
+    keep: set[tuple[str, ...]] = set()
+    for node in walk(ckpt, start):
+        if match(node.path):
+            keep.update(node.path[:i] for i in range(len(start.path) + 1, len(node.path) + 1))
+    return keep
