@@ -1,0 +1,186 @@
+"""The ``devices`` and ``load`` methods: where a subtree can go, and loading it there."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+import torch
+
+from ..index import Checkpoint, rollup
+from ._messages import RequestError
+
+#: Longest ``summary`` text of a load reply.
+MAX_SUMMARY_CHARS = 4000
+
+
+def devices() -> dict[str, Any]:
+    """``DevicesResult``: ``cpu``, every ``cuda:N`` with its free and total memory (from
+    ``torch.cuda.mem_get_info``; None when it cannot be read), ``mps`` when present,
+    and ``meta`` (shapes only, no data).
+
+    Examples
+    --------
+    >>> devices()["devices"][0]
+    {'name': 'cpu', 'free_bytes': None, 'total_bytes': None}
+    """
+    found = [{"name": "cpu", "free_bytes": None, "total_bytes": None}]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            try:
+                free, total = torch.cuda.mem_get_info(index)
+                sizes = {"free_bytes": int(free), "total_bytes": int(total)}
+            except (RuntimeError, AssertionError):
+                sizes = {"free_bytes": None, "total_bytes": None}
+            found.append({"name": f"cuda:{index}", **sizes})
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append({"name": "mps", "free_bytes": None, "total_bytes": None})
+    found.append({"name": "meta", "free_bytes": None, "total_bytes": None})
+    return {"devices": found}
+
+
+def check_device(device: str) -> str:
+    """``device`` normalized by ``torch.device`` (``"cuda"`` stays ``"cuda"``).
+
+    Raises
+    ------
+    ValueError
+        Torch does not know the device string.
+    """
+    try:
+        return str(torch.device(device))
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"unknown device {device!r}: {error}") from None
+
+
+def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
+              allow_pickle: bool, variable: str | None) -> str:
+    """The Python line that loads the same subtree with tdview.
+
+    Examples
+    --------
+    >>> load_code("ckpt.tdz", ("replay",), "cpu", "r", False, "replay")
+    'replay = tdview.load_memmap("ckpt.tdz", subpath="replay", device="cpu", mode="r")'
+    """
+    args = [json.dumps(source)]
+    if path:
+        args.append(f"subpath={json.dumps('/'.join(path))}")
+    args.append(f"device={json.dumps(device)}")
+    args.append(f"mode={json.dumps(mode) if mode is not None else 'None'}")
+    if allow_pickle:
+        args.append("allow_pickle=True")
+    call = f"tdview.load_memmap({', '.join(args)})"
+    return f"{variable} = {call}" if variable else call
+
+
+def short_repr(value: object, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _progress_keyword(load: Callable[..., Any]) -> str | None:
+    """The name of the loader's per-leaf progress callback parameter, if it has one."""
+    try:
+        params = inspect.signature(load).parameters
+    except (TypeError, ValueError):
+        return None
+    for name in ("progress", "on_leaf", "callback"):
+        if name in params:
+            return name
+    return None
+
+
+def load_subtree(
+    ckpt: Checkpoint, path: tuple[str, ...], *, device: str, mode: str | None,
+    allow_pickle: bool, progress: Callable[[int, int, str], None] | None = None,
+) -> Any:
+    """Load the subtree at ``path`` with ``Checkpoint.load``.
+
+    ``progress(done, total, label)`` is called at the start (0 of the subtree's leaf
+    count), after each leaf when the loader reports leaves, and at the end. Raising from
+    it stops the load where the loader allows.
+    """
+    node = ckpt.node(path) if path else ckpt.root
+    total = rollup(ckpt, node).leaves
+    label = "/".join(path) or "<root>"
+    report = progress or (lambda done, total, label: None)
+    report(0, total, label)
+    kwargs: dict[str, Any] = {"subpath": path or None, "device": device, "mode": mode,
+                              "allow_pickle": allow_pickle}
+    keyword = _progress_keyword(ckpt.load)  # type: ignore[attr-defined]
+    if keyword is not None and progress is not None:
+        done = [0]
+
+        def on_leaf(*args: Any, **_: Any) -> None:
+            done[0] += 1
+            where = args[0] if args else label
+            text = "/".join(where) if isinstance(where, tuple) else str(where)
+            report(min(done[0], total), total, text)
+
+        kwargs[keyword] = on_leaf
+    result = ckpt.load(**kwargs)  # type: ignore[attr-defined]
+    report(total, total, label)
+    return result
+
+
+def load(
+    ckpt: Checkpoint, source: str, params: dict[str, Any],
+    namespace: MutableMapping[str, Any] | None,
+    progress: Callable[[int, int, str], None] | None = None,
+    bind: Callable[[Any], None] | None = None,
+    check: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """Run a ``load`` request: load the subtree, bind it to ``params["variable"]`` in
+    ``namespace`` (when both are given), and return ``LoadResult``.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+    source : str
+        The checkpoint path as the user gave it (used in ``code``).
+    params : dict
+        Validated ``load`` params: ``path, device, mode, allow_pickle, variable``.
+    namespace : mutable mapping or None
+        Where the variable is bound (the widget passes the IPython user namespace).
+    progress : callable, optional
+        ``progress(done, total, label)``.
+    bind : callable, optional
+        Called with the loaded value before it is bound (the widget keeps it).
+    check : callable, optional
+        Called once the subtree is loaded, before anything is bound: raise from it to
+        drop the result (cancellation).
+
+    Examples
+    --------
+    >>> ns = {}
+    >>> result = load(ckpt, "demo_ckpt", {"path": ("replay",), "device": "cpu",
+    ...               "mode": "r", "allow_pickle": False, "variable": "replay"}, ns)
+    ...                                                               # doctest: +SKIP
+    >>> result["code"]                                                # doctest: +SKIP
+    'replay = tdview.load_memmap("demo_ckpt", subpath="replay", device="cpu", mode="r")'
+    """
+    path = params["path"]
+    if path:
+        ckpt.node(path)  # a clear SubpathError before anything is read
+    device = check_device(params["device"])
+    variable = params["variable"]
+    if variable is not None and namespace is None:
+        raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
+    value = load_subtree(ckpt, path, device=device, mode=params["mode"],
+                         allow_pickle=params["allow_pickle"], progress=progress)
+    check()
+    if bind is not None:
+        bind(value)
+    if variable is not None and namespace is not None:
+        namespace[variable] = value
+    return {
+        "path": list(path),
+        "summary": short_repr(value),
+        "variable": variable,
+        "code": load_code(source, path, device, params["mode"], params["allow_pickle"],
+                          variable),
+    }

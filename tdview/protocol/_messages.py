@@ -1,0 +1,203 @@
+"""Message envelopes of protocol v1 and the validators of incoming messages.
+
+Every request is checked before anything runs: the envelope (``kind``, ``v``, ``id``),
+the method name, and each parameter's type and range. Unknown keys are ignored (the
+protocol lets objects gain keys without a version bump); a missing or mistyped key is a
+:class:`RequestError` naming the key and the value.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TDViewError
+
+PROTOCOL_VERSION = 1
+REQUEST, REPLY, CANCEL, PROGRESS = "tdview:request", "tdview:reply", "tdview:cancel", "tdview:progress"
+METHODS = ("children", "node", "search", "preview", "devices", "load")
+MODES = ("r", "r+", None)
+
+#: Largest ``limit`` honoured by ``children`` and ``search`` (bigger ones are clamped).
+MAX_PAGE = 10_000
+#: Largest ``rows`` honoured by ``preview``.
+MAX_ROWS = 100
+_MAX_SAFE_INT = 2**53 - 1
+_MAX_TEXT = 4096
+
+
+class RequestError(TDViewError, ValueError):
+    """A message that is not a valid protocol v1 request (or cancel)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A validated request: ``params`` hold Python values (paths as tuples)."""
+
+    id: int
+    method: str
+    params: dict[str, Any]
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= _MAX_SAFE_INT
+
+
+def _fail(where: str, expected: str, value: object) -> RequestError:
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return RequestError(f"{where}: expected {expected}, got {text}")
+
+
+def _field(params: dict[str, Any], key: str, method: str) -> Any:
+    if key not in params:
+        raise RequestError(f"{method} request: params.{key} is missing")
+    return params[key]
+
+
+def _count(params: dict[str, Any], key: str, method: str) -> int:
+    value = _field(params, key, method)
+    if not _is_count(value):
+        raise _fail(f"{method} params.{key}", "a non-negative integer", value)
+    return int(value)
+
+
+def _text(params: dict[str, Any], key: str, method: str, *, nullable: bool = False) -> Any:
+    value = _field(params, key, method)
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        raise _fail(f"{method} params.{key}", "a string", value)
+    return value
+
+
+def _path(params: dict[str, Any], method: str) -> tuple[str, ...]:
+    value = _field(params, "path", method)
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise _fail(f"{method} params.path", "a list of strings", value)
+    if len(value) > 1024:
+        raise _fail(f"{method} params.path", "at most 1024 keys", len(value))
+    return tuple(value)
+
+
+def _bool(params: dict[str, Any], key: str, method: str) -> bool:
+    value = _field(params, key, method)
+    if not isinstance(value, bool):
+        raise _fail(f"{method} params.{key}", "a boolean", value)
+    return value
+
+
+def _variable(params: dict[str, Any]) -> str | None:
+    name = _text(params, "variable", "load", nullable=True)
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise _fail("load params.variable", "a Python identifier or null", name)
+    return name
+
+
+def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    if method == "children":
+        return {"path": _path(params, method), "offset": _count(params, "offset", method),
+                "limit": min(_count(params, "limit", method), MAX_PAGE)}
+    if method == "node":
+        return {"path": _path(params, method)}
+    if method == "search":
+        return {"pattern": _text(params, "pattern", method),
+                "limit": min(_count(params, "limit", method), MAX_PAGE)}
+    if method == "preview":
+        return {"path": _path(params, method),
+                "rows": min(_count(params, "rows", method), MAX_ROWS)}
+    if method == "devices":
+        return {}
+    mode = _field(params, "mode", method)
+    if mode not in MODES or isinstance(mode, bool):
+        raise _fail("load params.mode", '"r", "r+" or null', mode)
+    return {"path": _path(params, method), "device": _text(params, "device", method),
+            "mode": mode, "allow_pickle": _bool(params, "allow_pickle", method),
+            "variable": _variable(params)}
+
+
+def message_id(message: object) -> int | None:
+    """The ``id`` of a message when it is a valid one, else None (for error replies)."""
+    if isinstance(message, dict) and _is_count(message.get("id")):
+        return int(message["id"])
+    return None
+
+
+def _envelope(message: object, kind: str) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        raise _fail("message", "an object", message)
+    if message.get("kind") != kind:
+        raise _fail("message.kind", repr(kind), message.get("kind"))
+    if message.get("v") != PROTOCOL_VERSION or isinstance(message.get("v"), bool):
+        raise _fail("message.v", f"protocol version {PROTOCOL_VERSION}", message.get("v"))
+    if message_id(message) is None:
+        raise _fail("message.id", "a non-negative integer", message.get("id"))
+    return message
+
+
+def parse_request(message: object) -> Request:
+    """Check a ``tdview:request`` message and return its typed parameters.
+
+    Parameters
+    ----------
+    message : object
+        The JSON content of a custom message.
+
+    Returns
+    -------
+    Request
+        ``id``, ``method`` and ``params`` (paths as tuples; limits clamped to the caps).
+
+    Raises
+    ------
+    RequestError
+        The envelope, the method or a parameter is wrong; the message says which.
+
+    Examples
+    --------
+    >>> parse_request({"kind": "tdview:request", "v": 1, "id": 7, "method": "node",
+    ...                "params": {"path": ["obs"]}})
+    Request(id=7, method='node', params={'path': ('obs',)})
+    """
+    found = _envelope(message, REQUEST)
+    method = found.get("method")
+    if method not in METHODS:
+        raise _fail("message.method", f"one of {', '.join(METHODS)}", method)
+    params = found.get("params")
+    if not isinstance(params, dict):
+        raise _fail(f"{method} params", "an object", params)
+    return Request(int(found["id"]), method, _params(method, params))
+
+
+def parse_cancel(message: object) -> int:
+    """Check a ``tdview:cancel`` message and return the id it cancels.
+
+    Examples
+    --------
+    >>> parse_cancel({"kind": "tdview:cancel", "v": 1, "id": 7})
+    7
+    """
+    return int(_envelope(message, CANCEL)["id"])
+
+
+def reply_ok(request_id: int, result: dict[str, Any]) -> dict[str, Any]:
+    """A successful ``tdview:reply``."""
+    return {"kind": REPLY, "v": PROTOCOL_VERSION, "id": request_id, "ok": True, "result": result}
+
+
+def reply_error(
+    request_id: int, error_type: str, message: str, path: tuple[str, ...] | list[str] | None
+) -> dict[str, Any]:
+    """A failed ``tdview:reply``: ``error = {type, message, path}``."""
+    return {
+        "kind": REPLY, "v": PROTOCOL_VERSION, "id": request_id, "ok": False,
+        "error": {"type": error_type, "message": message,
+                  "path": None if path is None else list(path)},
+    }
+
+
+def progress(request_id: int, done: int, total: int, label: str) -> dict[str, Any]:
+    """A ``tdview:progress`` message (``done`` of ``total`` steps, ``label`` the current one)."""
+    return {"kind": PROGRESS, "v": PROTOCOL_VERSION, "id": request_id,
+            "done": max(int(done), 0), "total": max(int(total), 0), "label": label}

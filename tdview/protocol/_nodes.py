@@ -1,0 +1,209 @@
+"""Node summaries and details, children pages and search results, from the index alone.
+
+Nothing here reads a tensor payload byte or unpickles: sizes come from the index's
+cached rollups, storage facts from the store's directory, pickle imports from opcodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TDViewError
+from ..index import (
+    LEAF,
+    Checkpoint,
+    Node,
+    leaf_storage,
+    needs_unpickling,
+    pickle_info,
+    rollup,
+    search,
+    size_problems,
+)
+from ..index._facts import pickle_key
+from ._json import bounded_value
+
+PICKLE_PROBLEM = "pickled value: loading it needs allow_pickle=True"
+
+
+def dtype_name(name: str) -> str:
+    """``"torch.float32"`` -> ``"float32"``."""
+    return name.removeprefix("torch.")
+
+
+def _problems(ckpt: Checkpoint, node: Node, pickled: bool) -> list[str]:
+    problems = list(node.problems)
+    try:
+        problems += size_problems(ckpt.store, node)
+    except (TDViewError, OSError) as error:
+        problems.append(str(error))
+    if pickled:
+        problems.append(PICKLE_PROBLEM)
+    return problems
+
+
+def _pickled(ckpt: Checkpoint, node: Node) -> bool:
+    try:
+        return needs_unpickling(ckpt.store, node)
+    except (TDViewError, OSError):
+        return True
+
+
+def _n_children(ckpt: Checkpoint, node: Node) -> int:
+    return 0 if node.is_leaf else len(ckpt.children(node))
+
+
+def summary(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
+    """The ``NodeSummary`` of a node (protocol v1).
+
+    Leaves report their shape and dtype (``"float32"``, without ``torch.``); other nodes
+    their batch size. ``bytes`` and ``numel`` are the subtree's rollup (cached by the
+    index), None for a node that holds no tensor (a non-tensor value). ``pickled`` says
+    whether loading the node alone would unpickle; ``problems`` lists what the index
+    and the size checks found.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+    node : Node
+
+    Returns
+    -------
+    dict
+        ``key, path, kind, class_name, has_children, n_children, shape, dtype,
+        batch_size, stack_dim, bytes, numel, pickled, problems``.
+
+    Examples
+    --------
+    >>> ckpt = Checkpoint("demo_ckpt")                                # doctest: +SKIP
+    >>> summary(ckpt, ckpt.node("replay/reward"))["dtype"]              # doctest: +SKIP
+    'bfloat16'
+    """
+    record = node.record
+    n_children = _n_children(ckpt, node)
+    total = rollup(ckpt, node)
+    holds_tensors = node.is_leaf or total.leaves > 0 or n_children > 0
+    batch = None if node.is_leaf else ckpt.batch_size(node)
+    stack_dim = getattr(node.meta, "stack_dim", None)
+    pickled = _pickled(ckpt, node)
+    shape = list(record.shape) if record is not None and not record.is_nested else None
+    return {
+        "key": node.key,
+        "path": list(node.path),
+        "kind": node.kind,
+        "class_name": node.class_name,
+        "has_children": n_children > 0,
+        "n_children": n_children,
+        "shape": shape,
+        "dtype": dtype_name(record.dtype.name) if record is not None else None,
+        "batch_size": None if batch is None else list(batch),
+        "stack_dim": stack_dim if isinstance(stack_dim, int) else None,
+        "bytes": total.bytes if holds_tensors else None,
+        "numel": total.numel if holds_tensors else None,
+        "pickled": pickled,
+        "problems": _problems(ckpt, node, pickled),
+    }
+
+
+def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+    if node.is_leaf:
+        facts = leaf_storage(ckpt.store, node)
+        if facts.location is None:
+            return None
+        return {"location": facts.location, "offset": facts.offset,
+                "stored_bytes": facts.stored_bytes, "compression": facts.compression,
+                "crc32": facts.crc32, "cost": facts.cost}
+    key = pickle_key(node)
+    if key is None or not ckpt.store.is_file(key):
+        return None
+    entry = ckpt.store.entry(key)
+    offset = 0
+    if ckpt.store.kind == "archive":
+        try:
+            offset = ckpt.store.payload_offset(key)  # type: ignore[attr-defined]
+        except (TDViewError, OSError):
+            offset = None
+    return {"location": entry.display, "offset": offset, "stored_bytes": entry.stored_size,
+            "compression": entry.compression, "crc32": entry.crc32,
+            "cost": "copy" if entry.compression == "stored" else "decompress"}
+
+
+def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        info = pickle_info(ckpt.store, node)
+    except (TDViewError, OSError) as error:
+        problems.append(str(error))
+        return None
+    if info is None:
+        return None
+    return {"bytes": info.size, "globals": [[module, name] for module, name in info.globals]}
+
+
+def _device(ckpt: Checkpoint, node: Node) -> str | None:
+    if not node.is_leaf:
+        return ckpt.device(node)
+    parent = ckpt.node(node.path[:-1]) if node.path else ckpt.root
+    found = ckpt.device(parent)
+    if found is None and node.record is not None:
+        found = node.record.device
+    return found
+
+
+def details(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
+    """The ``NodeDetails`` of a node: its summary plus names, device, ``"a/b"`` subpath,
+    storage facts (where the bytes are, what loading them costs), the inline JSON value
+    of a non-tensor node (JSON-safe and bounded), pickle facts and the subtree rollup.
+
+    Examples
+    --------
+    >>> ckpt = Checkpoint("demo_ckpt.tdz")                            # doctest: +SKIP
+    >>> details(ckpt, ckpt.node("replay"))["rollup"]["leaves"]          # doctest: +SKIP
+    5
+    """
+    result = summary(ckpt, node)
+    names = None if node.is_leaf else ckpt.names(node)
+    problems = result["problems"]
+    total = None
+    if not node.is_leaf and result["bytes"] is not None:
+        found = rollup(ckpt, node)
+        total = {"bytes": found.bytes, "numel": found.numel, "leaves": found.leaves,
+                 "by_dtype": {dtype_name(k): v for k, v in found.by_dtype.items()}}
+    try:
+        storage = _storage(ckpt, node)
+    except (TDViewError, OSError) as error:
+        problems.append(str(error))
+        storage = None
+    result.update(
+        names=None if names is None else list(names),
+        device=_device(ckpt, node),
+        subpath="/".join(node.path),
+        storage=storage,
+        value=bounded_value(node.value) if node.has_value else None,
+        pickle=_pickle(ckpt, node, problems),
+        rollup=total,
+    )
+    return result
+
+
+def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int) -> dict:
+    """One page of a node's children as ``ChildrenResult``: ``{path, offset, total,
+    children}``; ``total`` counts every child, ``children`` at most ``limit`` summaries.
+
+    Examples
+    --------
+    >>> page = children_page(Checkpoint("demo_ckpt"), (), 0, 2)       # doctest: +SKIP
+    >>> page["total"], [c["key"] for c in page["children"]]          # doctest: +SKIP
+    (10, ['model', 'optimizer'])
+    """
+    node = ckpt.node(path) if path else ckpt.root
+    page = ckpt.page(node, offset, limit) if node.kind != LEAF else None
+    items = page.items if page is not None else []
+    return {"path": list(path), "offset": offset, "total": page.total if page else 0,
+            "children": [summary(ckpt, child) for child in items]}
+
+
+def search_result(ckpt: Checkpoint, pattern: str, limit: int) -> dict[str, Any]:
+    """``SearchResult``: nodes whose key contains ``pattern`` (case-insensitive; a glob
+    with ``*?[`` also matches), depth-first, at most ``limit``, and ``truncated``."""
+    matches, truncated = search(ckpt, pattern, limit=limit)
+    return {"pattern": pattern, "matches": [list(p) for p in matches], "truncated": truncated}

@@ -1,0 +1,242 @@
+"""The ``preview`` method: a bounded slice, statistics and a histogram of one leaf.
+
+The leaf is loaded memory-mapped (``mode="r"``) and read in chunks of
+:data:`CHUNK` elements, so memory stays bounded whatever the leaf's size; the whole
+leaf is read twice (statistics, then the histogram over their range).
+
+What is sent for each dtype (``display_dtype``):
+
+- float32, float64, the integer dtypes: as they are;
+- bfloat16, float16 and the float8 dtypes: converted to float32;
+- complex dtypes: their magnitude ``|z|`` (float32, float64 for complex128): slice,
+  statistics and histogram all describe the magnitude;
+- bool: one byte per element (0/1), buffer dtype ``"bool"``;
+- the others (quantized, bit and sub-byte dtypes): not previewed (an error reply).
+
+The slice is the first ``rows`` (at most 100) rows of a table: a 0-d leaf is its single
+value, a 1-d leaf its first ``rows`` values, and an n-d leaf (n >= 2) a table with dim 0
+as rows and the remaining dims flattened in C order as columns (at most 50).
+Statistics: ``min``, ``max``, ``mean`` and ``std`` (sample, ``correction=1``) over the
+finite values, ``nan`` and ``inf`` counts, ``count`` = all elements. The histogram has
+64 equal bins over ``[min, max]`` of the finite values (one bin per value for integer
+data spanning at most 64 values).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import TDViewError
+from ..index import Checkpoint
+from ._json import finite_or_none
+from ._nodes import dtype_name
+
+CHUNK = 1 << 22
+MAX_COLS = 50
+BINS = 64
+
+_TO_FLOAT32 = {torch.float16, torch.bfloat16}
+_TO_FLOAT32.update(
+    getattr(torch, name) for name in (
+        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if hasattr(torch, name)
+)
+_AS_IS = {torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, torch.int32,
+          torch.int64, torch.uint16, torch.uint32, torch.uint64}
+_COMPLEX = {torch.complex32: torch.float32, torch.complex64: torch.float32,
+            torch.complex128: torch.float64}
+
+
+class PreviewUnsupportedError(TDViewError, TypeError):
+    """The leaf's dtype has no display form (quantized, bit or sub-byte dtypes)."""
+
+
+def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """``tensor`` converted for display, and the buffer dtype name."""
+    dtype = tensor.dtype
+    if dtype in _AS_IS:
+        return tensor, dtype_name(str(dtype))
+    if dtype in _TO_FLOAT32:
+        return tensor.to(torch.float32), "float32"
+    if dtype == torch.bool:
+        return tensor.to(torch.uint8), "bool"
+    if dtype in _COMPLEX:
+        wide = tensor.to(torch.complex64) if dtype == torch.complex32 else tensor
+        return wide.abs().to(_COMPLEX[dtype]), dtype_name(str(_COMPLEX[dtype]))
+    raise PreviewUnsupportedError(f"a leaf of dtype {dtype_name(str(dtype))} cannot be previewed")
+
+
+def _table(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    if tensor.dim() == 0:
+        return tensor.reshape(())
+    if tensor.dim() == 1:
+        return tensor[:rows]
+    width = math.prod(tensor.shape[1:])
+    return tensor.reshape(tensor.shape[0], width)[:rows, :MAX_COLS]
+
+
+def _values64(chunk: torch.Tensor) -> torch.Tensor:
+    if chunk.dtype in _COMPLEX:
+        chunk = (chunk.to(torch.complex64) if chunk.dtype == torch.complex32 else chunk).abs()
+    return chunk.to(torch.float64)
+
+
+class _Moments:
+    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.)."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+        self.lo, self.hi = math.inf, -math.inf
+
+    def add(self, finite: torch.Tensor) -> None:
+        n_b = finite.numel()
+        if n_b == 0:
+            return
+        mean_b = float(finite.mean())
+        m2_b = float(((finite - mean_b) ** 2).sum())
+        n = self.n + n_b
+        delta = mean_b - self.mean
+        self.mean += delta * n_b / n
+        self.m2 += m2_b + delta * delta * self.n * n_b / n
+        self.n = n
+        self.lo = min(self.lo, float(finite.min()))
+        self.hi = max(self.hi, float(finite.max()))
+
+
+def _chunks(flat: torch.Tensor, check: Callable[[], None]):
+    for start in range(0, flat.numel(), CHUNK):
+        check()
+        yield _values64(flat[start : start + CHUNK])
+
+
+def _flat(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.reshape(-1)
+
+
+def statistics(
+    tensor: torch.Tensor, check: Callable[[], None] = lambda: None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Statistics and histogram of a tensor, read in chunks of :data:`CHUNK` elements.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        Any previewable dtype (complex: of the magnitude).
+    check : callable, optional
+        Called before each chunk; raise from it to stop (cancellation).
+
+    Returns
+    -------
+    (stats, histogram)
+        ``stats`` as in ``PreviewStats``; ``histogram`` as ``{"edges": float64 tensor,
+        "counts": int64 tensor}``, None when there is no finite value.
+
+    Examples
+    --------
+    >>> stats, hist = statistics(torch.tensor([1.0, 2.0, float("nan")]))
+    >>> stats["mean"], stats["nan"], int(hist["counts"].sum())
+    (1.5, 1, 2)
+    """
+    flat = _flat(tensor)
+    exact = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
+    moments, nan, inf = _Moments(), 0, 0
+    for values in _chunks(flat, check):
+        if exact:
+            moments.add(values)
+            continue
+        nan += int(values.isnan().sum())
+        inf += int(values.isinf().sum())
+        moments.add(values[values.isfinite()])
+    std = math.sqrt(moments.m2 / (moments.n - 1)) if moments.n > 1 else None
+    stats = {
+        "min": finite_or_none(moments.lo) if moments.n else None,
+        "max": finite_or_none(moments.hi) if moments.n else None,
+        "mean": finite_or_none(moments.mean) if moments.n else None,
+        "std": finite_or_none(std),
+        "nan": nan, "inf": inf, "count": flat.numel(),
+    }
+    if moments.n == 0:
+        return stats, None
+    return stats, _histogram(flat, moments.lo, moments.hi, exact, check)
+
+
+def _histogram(flat: torch.Tensor, lo: float, hi: float, exact: bool,
+               check: Callable[[], None]) -> dict[str, torch.Tensor]:
+    span = hi - lo
+    if exact and span + 1 <= BINS:
+        bins, lo, hi = int(span) + 1, lo - 0.5, hi + 0.5
+    else:
+        bins = BINS
+        if span == 0:
+            lo, hi = lo - 0.5, hi + 0.5
+    counts = torch.zeros(bins, dtype=torch.int64)
+    for values in _chunks(flat, check):
+        finite = values if exact else values[values.isfinite()]
+        counts += torch.histc(finite, bins=bins, min=lo, max=hi).to(torch.int64)
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+    return {"edges": edges, "counts": counts}
+
+
+def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, Any]:
+    data = tensor.contiguous().reshape(-1)
+    buffers.append(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return {"dtype": dtype, "shape": list(tensor.shape), "buffer": len(buffers) - 1}
+
+
+def preview(
+    ckpt: Checkpoint, path: tuple[str, ...], rows: int,
+    check: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, Any], list[bytes]]:
+    """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts]``.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+        Must provide ``load_leaf(path, mode="r")`` (tdview's loader).
+    path : tuple of str
+    rows : int
+        Rows of the slice (the caller caps it).
+    check : callable, optional
+        Called between chunks; raise from it to cancel.
+
+    Raises
+    ------
+    SubpathError
+        No node at ``path``.
+    PreviewUnsupportedError
+        The node is not a tensor leaf, or its dtype has no display form.
+
+    Examples
+    --------
+    >>> result, buffers = preview(ckpt, ("replay", "reward"), 4)      # doctest: +SKIP
+    >>> result["display_dtype"], result["slice"]["shape"]            # doctest: +SKIP
+    ('float32', [4])
+    """
+    node = ckpt.node(path)
+    if not node.is_leaf or node.record is None:
+        raise PreviewUnsupportedError(f"{'/'.join(path) or '<root>'} is a {node.kind}, "
+                                      "not a tensor: only tensor leaves have a preview")
+    tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
+    if tensor.is_nested:
+        tensor = torch.cat([t.reshape(-1) for t in tensor.unbind()]) if tensor.size(0) else (
+            torch.empty(0, dtype=tensor.dtype))
+    shown, display_dtype = _display(_table(tensor, rows))
+    stats, histogram = statistics(tensor, check)
+    buffers: list[bytes] = []
+    result = {
+        "path": list(path),
+        "dtype": dtype_name(node.record.dtype.name),
+        "shape": list(tensor.shape),
+        "display_dtype": display_dtype,
+        "slice": _ref(shown, display_dtype, buffers),
+        "stats": stats,
+        "histogram": None if histogram is None else {
+            "edges": _ref(histogram["edges"], "float64", buffers),
+            "counts": _ref(histogram["counts"], "int64", buffers),
+        },
+    }
+    return result, buffers

@@ -1,0 +1,150 @@
+"""The index agrees with what tensordict loads, on every node kind, dtype and container."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDictBase
+from tensordict import TensorDict as RefTensorDict
+from tensordict.tensorclass import NonTensorDataBase, is_tensorclass
+
+from tdview.index import (
+    LAZY_STACK,
+    LEAF,
+    NON_TENSOR,
+    NON_TENSOR_STACK,
+    TENSORCLASS,
+    Checkpoint,
+    needs_unpickling,
+    rollup,
+    search,
+    walk,
+)
+
+from .corpus import BUILDERS, CONTAINERS, EXTRA_DTYPES, dtypes, write
+
+
+@pytest.fixture(scope="module")
+def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("corpus")
+
+
+def reference(path: Path) -> object:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return RefTensorDict.load_memmap(path, device="meta", allow_pickle=True)
+
+
+def same_value(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def assert_matches(ckpt: Checkpoint, node, obj) -> None:  # noqa: C901 - one branch per kind
+    where = "/".join(node.path) or "<root>"
+    if isinstance(obj, torch.Tensor):
+        assert node.kind == LEAF, where
+        assert node.record.dtype.name == str(obj.dtype), where
+        assert tuple(node.record.shape) == tuple(obj.shape), where
+        return
+    if isinstance(obj, NonTensorDataBase):
+        assert node.kind == NON_TENSOR, where
+        assert node.class_name == type(obj).__name__, where
+        if node.has_value:
+            assert same_value(node.value, obj.data), where
+        else:
+            assert needs_unpickling(ckpt.store, node), where
+        return
+    if isinstance(obj, NonTensorStack):
+        assert node.kind == NON_TENSOR_STACK, where
+        assert node.has_value != needs_unpickling(ckpt.store, node), where
+        # A pickled stack's shape is inside the pickle: unknown to a metadata reader.
+        expected = tuple(obj.batch_size) if node.has_value else None
+        assert ckpt.batch_size(node) == expected, where
+        return
+    if isinstance(obj, LazyStackedTensorDict):
+        assert node.kind == LAZY_STACK, where
+        assert ckpt.batch_size(node) == tuple(obj.batch_size), where
+        members = ckpt.children(node)
+        assert len(members) == len(obj.tensordicts), where
+        for member, sub in zip(members, obj.tensordicts, strict=True):
+            assert_matches(ckpt, member, sub)
+        return
+    if is_tensorclass(obj):
+        assert node.kind == TENSORCLASS, where
+        assert node.class_name == type(obj).__name__, where
+        assert ckpt.batch_size(node) == tuple(obj.batch_size), where
+        obj = obj._tensordict
+    else:
+        assert isinstance(obj, TensorDictBase), where
+        assert node.class_name == type(obj).__name__, where
+    if hasattr(obj, "_source") and node.kind != TENSORCLASS:  # legacy views
+        (source,) = ckpt.children(node)
+        assert_matches(ckpt, source, obj._source)
+        return
+    assert ckpt.batch_size(node) == tuple(obj.batch_size), where
+    names = ckpt.names(node) or (None,) * len(obj.batch_size)
+    assert list(names) == list(obj.names), where
+    children = ckpt.children(node)
+    assert [c.key for c in children] == list(obj.keys()), where
+    for child in children:
+        assert_matches(ckpt, child, obj.get(child.key))
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_index_agrees_with_tensordict(corpus_root: Path, name: str, container: str) -> None:
+    torch.manual_seed(0)
+    path = write(BUILDERS[name](), corpus_root, name, container)
+    with Checkpoint(path) as ckpt:
+        assert_matches(ckpt, ckpt.root, reference(path))
+        assert not [n.problems for n in walk(ckpt, ckpt.root) if n.problems]
+
+
+@pytest.mark.parametrize("container", ["dir", "packed", "deflate"])  # save() reloads: fails
+def test_dtypes_the_reference_cannot_load(corpus_root: Path, container: str) -> None:
+    path = write(dtypes(EXTRA_DTYPES), corpus_root, "extra_dtypes", container)
+    with Checkpoint(path) as ckpt:
+        got = {n.key: (n.record.dtype.name, n.record.shape) for n in ckpt.children()}
+    assert got == {name: (f"torch.{name}", (2, 3)) for name in EXTRA_DTYPES}
+
+
+def test_rollup_counts_every_leaf(demo_paths: dict[str, Path]) -> None:
+    # The demo has no nested or empty leaves and no stale files: one file per leaf.
+    files = list(demo_paths["directory"].rglob("*.memmap"))
+    with Checkpoint(demo_paths["archive"]) as ckpt:
+        total = rollup(ckpt, ckpt.root)
+        assert total.leaves == len(files)
+        assert total.bytes == sum(f.stat().st_size for f in files)
+        assert sum(total.by_dtype.values()) == total.bytes
+        replay = rollup(ckpt, ckpt.node("replay"))
+        assert replay.by_dtype["torch.bfloat16"] == 1_000 * 2
+        assert rollup(ckpt, ckpt.node("replay")) is replay  # cached
+
+
+def test_search_substring_and_glob(demo_paths: dict[str, Path]) -> None:
+    with Checkpoint(demo_paths["directory"]) as ckpt:
+        matches, truncated = search(ckpt, "EXP_AVG_SQ", limit=1000)
+        assert not truncated and len(matches) == 28
+        assert all(path[-1] == "exp_avg_sq" for path in matches)
+        heads, _ = search(ckpt, "model/head/*")
+        assert heads == [("model", "head", "weight")]
+        few, truncated = search(ckpt, "weight", limit=3)
+        assert len(few) == 3 and truncated
+
+
+def test_paging_and_subpath_forms(demo_paths: dict[str, Path]) -> None:
+    with Checkpoint(demo_paths["archive"]) as ckpt:
+        page = ckpt.page("optimizer/state", offset=1, limit=2)
+        everything = [c.key for c in ckpt.children(("optimizer", "state"))]
+        assert page.total == len(everything) and [c.key for c in page.items] == everything[1:3]
+        assert ckpt.node((("model",), "head")) is ckpt.node("model/head")
+        # A tensorclass is reached as obj.get(key) does, and through _tensordict.
+        assert ckpt.node("rollout/observation").record.shape == (3, 8)
+        assert ckpt.node("rollout/_tensordict/observation").record.shape == (3, 8)
+        assert ckpt.node("episodes/1/observation").record.shape == (9, 4)
