@@ -76,28 +76,38 @@ def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator
 
 
 def _level(ckpt: Checkpoint, node: Node, indent: str, depth: int, options: TreeOptions,
-           keep: set[tuple[str, ...]] | None) -> Iterator[str]:
+           keep: _Filter | None) -> Iterator[str]:
     if options.depth is not None and depth > options.depth:
         return
-    children = [c for c in ckpt.children(node) if keep is None or c.path in keep]
+    children = [c for c in ckpt.children(node) if keep is None or c.path in keep.shown]
     shown = children[: options.limit]
     for i, child in enumerate(shown):
         last = i == len(shown) - 1 and len(children) <= options.limit
         yield f"{indent}{'└── ' if last else '├── '}{child.key}  " + describe(
             ckpt, child, rollups=options.rollups)
         if not child.is_leaf:
+            # Below a match, show everything: a filter finds a module, then shows it.
+            below = None if keep is None or child.path in keep.hits else keep
             yield from _level(ckpt, child, indent + ("    " if last else "│   "), depth + 1,
-                              options, keep)
+                              options, below)
     if len(children) > options.limit:
         yield f"{indent}└── … {len(children) - options.limit} more"
 
 
-def _matching(ckpt: Checkpoint, start: Node, pattern: str) -> set[tuple[str, ...]]:
-    """Paths that match ``pattern`` (glob on the path or key, else substring), plus
+@dataclass(frozen=True)
+class _Filter:
+    hits: set[tuple[str, ...]]  # paths that match
+    shown: set[tuple[str, ...]]  # matches and their ancestors
+
+
+def _matching(ckpt: Checkpoint, start: Node, pattern: str) -> _Filter:
+    """The paths that match ``pattern`` (as :func:`tdview.index.search` matches), and
     their ancestors, so that the tree shows the way to each match."""
     match = path_matcher(pattern)
-    keep: set[tuple[str, ...]] = set()
+    found = _Filter(set(), set())
     for node in walk(ckpt, start):
         if match(node.path):
-            keep.update(node.path[:i] for i in range(len(start.path) + 1, len(node.path) + 1))
-    return keep
+            found.hits.add(node.path)
+            first = len(start.path) + 1
+            found.shown.update(node.path[:i] for i in range(first, len(node.path) + 1))
+    return found

@@ -49,7 +49,8 @@ def leaf_entry(store: Store, node: Node) -> EntryInfo | None:
 
 
 def size_problems(store: Store, node: Node) -> list[str]:
-    """Problems of a leaf's recorded size against its file or entry (no payload read)."""
+    """Problems of a leaf against its file or entry: sizes, encryption, and (archives)
+    where its payload lies. Reads at most one local zip header, never a payload byte."""
     record, entry = node.record, leaf_entry(store, node)
     if record is None or entry is None or record.nbytes is None:
         return []
@@ -62,6 +63,11 @@ def size_problems(store: Store, node: Node) -> list[str]:
                 f"{record.dtype.name} needs exactly {need} bytes"]
     if entry.encrypted:
         return [f"{entry.display} is encrypted"]
+    if store.kind == "archive":
+        try:  # one local header: the payload must lie inside the file, before the next entry
+            store.payload_offset(entry.key)  # type: ignore[attr-defined]
+        except (TDViewError, OSError) as error:
+            return [str(error)]
     return []
 
 

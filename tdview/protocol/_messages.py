@@ -15,7 +15,8 @@ from typing import Any
 from ..errors import TDViewError
 
 PROTOCOL_VERSION = 1
-REQUEST, REPLY, CANCEL, PROGRESS = "tdview:request", "tdview:reply", "tdview:cancel", "tdview:progress"
+REQUEST, REPLY = "tdview:request", "tdview:reply"
+CANCEL, PROGRESS = "tdview:cancel", "tdview:progress"
 METHODS = ("children", "node", "search", "preview", "devices", "load")
 MODES = ("r", "r+", None)
 

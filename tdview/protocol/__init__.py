@@ -1,0 +1,71 @@
+"""The Python side of the tdview wire protocol, version 1 (mirrored by ``js/src/protocol.ts``).
+
+Plain functions over an index :class:`~tdview.index.Checkpoint`: a request dict in, a
+reply dict plus binary buffers out. No kernel, no ipywidgets: the widget only wires
+its comm to :class:`Dispatcher`.
+
+Messages (JSON content, buffers binary):
+
+- ``{"kind": "tdview:request", "v": 1, "id", "method", "params"}`` with ``method`` one
+  of ``children``, ``node``, ``search``, ``preview``, ``devices``, ``load``;
+- ``{"kind": "tdview:cancel", "v": 1, "id"}``;
+- ``{"kind": "tdview:reply", "v": 1, "id", "ok": true, "result"}`` or
+  ``{..., "ok": false, "error": {"type", "message", "path"}}``;
+- ``{"kind": "tdview:progress", "v": 1, "id", "done", "total", "label"}`` (loads).
+
+Ids are echoed unchanged; paths are lists of keys (``[]`` is the root); every number
+is finite (a statistic with no finite value is ``null``); tensor bytes travel as
+buffers described by ``{dtype, shape, buffer}``. See ``_preview`` for how each dtype
+is converted for display (complex leaves are shown by magnitude).
+"""
+
+from __future__ import annotations
+
+from ._dispatch import Cancelled, Dispatcher, NoCheckpointError, Session, handle
+from ._json import json_safe
+from ._load import devices, load, load_code
+from ._messages import (
+    MAX_PAGE,
+    MAX_ROWS,
+    METHODS,
+    PROTOCOL_VERSION,
+    Request,
+    RequestError,
+    parse_cancel,
+    parse_request,
+    progress,
+    reply_error,
+    reply_ok,
+)
+from ._nodes import children_page, details, search_result, summary
+from ._preview import PreviewUnsupportedError, preview, statistics
+
+__all__ = [
+    "MAX_PAGE",
+    "MAX_ROWS",
+    "METHODS",
+    "PROTOCOL_VERSION",
+    "Cancelled",
+    "Dispatcher",
+    "NoCheckpointError",
+    "PreviewUnsupportedError",
+    "Request",
+    "RequestError",
+    "Session",
+    "children_page",
+    "details",
+    "devices",
+    "handle",
+    "json_safe",
+    "load",
+    "load_code",
+    "parse_cancel",
+    "parse_request",
+    "preview",
+    "progress",
+    "reply_error",
+    "reply_ok",
+    "search_result",
+    "statistics",
+    "summary",
+]

@@ -1,0 +1,233 @@
+"""The dispatcher: one message in, one reply (plus buffers) out, never an exception.
+
+:func:`handle` is synchronous and kernel-free (tests call it directly).
+:class:`Dispatcher` runs it on worker threads for the widget: metadata requests
+(children, node, search, devices) on one thread, payload requests (preview, load) on
+another, so a long load does not freeze the tree. A cancel marks the request's id; a
+request that sees the mark (before it starts, between chunks or leaves, or when it is
+done) answers ``Cancelled`` instead of its result, and a cancelled load binds nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TDViewError
+from ..index import Checkpoint
+from . import _load, _nodes, _preview
+from ._messages import (
+    CANCEL,
+    Request,
+    RequestError,
+    message_id,
+    parse_cancel,
+    parse_request,
+    progress,
+    reply_error,
+    reply_ok,
+)
+
+log = logging.getLogger("tdview.protocol")
+
+Reply = tuple[dict[str, Any] | None, list[bytes]]
+ProgressFn = Callable[[int, int, str], None]
+_MAX_MARKS = 4096
+_SLOW = frozenset({"preview", "load"})
+
+
+class Cancelled(TDViewError):
+    """The client cancelled the request."""
+
+
+class NoCheckpointError(TDViewError):
+    """The widget's checkpoint could not be opened; every request answers this."""
+
+
+@dataclass
+class Session:
+    """What the dispatcher needs besides the message: the open checkpoint (None when it
+    could not be opened, with ``error`` saying why), the source path as the user spelled
+    it, the namespace loads bind into, and the cancel marks.
+
+    Examples
+    --------
+    >>> session = Session(Checkpoint("demo_ckpt"), "demo_ckpt", namespace={})  # doctest: +SKIP
+    """
+
+    ckpt: Checkpoint | None
+    source: str
+    namespace: MutableMapping[str, Any] | None = None
+    error: str = ""
+    on_load: Callable[[Any], None] | None = None
+    _marks: OrderedDict[int, None] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def cancel(self, request_id: int) -> None:
+        """Mark ``request_id`` cancelled (the oldest marks are dropped past 4096)."""
+        with self._lock:
+            self._marks[request_id] = None
+            while len(self._marks) > _MAX_MARKS:
+                self._marks.popitem(last=False)
+
+    def is_cancelled(self, request_id: int) -> bool:
+        with self._lock:
+            return request_id in self._marks
+
+    def check(self, request_id: int) -> None:
+        """Raise :class:`Cancelled` when the request was cancelled."""
+        if self.is_cancelled(request_id):
+            raise Cancelled(f"request {request_id} was cancelled")
+
+    def forget(self, request_id: int) -> None:
+        with self._lock:
+            self._marks.pop(request_id, None)
+
+
+def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
+    ckpt, params = session.ckpt, request.params
+    assert ckpt is not None
+    check = lambda: session.check(request.id)  # noqa: E731
+    method = request.method
+    if method == "children":
+        return _nodes.children_page(ckpt, params["path"], params["offset"], params["limit"]), []
+    if method == "node":
+        return _nodes.details(ckpt, ckpt.node(params["path"])), []
+    if method == "search":
+        return _nodes.search_result(ckpt, params["pattern"], params["limit"]), []
+    if method == "devices":
+        return _load.devices(), []
+    if method == "preview":
+        return _preview.preview(ckpt, params["path"], params["rows"], check)
+
+    def report(done: int, total: int, label: str) -> None:
+        check()
+        if progress_fn is not None:
+            progress_fn(done, total, label)
+
+    return _load.load(ckpt, session.source, params, session.namespace, report,
+                      bind=session.on_load, check=check), []
+
+
+def handle(
+    session: Session, message: object, buffers: list[bytes] | None = None,
+    progress_fn: ProgressFn | None = None,
+) -> Reply:
+    """Answer one message: ``(reply, buffers)``; ``reply`` is None for a cancel.
+
+    Parameters
+    ----------
+    session : Session
+    message : object
+        The JSON content of a custom message (a request or a cancel).
+    buffers : list of bytes, optional
+        The message's binary buffers (no v1 request carries any).
+    progress_fn : callable, optional
+        ``progress_fn(done, total, label)`` for ``load`` progress.
+
+    Returns
+    -------
+    (dict or None, list of bytes)
+        A ``tdview:reply`` (``ok`` with ``result``, or a structured ``error`` whose
+        ``type`` is the exception's class name, e.g. ``SubpathError``,
+        ``RequestError``, ``Cancelled``) and its buffers.
+
+    Examples
+    --------
+    >>> reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1,
+    ...                             "method": "search", "params": {"pattern": "obs",
+    ...                                                            "limit": 5}})
+    ...                                                             # doctest: +SKIP
+    >>> reply["result"]["matches"][:1]                              # doctest: +SKIP
+    [['replay', 'observation']]
+    """
+    if isinstance(message, dict) and message.get("kind") == CANCEL:
+        try:
+            session.cancel(parse_cancel(message))
+        except RequestError as error:
+            log.debug("ignored a bad cancel: %s", error)
+        return None, []
+    try:
+        request = parse_request(message)
+    except RequestError as error:
+        return reply_error(message_id(message) or 0, "RequestError", str(error), None), []
+    path = request.params.get("path")
+    try:
+        if session.ckpt is None:
+            raise NoCheckpointError(session.error or f"{session.source}: no checkpoint is open")
+        session.check(request.id)
+        result, out = _run(session, request, progress_fn)
+        session.check(request.id)
+        return reply_ok(request.id, result), out
+    except Exception as error:  # noqa: BLE001 - every failure becomes an error reply
+        if not isinstance(error, (TDViewError, OSError, ValueError, TypeError)):
+            log.exception("tdview: %s request %s failed", request.method, request.id)
+        return reply_error(request.id, type(error).__name__, str(error) or repr(error), path), []
+    finally:
+        session.forget(request.id)
+
+
+class Dispatcher:
+    """Runs :func:`handle` off the caller's thread and sends what it returns.
+
+    Parameters
+    ----------
+    session : Session
+    send : callable
+        ``send(content, buffers)``: the widget's ``self.send``.
+    progress_interval : float
+        Least seconds between two progress messages of one request (the first and the
+        last always go).
+    """
+
+    def __init__(self, session: Session, send: Callable[[dict, list[bytes]], None],
+                 progress_interval: float = 0.1) -> None:
+        self.session = session
+        self._send = send
+        self._interval = progress_interval
+        self._fast = ThreadPoolExecutor(1, thread_name_prefix="tdview-meta")
+        self._slow = ThreadPoolExecutor(1, thread_name_prefix="tdview-data")
+
+    def receive(self, content: object, buffers: list[bytes] | None = None) -> None:
+        """Take one custom message: cancels apply at once, requests are queued."""
+        if isinstance(content, dict) and content.get("kind") == CANCEL:
+            handle(self.session, content, buffers)
+            return
+        method = content.get("method") if isinstance(content, dict) else None
+        pool = self._slow if method in _SLOW else self._fast
+        try:
+            pool.submit(self._answer, content, buffers)
+        except RuntimeError:  # shut down
+            log.debug("tdview: a message arrived after close")
+
+    def close(self) -> None:
+        """Stop taking requests; queued ones are dropped, running ones finish."""
+        for pool in (self._fast, self._slow):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _answer(self, content: object, buffers: list[bytes] | None) -> None:
+        request_id = message_id(content) or 0
+        last = [0.0]
+
+        def report(done: int, total: int, label: str) -> None:
+            now = time.monotonic()
+            if done not in (0, total) and now - last[0] < self._interval:
+                return
+            last[0] = now
+            self._safe_send(progress(request_id, done, total, label), [])
+
+        reply, out = handle(self.session, content, buffers, report)
+        if reply is not None:
+            self._safe_send(reply, out)
+
+    def _safe_send(self, content: dict, buffers: list[bytes]) -> None:
+        try:
+            self._send(content, buffers)
+        except Exception:  # noqa: BLE001 - a closed comm must not kill the worker
+            log.exception("tdview: could not send a message")
