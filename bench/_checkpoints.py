@@ -15,32 +15,31 @@ def moe_state_dict(leaves: int, width: int = 16) -> TensorDict:
     ``model/layers/<i>/norm`` (4) and so on, layer after layer until the count is reached.
     """
     experts_per_layer = 32
-    per_layer = experts_per_layer * 3 + 4 + 2 + 1
+    attn_keys = ("q", "k", "v", "o", "q_norm", "k_norm", "rope")  # 7 leaves: the subpath case
+    per_layer = experts_per_layer * 3 + 1 + len(attn_keys) + 2
+
+    def weight(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape).bfloat16()
+
     layers: dict[str, TensorDict] = {}
-    count = 0
-    i = 0
-    while count < leaves:
-        experts = {
-            str(j): TensorDict({w: torch.randn(width, width).bfloat16() for w in ("w1", "w2", "w3")})
-            for j in range(experts_per_layer)
-        }
+    for i in range(max(1, -(-leaves // per_layer))):
+        experts = {str(j): TensorDict({w: weight(width, width) for w in ("w1", "w2", "w3")})
+                   for j in range(experts_per_layer)}
         layers[str(i)] = TensorDict(
-            moe=TensorDict(experts=TensorDict(experts), router=torch.randn(experts_per_layer, width).bfloat16()),
-            attn=TensorDict({p: torch.randn(width, width).bfloat16() for p in "qkvo"}),
+            moe=TensorDict(experts=TensorDict(experts), router=weight(experts_per_layer, width)),
+            attn=TensorDict({p: weight(width, width) for p in attn_keys}),
             norm=torch.ones(width).bfloat16(),
             post_norm=torch.ones(width).bfloat16(),
         )
-        count += per_layer
-        i += 1
     return TensorDict(model=TensorDict(layers=TensorDict(layers)))
 
 
 def flat_tree(leaves: int, fanout: int = 100) -> TensorDict:
     """``leaves`` tiny float32 leaves in groups of ``fanout`` (structure-cost scaling)."""
-    groups = {
-        f"g{g:05d}": TensorDict({f"t{t:03d}": torch.zeros(4) for t in range(min(fanout, leaves - g * fanout))})
-        for g in range((leaves + fanout - 1) // fanout)
-    }
+    groups = {}
+    for g in range(-(-leaves // fanout)):
+        count = min(fanout, leaves - g * fanout)
+        groups[f"g{g:05d}"] = TensorDict({f"t{t:03d}": torch.zeros(4) for t in range(count)})
     return TensorDict(groups)
 
 
@@ -77,7 +76,9 @@ def deflate_one_big(big_bytes: int) -> TensorDict:
                       b=torch.ones(10), c=torch.arange(10.0))
 
 
-def write_both(td: TensorDict, root: Path, name: str, compression: str | None = None) -> dict[str, Path]:
+def write_both(
+    td: TensorDict, root: Path, name: str, compression: str | None = None
+) -> dict[str, Path]:
     """Write ``td`` as a directory and as an archive (packed with ``compression``)."""
     directory = root / name
     td.memmap(directory)

@@ -51,7 +51,7 @@ class Result:
         """Median over repetitions of ``side / baseline`` for every non-baseline side."""
         base = self.times[self.baseline]
         return {
-            side: statistics.median(t / b for t, b in zip(ts, base))
+            side: statistics.median(t / b for t, b in zip(ts, base, strict=True))
             for side, ts in self.times.items()
             if side != self.baseline
         }

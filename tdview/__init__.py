@@ -7,5 +7,6 @@ the result types.
 from __future__ import annotations
 
 from ._version import __version__
+from .widget import TDView
 
-__all__ = ["__version__"]
+__all__ = ["TDView", "__version__"]

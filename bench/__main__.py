@@ -1,0 +1,76 @@
+"""``python -m bench [--quick]``: every case, both sides, ratios, machine facts.
+
+Prints a table and writes the same as JSON to ``bench/results/`` (``latest.json`` and a
+dated copy; ``latest-quick.json`` in quick mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from . import _checkpoints as ck
+from ._harness import Result
+from ._machine import machine_facts
+from ._memory import measure
+from ._report import render_markdown
+from .cases import FULL, QUICK, deflate_cases, replay_cases, scaling_cases, structure_cases
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
+    flat = root / f"flat{leaves}"
+    if not flat.exists():
+        ck.flat_tree(leaves).memmap(flat)
+    replay = root / "replay"
+    if not replay.exists():
+        ck.replay_buffer(rows).memmap(replay)
+    rows_out = []
+    for label, path, ops in (
+        (f"{leaves} leaves: index vs meta load", flat,
+         ["tdview index", "tdview meta", "tensordict meta"]),
+        ("replay buffer: mapped load, then one row", replay,
+         ["tdview mapped", "tensordict mapped"]),
+    ):
+        rows_out.append({"case": "7 memory", "variant": label,
+                         "sides": {op: measure(path, op) for op in ops}})
+    return rows_out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="small sizes, under two minutes")
+    parser.add_argument("--only", help="run cases whose number is in this list, e.g. 1,4")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    only = set(args.only.split(",")) if args.only else None
+    started = time.time()
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="tdview-bench-") as tmp:
+        root = Path(tmp)
+        for number, run in (("1", structure_cases), ("4", replay_cases), ("5", deflate_cases),
+                            ("6", scaling_cases)):
+            if only is None or number in only or (number == "1" and only & {"2", "3"}):
+                results += run(root, sizes)
+                print(f"… cases {number} done ({time.time() - started:.0f} s)", flush=True)
+        memory = ([] if only is not None and "7" not in only
+                  else memory_cases(root, sizes.scaling[-1], sizes.replay_rows))
+    report = {
+        "machine": machine_facts(),
+        "mode": "quick" if args.quick else "full",
+        "seconds": round(time.time() - started, 1),
+        "timing": [r.as_json() for r in results],
+        "memory": memory,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    name = "latest-quick.json" if args.quick else "latest.json"
+    (RESULTS / name).write_text(json.dumps(report, indent=1))
+    print(render_markdown(report))
+
+
+if __name__ == "__main__":
+    main()

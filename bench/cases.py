@@ -1,0 +1,205 @@
+"""The benchmark cases of the suite: tdview and tensordict on the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+import tdview
+from tdview.index import Checkpoint, rollup
+
+from . import _checkpoints as ck
+from ._harness import Result, compare
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Full sizes (the issue's) or quick ones (a smoke run under two minutes)."""
+
+    moe_leaves: int
+    replay_rows: int
+    many_leaves: int
+    many_leaf_bytes: int
+    big_leaf_bytes: int
+    scaling: tuple[int, ...]
+    reps: int
+
+
+FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5)
+QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3)
+
+
+def reference_load(path: Path, **kwargs: object) -> object:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TensorDict.load_memmap(path, **kwargs)
+
+
+def tdview_structure(path: Path) -> object:
+    """tdview's index: open it and read every node (what the tree view needs)."""
+    with Checkpoint(path) as ckpt:
+        return rollup(ckpt, ckpt.root)
+
+
+def read_every_byte(td: object) -> int:
+    total = 0
+    for leaf in td.values(True, True):  # type: ignore[attr-defined]
+        total += int(leaf.reshape(-1).view(torch.uint8).sum())
+    return total
+
+
+def parse_every_meta(path: Path) -> int:
+    """Floor for a directory: read and parse every meta.json it holds."""
+    count = 0
+    for folder, _, files in os.walk(path):
+        if "meta.json" in files:
+            with open(os.path.join(folder, "meta.json"), "rb") as handle:
+                json.loads(handle.read())
+            count += 1
+    return count
+
+
+def parse_central_directory(path: Path) -> int:
+    """Floor for an archive: Python's own parse of the central directory."""
+    with zipfile.ZipFile(path) as archive:
+        return len(archive.infolist())
+
+
+def floor_for(path: Path) -> dict[str, Callable[[], object]]:
+    if path.is_dir():
+        return {"parse every meta.json": lambda: parse_every_meta(path)}
+    return {"parse the central directory": lambda: parse_central_directory(path)}
+
+
+def structure_cases(root: Path, sizes: Sizes) -> list[Result]:
+    paths = ck.write_both(ck.moe_state_dict(sizes.moe_leaves), root, "moe")
+    results = []
+    for kind, path in paths.items():
+        for cold in (False, True):
+            results.append(compare(
+                "1 structure", f"moe {sizes.moe_leaves} leaves, {kind}",
+                {
+                    "tensordict meta": lambda p=path: reference_load(p, device="meta"),
+                    "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
+                    "tdview index": lambda p=path: tdview_structure(p),
+                },
+                baseline="tensordict meta", reps=sizes.reps, cold=[path] if cold else None,
+                floor=floor_for(path),
+            ))
+    return results + subpath_cases(paths, sizes) + mapped_read_cases(paths, sizes)
+
+
+SUBPATH = "model/layers/1/attn"  # 7 leaves
+
+
+def subpath_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:
+    results = []
+    for kind, path in paths.items():
+        opened = Checkpoint(path)
+        opened.load(subpath=SUBPATH)  # the browser's first load; later ones are timed
+        results.append(compare(
+            "2 subpath", f"7-leaf subtree, {kind}",
+            {
+                "tensordict": lambda p=path: reference_load(p, subpath=SUBPATH),
+                "tdview first access": lambda p=path: tdview.load_memmap(p, subpath=SUBPATH),
+                "tdview open Checkpoint": lambda c=opened: c.load(subpath=SUBPATH),
+            },
+            baseline="tensordict", reps=sizes.reps,
+        ))
+    return results
+
+
+def mapped_read_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:
+    return [
+        compare(
+            "3 mapped load + read", f"moe, {kind}",
+            {
+                "tensordict": lambda p=path: read_every_byte(reference_load(p)),
+                "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p)),
+            },
+            baseline="tensordict", reps=sizes.reps,
+        )
+        for kind, path in paths.items()
+    ]
+
+
+def replay_cases(root: Path, sizes: Sizes) -> list[Result]:
+    paths = ck.write_both(ck.replay_buffer(sizes.replay_rows), root, "replay")
+    nbytes = sum(f.stat().st_size for f in paths["directory"].rglob("*.memmap"))
+    results = []
+    for kind, path in paths.items():
+        for cold in (False, True):
+            results.append(compare(
+                "4 replay buffer", f"{nbytes / 1e6:.0f} MB, {kind}",
+                {
+                    "tensordict": lambda p=path: read_every_byte(reference_load(p)),
+                    "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p)),
+                },
+                baseline="tensordict", reps=sizes.reps, cold=[path] if cold else None,
+            ))
+    return results
+
+
+def _inflate_all(path: Path) -> int:
+    """Floor: raw zlib inflate of every deflated entry (no CRC, no tensor)."""
+    total = 0
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as handle:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_DEFLATED:
+                continue
+            handle.seek(info.header_offset + 26)
+            name_len, extra_len = (int.from_bytes(handle.read(2), "little") for _ in range(2))
+            handle.seek(info.header_offset + 30 + name_len + extra_len)
+            total += len(zlib.decompress(handle.read(info.compress_size), -15))
+    return total
+
+
+def deflate_cases(root: Path, sizes: Sizes) -> list[Result]:
+    many = ck.write_both(ck.deflate_many(sizes.many_leaves, sizes.many_leaf_bytes), root,
+                         "deflate_many", compression="deflate")["archive"]
+    big = ck.write_both(ck.deflate_one_big(sizes.big_leaf_bytes), root, "deflate_big",
+                        compression="deflate")["archive"]
+    labels = {many: f"{sizes.many_leaves} x {sizes.many_leaf_bytes >> 20 or 0.25} MB",
+              big: f"one {sizes.big_leaf_bytes >> 20} MB + 3 small"}
+    results = []
+    for path in (many, big):
+        for threads in (0, 2):
+            results.append(compare(
+                "5 deflate", f"{labels[path]}, num_threads={threads}",
+                {
+                    "tensordict": lambda p=path, t=threads: read_every_byte(
+                        reference_load(p, num_threads=t)),
+                    "tdview": lambda p=path, t=threads: read_every_byte(
+                        tdview.load_memmap(p, num_threads=t)),
+                },
+                baseline="tensordict", reps=sizes.reps,
+                floor={"raw zlib inflate": lambda p=path: _inflate_all(p)},
+            ))
+    return results
+
+
+def scaling_cases(root: Path, sizes: Sizes) -> list[Result]:
+    results = []
+    for leaves in sizes.scaling:
+        path = root / f"flat{leaves}"
+        ck.flat_tree(leaves).memmap(path)
+        results.append(compare(
+            "6 scaling", f"{leaves} leaves, directory (time per leaf)",
+            {
+                "tensordict meta": lambda p=path: reference_load(p, device="meta"),
+                "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
+                "tdview index": lambda p=path: tdview_structure(p),
+            },
+            baseline="tensordict meta", reps=max(3, sizes.reps - 2), per=leaves,
+            floor=floor_for(path),
+        ))
+    return results

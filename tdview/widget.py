@@ -1,0 +1,184 @@
+"""``TDView``: the anywidget that shows a checkpoint in JupyterLab or the notebook.
+
+It only wires traits and custom messages to :mod:`tdview.protocol`; the front end is
+``js/`` (built into ``tdview/static/``).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import pathlib
+from collections.abc import MutableMapping
+from typing import Any
+
+import anywidget
+import traitlets
+
+from . import _html
+from .index import Checkpoint, normalize_subpath
+from .protocol import PROTOCOL_VERSION, Dispatcher, Session, summary
+from .protocol._load import check_device
+from .protocol._messages import MODES
+
+_STATIC = pathlib.Path(__file__).parent / "static"
+
+
+def _user_namespace() -> MutableMapping[str, Any] | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        return None
+    shell = get_ipython()
+    return None if shell is None else shell.user_ns
+
+
+def _open_error(path: str, error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if path in text else f"{type(error).__name__}: {path}: {error}"
+
+
+class TDView(anywidget.AnyWidget):
+    """Browse a tensordict checkpoint (directory or ``.tdz`` archive) in a notebook.
+
+    The tree is read from metadata alone; tensor bytes are read only to preview a leaf
+    or to load a subtree, which the front end asks for through the protocol.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The checkpoint. If it cannot be opened the widget still shows, with ``error``
+        saying why.
+    device : str
+        Default device of loads (``"cpu"``, ``"cuda:0"``, ``"meta"`` …).
+    allow_pickle : bool
+        Default for loads of pickled non-tensor values.
+    robust_key : bool, optional
+        ``False`` reads the legacy raw key layout only.
+    mode : {"r", "r+", None}
+        Default mode of loads: memory-mapped read-only, read-write, or copied.
+
+    Attributes
+    ----------
+    selected : tuple of str
+        The nested key of the node selected in the view (synced both ways).
+    value : object
+        The last subtree loaded (from the view or :meth:`load`), None before.
+    namespace : mapping or None
+        Where the view's loads bind their variable (the IPython user namespace).
+
+    Examples
+    --------
+    >>> from tdview import TDView
+    >>> view = TDView("demo_ckpt.tdz")                                # doctest: +SKIP
+    >>> view                                                          # doctest: +SKIP
+    >>> replay = view.load("replay")                                  # doctest: +SKIP
+    """
+
+    _esm = _STATIC / "widget.js"
+    _css = _STATIC / "widget.css"
+
+    _protocol_version = traitlets.Int(PROTOCOL_VERSION).tag(sync=True)
+    source = traitlets.Unicode("").tag(sync=True)
+    root = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    selected = traitlets.Tuple().tag(sync=True)
+    options = traitlets.Dict().tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
+        robust_key: bool | None = None, mode: str | None = "r", **kwargs: Any,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'r', 'r+' or None, not {mode!r}")
+        source = os.fspath(path)
+        ckpt, error, root = None, "", None
+        try:
+            ckpt = Checkpoint(source, robust_key=robust_key)
+            root = summary(ckpt, ckpt.root)
+        except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
+            ckpt, error = None, _open_error(source, exc)
+        options = {"device": check_device(device), "mode": mode,
+                   "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False}
+        super().__init__(source=source, root=root, options=options, error=error, **kwargs)
+        self.checkpoint: Checkpoint | None = ckpt
+        self.value: Any = None
+        self._static: list[_html.Row] | None = None
+        self._session = Session(ckpt, source, namespace=_user_namespace(), error=error,
+                                on_load=self._loaded)
+        self._dispatcher = Dispatcher(self._session, self._send_message)
+        self.on_msg(self._handle_msg)
+
+    @traitlets.validate("selected")
+    def _check_selected(self, proposal: dict[str, Any]) -> tuple[str, ...]:
+        value = proposal["value"]
+        return () if not value else normalize_subpath(tuple(value))
+
+    @property
+    def namespace(self) -> MutableMapping[str, Any] | None:
+        return self._session.namespace
+
+    @namespace.setter
+    def namespace(self, value: MutableMapping[str, Any] | None) -> None:
+        self._session.namespace = value
+
+    # -- messages -------------------------------------------------------------------
+
+    def _handle_msg(self, _widget: object, content: Any, buffers: list[bytes]) -> None:
+        self._dispatcher.receive(content, list(buffers or []))
+
+    def _send_message(self, content: dict[str, Any], buffers: list[bytes]) -> None:
+        self.send(content, buffers)
+
+    def _loaded(self, value: Any) -> None:
+        self.value = value
+
+    def close(self) -> None:
+        """Close the view and stop answering its requests."""
+        self._dispatcher.close()
+        super().close()
+
+    # -- Python API -----------------------------------------------------------------
+
+    def load(self, subpath: object = None, device: str | None = None) -> Any:
+        """Load a subtree (the whole checkpoint when ``subpath`` is None) with the
+        view's options, keep it as :attr:`value` and return it.
+
+        Parameters
+        ----------
+        subpath : str or tuple of str, optional
+            ``"a/b"`` or ``("a", "b")``; ``view.load(view.selected)`` loads the selection.
+        device : str, optional
+            Overrides the view's default device.
+
+        Examples
+        --------
+        >>> obs = view.load(("replay", "observation"), device="cpu")  # doctest: +SKIP
+        """
+        if self.checkpoint is None:
+            raise RuntimeError(f"tdview: no checkpoint is open: {self.error}")
+        path = () if subpath in (None, (), "") else normalize_subpath(subpath)
+        options = self.options
+        self.value = self.checkpoint.load(  # type: ignore[attr-defined]
+            subpath=path or None, device=check_device(device or options["device"]),
+            mode=options["mode"], allow_pickle=options["allow_pickle"])
+        return self.value
+
+    # -- static renderings ----------------------------------------------------------
+
+    def _table(self) -> list[_html.Row]:
+        if self._static is None:
+            self._static = [] if self.checkpoint is None else list(_html.rows(self.checkpoint))
+        return self._static
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
+        data = dict(data)
+        try:
+            data["text/plain"] = _html.render_text(self.source, self.checkpoint, self.error)
+            data["text/html"] = _html.render_html(self.source, self._table(), self.error)
+        except Exception as error:  # noqa: BLE001 - a repr must not raise
+            text = f"tdview: {self.source}: {type(error).__name__}: {error}"
+            data["text/plain"], data["text/html"] = text, f"<pre>{html.escape(text)}</pre>"
+        return data, metadata
