@@ -12,6 +12,7 @@ PORT ?= 8888
 $(STAMP): pyproject.toml js/package.json js/package-lock.json scripts/bootstrap.sh
 	./scripts/bootstrap.sh
 	touch $(STAMP)
+$(STAMP): labextension/package.json labextension/package-lock.json
 
 env: $(STAMP)
 
@@ -28,6 +29,7 @@ test: env test-js test-python
 
 test-js:
 	cd js && npm run --silent build && npm run --silent lint && npm test
+	cd labextension && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run --silent build && npm run --silent lint && npm test
 
 test-python:
 	$(PY) -m pytest
@@ -35,6 +37,7 @@ test-python:
 lint:
 	$(VENV)/bin/ruff check tdview tests bench
 	cd js && npm run --silent lint
+	cd labextension && npm run --silent lint
 
 bench: env
 	$(PY) -m bench
@@ -44,3 +47,4 @@ bench-quick: env
 
 clean:
 	rm -rf $(VENV) js/node_modules tdview/static dist build $(DEMO_DIR)
+	rm -rf labextension/node_modules labextension/lib tdview/labextension

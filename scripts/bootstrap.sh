@@ -25,3 +25,8 @@ command -v npm >/dev/null || { echo "bootstrap: npm (Node 20) is needed to build
 .venv/bin/pip install --quiet -e ".[dev]"
 # The editable build skips npm when a bundle exists; keep the bundle current.
 (cd js && npm ci --no-audit --no-fund --silent && npm run --silent build)
+# The JupyterLab extension (labextension/ -> tdview/labextension/). The editable install
+# copied a snapshot into the venv's share/jupyter; a link keeps JupyterLab on the current build.
+(cd labextension && npm ci --no-audit --no-fund --silent && PATH="$PWD/../.venv/bin:$PATH" npm run --silent build)
+rm -rf .venv/share/jupyter/labextensions/tdview-jupyterlab
+ln -s "$PWD/tdview/labextension" .venv/share/jupyter/labextensions/tdview-jupyterlab

@@ -1,12 +1,33 @@
 """tdview: browse and load tensordict checkpoints.
 
 The reading is tdview's own (storage -> format -> index -> load); tensordict supplies
-the result types.
+the result types. The public names are imported on first use, so that ``import
+tdview.format`` (or the command line) does not pay for torch, tensordict and ipywidgets.
 """
 
 from __future__ import annotations
 
-from ._version import __version__
-from .widget import TDView
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TDView", "__version__"]
+from ._version import __version__
+
+# Eager (the package is light): importing the subpackage ``tdview.load`` binds that name
+# on this package, so the function must be bound after it, once and for all.
+from .load import load, load_memmap  # noqa: E402  isort: skip
+
+if TYPE_CHECKING:
+    from .index import Checkpoint
+    from .widget import TDView
+
+_LAZY = {"Checkpoint": ".index", "TDView": ".widget"}
+
+__all__ = ["Checkpoint", "TDView", "__version__", "load", "load_memmap"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tdview' has no attribute {name!r}")

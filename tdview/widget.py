@@ -96,6 +96,8 @@ class TDView(anywidget.AnyWidget):
         try:
             ckpt = Checkpoint(source, robust_key=robust_key)
             root = summary(ckpt, ckpt.root)
+            if ckpt.root.problems:
+                error = "; ".join(ckpt.root.problems)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)
         options = {"device": check_device(device), "mode": mode,
@@ -104,10 +106,10 @@ class TDView(anywidget.AnyWidget):
         self.checkpoint: Checkpoint | None = ckpt
         self.value: Any = None
         self._static: list[_html.Row] | None = None
-        self._session = Session(ckpt, source, namespace=_user_namespace(), error=error,
-                                on_load=self._loaded)
+        self._session = Session(ckpt, source, namespace=_user_namespace(),
+                                error=error if ckpt is None else "", on_load=self._loaded)
         self._dispatcher = Dispatcher(self._session, self._send_message)
-        self.on_msg(self._handle_msg)
+        self.on_msg(self._on_custom_msg)
 
     @traitlets.validate("selected")
     def _check_selected(self, proposal: dict[str, Any]) -> tuple[str, ...]:
@@ -124,7 +126,7 @@ class TDView(anywidget.AnyWidget):
 
     # -- messages -------------------------------------------------------------------
 
-    def _handle_msg(self, _widget: object, content: Any, buffers: list[bytes]) -> None:
+    def _on_custom_msg(self, _widget: object, content: Any, buffers: list[bytes]) -> None:
         self._dispatcher.receive(content, list(buffers or []))
 
     def _send_message(self, content: dict[str, Any], buffers: list[bytes]) -> None:
@@ -135,7 +137,9 @@ class TDView(anywidget.AnyWidget):
 
     def close(self) -> None:
         """Close the view and stop answering its requests."""
-        self._dispatcher.close()
+        dispatcher = getattr(self, "_dispatcher", None)
+        if dispatcher is not None:
+            dispatcher.close()
         super().close()
 
     # -- Python API -----------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +55,7 @@ def test_wheel_installs_and_imports_without_node(wheel: Path, tmp_path: Path) ->
         "assert 'render' in js\n"
         "print('ok', len(js))\n"
     )
-    done = subprocess.run([str(python), "-c", check], env={"PATH": bare_path, "HOME": str(tmp_path)},
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
+                          env={"PATH": bare_path, "HOME": str(tmp_path)}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")

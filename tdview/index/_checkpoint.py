@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import SubpathError, TDViewError
 from ..format import (
@@ -121,8 +122,17 @@ class Checkpoint:
         return node
 
     def inner(self, node: Node) -> Node | None:
-        """The ``_tensordict`` TensorDict node of a tensorclass (None if it has none)."""
-        if not isinstance(node.meta, TensorclassNode) or node.dirkey is None:
+        """The ``_tensordict`` TensorDict node of a tensorclass (None if it has none).
+
+        NonTensorData nodes have none since tensordict 0.4, but older ones may.
+        """
+        if not node.inner_known:
+            node.inner_cache = self._read_inner(node)
+            node.inner_known = True
+        return node.inner_cache
+
+    def _read_inner(self, node: Node) -> Node | None:
+        if not isinstance(node.meta, (TensorclassNode, NonTensorDataNode)) or node.dirkey is None:
             return None
         folder = join_key(node.dirkey, ch.TENSORCLASS_INNER)
         if not self.store.is_dir(folder):
@@ -135,7 +145,12 @@ class Checkpoint:
         """The children of a node in the order tensordict loads them."""
         node = where if isinstance(where, Node) else self.node(where)
         if node.children_cache is None:
-            node.children_cache = {child.key: child for child in self._read_children(node)}
+            # keep the nodes that lookup() already made (and their caches)
+            known = node.lookup_cache
+            node.children_cache = {
+                child.key: known.get(child.key, child) for child in self._read_children(node)
+            }
+            known.clear()
         return list(node.children_cache.values())
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
@@ -146,12 +161,54 @@ class Checkpoint:
         return Page(node.path, offset, len(items), items[max(offset, 0) : stop])
 
     def child(self, node: Node, key: str) -> Node | None:
-        self.children(node)
-        assert node.children_cache is not None
-        found = node.children_cache.get(key)
+        """The child ``key`` of ``node`` (``_tensordict`` reaches a tensorclass's fields)."""
+        return self.lookup(node, key)
+
+    def lookup(self, node: Node, key: str) -> Node | None:
+        """The child ``key`` of ``node``, reading only what that child needs.
+
+        Unlike :meth:`children`, the siblings are not read (no ``meta.json`` parsed, no file
+        looked up), so following a path costs one node per step. The node is cached, and
+        :meth:`children` later returns the same object.
+        """
+        if node.children_cache is not None:
+            found = node.children_cache.get(key)
+        else:
+            found = node.lookup_cache.get(key)
+            if found is None:
+                found = self._read_child(node, key)
+                if found is not None:
+                    node.lookup_cache[key] = found
         if found is None and key == ch.TENSORCLASS_INNER:
             return self.inner(node)
         return found
+
+    def _read_child(self, node: Node, key: str) -> Node | None:
+        meta, dirkey = node.meta, node.dirkey
+        if meta is None or dirkey is None:
+            return None
+        make = self._collection
+        if isinstance(meta, TensorDictNode):
+            found = ch.tensordict_child(self.store, node.path, dirkey, meta, key, make,
+                                        robust=self.robust)
+            if found is None and meta.legacy_no_collection_records:
+                return next((c for c in self.children(node) if c.key == key), None)
+            return found
+        if isinstance(meta, TensorclassNode):
+            inner = self.inner(node)
+            if inner is not None and isinstance(inner.meta, TensorDictNode):
+                assert inner.dirkey is not None
+                found = ch.tensordict_child(self.store, node.path, inner.dirkey, inner.meta,
+                                            key, make, robust=self.robust)
+                if found is not None:
+                    return found
+            return next((c for c in ch.json_field_children(node.path, meta) if c.key == key),
+                        None)
+        if ch.has_members(meta):
+            return ch.member_child(self.store, node.path, dirkey, key, make)
+        if ch.has_source(meta) and key == ch.VIEW_SOURCE:
+            return self._read_children(node)[0]
+        return None
 
     def node(self, subpath: object = ()) -> Node:
         """The node at a nested key (``("a", "b")``) or ``"a/b"`` path.
@@ -242,6 +299,40 @@ class Checkpoint:
             inner = self.inner(node)
             return self.device(inner) if inner is not None else None
         return getattr(meta, "device", None)
+
+    # -- loading (tdview.load; imported on first use: load stands on the index) -----
+
+    def load(self, subpath: object = None, device: Any = None, non_blocking: bool = False, *,
+             out: Any = None, mode: str | None = None, num_threads: int = 0,
+             allow_pickle: bool | None = None, progress: Any = None) -> Any:
+        """Load the tensordict at ``subpath`` (the root by default), as
+        :func:`tdview.load_memmap` does, reusing this index: the metadata already read is
+        not read again, so a later load costs only its own subtree.
+
+        ``progress``, if given, is called with the nested key of each leaf once loaded.
+
+        Examples
+        --------
+        >>> ckpt = Checkpoint("ckpt.tdz")                                # doctest: +SKIP
+        >>> head = ckpt.load("model/head", device="cpu", mode="r")       # doctest: +SKIP
+        """
+        from ..load._api import load_checkpoint
+
+        return load_checkpoint(self, subpath, device, non_blocking, out=out, mode=mode,
+                               num_threads=num_threads, allow_pickle=allow_pickle,
+                               progress=progress)
+
+    def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:
+        """Load one tensor leaf (a ``torch.Tensor``; copy-on-write with the default ``"r"``).
+
+        Examples
+        --------
+        >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
+        torch.Size([2, 3, 1])
+        """
+        from ..load._api import load_leaf
+
+        return load_leaf(self, subpath, device=device, mode=mode)
 
 
 def _list_shape(value: object) -> tuple[int, ...]:

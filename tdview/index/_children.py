@@ -83,15 +83,48 @@ def tensordict_children(
         yield from _listed_collections(store, path, dirkey, meta, make)
 
 
+def tensordict_child(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    meta: TensorDictNode,
+    key: str,
+    make: MakeCollection,
+    *,
+    robust: bool,
+) -> Node | None:
+    """The child ``key`` of a TensorDict node, without looking at its siblings (None if the
+    node records no such entry)."""
+    for record in meta.entries:
+        if record.key == key:
+            if isinstance(record, LeafRecord):
+                return _leaf(store, path + (key,), dirkey, record, robust=robust)
+            folder = collection_dir(store, dirkey, key, robust=robust)
+            return make(path + (key,), folder, record.type_hint)
+    return None
+
+
 def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool) -> Node:
     file, tried = leaf_files(store, dirkey, record.key, robust=robust)
     node = Node(path=path, kind=LEAF, record=record, file=file)
-    if record.is_nested and file is not None:
-        sizes = file[: -len(".memmap")] + ".shape.memmap"
-        node.sizes_file = sizes if store.is_file(sizes) else None
-        if node.sizes_file is None:
+    if record.is_nested:
+        # the sizes file sits next to the data file; tensordict writes it even when every
+        # element is empty, a case where it writes no data file
+        stems = [file] if file is not None else [
+            join_key(dirkey, name + ".memmap")
+            for name in candidate_names(record.key, robust=robust, collection=False)]
+        for stem in stems:
+            sizes = stem[: -len(".memmap")] + ".shape.memmap"
+            if _exists(store.is_file, sizes):
+                node.sizes_file = sizes
+                break
+        if file is not None and node.sizes_file is None:
+            sizes = file[: -len(".memmap")] + ".shape.memmap"
             node.problems.append(f"the sizes file {store.display(sizes)} of nested leaf is missing")
-    if file is None and (record.is_nested or (record.numel or 0) > 0):
+    if file is None and node.sizes_file is not None:
+        node.problems.append(f"the file {store.display(tried)} is missing (tensordict writes "
+                             "none when every element of a nested tensor is empty)")
+    elif file is None and (record.is_nested or (record.numel or 0) > 0):
         node.problems.append(f"the file {store.display(tried)} is missing")
     return node
 
@@ -115,6 +148,16 @@ def member_children(
     while store.is_dir(join_key(dirkey, str(i))):
         yield make(path + (str(i),), join_key(dirkey, str(i)), None)
         i += 1
+
+
+def member_child(store: Store, path: NestedPath, dirkey: str, key: str,
+                 make: MakeCollection) -> Node | None:
+    """Member ``key`` (``"0"``, ``"1"``...) of a lazy stack, if it is before the first gap."""
+    if not key.isdigit() or not key.isascii() or str(int(key)) != key:
+        return None
+    if not all(store.is_dir(join_key(dirkey, str(i))) for i in range(int(key) + 1)):
+        return None
+    return make(path + (key,), join_key(dirkey, key), None)
 
 
 def json_field_children(path: NestedPath, meta: TensorclassNode) -> Iterator[Node]:

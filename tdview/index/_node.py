@@ -58,6 +58,11 @@ class Node:
     # Filled on first use by the checkpoint.
     children_cache: dict[str, Node] | None = None
     rollup_cache: Any = None
+    # Children found one by one (``Checkpoint.lookup``) before the whole list was read,
+    # and the ``_tensordict`` node of a tensorclass (``Checkpoint.inner``; None: none).
+    lookup_cache: dict[str, Node] = field(default_factory=dict)
+    inner_cache: Node | None = None
+    inner_known: bool = False
 
     @property
     def key(self) -> str:

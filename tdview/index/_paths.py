@@ -42,4 +42,7 @@ def show_path(path: NestedPath) -> str:
 
 def join_key(*parts: str) -> str:
     """Join store keys, skipping empty parts (``""`` is the store root)."""
+    if len(parts) == 2:  # the common case, once per leaf: no generator
+        head, tail = parts
+        return f"{head}/{tail}" if head and tail else head or tail
     return "/".join(part for part in parts if part)

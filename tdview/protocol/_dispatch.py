@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,7 @@ class Dispatcher:
         self._interval = progress_interval
         self._fast = ThreadPoolExecutor(1, thread_name_prefix="tdview-meta")
         self._slow = ThreadPoolExecutor(1, thread_name_prefix="tdview-data")
+        self._futures: set[Future[None]] = set()
 
     def receive(self, content: object, buffers: list[bytes] | None = None) -> None:
         """Take one custom message: cancels apply at once, requests are queued."""
@@ -202,9 +203,17 @@ class Dispatcher:
         method = content.get("method") if isinstance(content, dict) else None
         pool = self._slow if method in _SLOW else self._fast
         try:
-            pool.submit(self._answer, content, buffers)
+            future = pool.submit(self._answer, content, buffers)
         except RuntimeError:  # shut down
             log.debug("tdview: a message arrived after close")
+            return
+        self._futures.add(future)
+        future.add_done_callback(self._futures.discard)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every request received so far is answered; False on timeout."""
+        _, pending = wait(list(self._futures), timeout=timeout)
+        return not pending
 
     def close(self) -> None:
         """Stop taking requests; queued ones are dropped, running ones finish."""

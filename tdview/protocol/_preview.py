@@ -15,7 +15,9 @@ What is sent for each dtype (``display_dtype``):
 
 The slice is the first ``rows`` (at most 100) rows of a table: a 0-d leaf is its single
 value, a 1-d leaf its first ``rows`` values, and an n-d leaf (n >= 2) a table with dim 0
-as rows and the remaining dims flattened in C order as columns (at most 50).
+as rows and the remaining dims flattened in C order as columns (at most 50). A nested
+(ragged) leaf is previewed as the concatenation of its flattened components (1-d; the
+reply's ``shape`` is then that of the concatenation).
 Statistics: ``min``, ``max``, ``mean`` and ``std`` (sample, ``correction=1``) over the
 finite values, ``nan`` and ``inf`` counts, ``count`` = all elements. The histogram has
 64 equal bins over ``[min, max]`` of the finite values (one bin per value for integer
@@ -222,8 +224,8 @@ def preview(
                                       "not a tensor: only tensor leaves have a preview")
     tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
     if tensor.is_nested:
-        tensor = torch.cat([t.reshape(-1) for t in tensor.unbind()]) if tensor.size(0) else (
-            torch.empty(0, dtype=tensor.dtype))
+        parts = [t.reshape(-1) for t in tensor.unbind(0)]
+        tensor = torch.cat(parts) if parts else torch.empty(0, dtype=tensor.dtype)
     shown, display_dtype = _display(_table(tensor, rows))
     stats, histogram = statistics(tensor, check)
     buffers: list[bytes] = []

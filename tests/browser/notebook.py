@@ -24,9 +24,12 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> str:
 
 def open_and_run(page: Any, lab: JupyterLabServer, name: str, theme: str = "light") -> None:
     """Open ``name`` in JupyterLab, wait for its kernel, and run every cell."""
-    page.goto(lab.url(f"/lab/tree/{name}"), wait_until="domcontentloaded")
+    # ?reset: start from an empty workspace, not the previous test's open panels.
+    page.goto(lab.url(f"/lab/tree/{name}?reset"), wait_until="domcontentloaded")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
     if theme == "dark":
+        page.wait_for_function(
+            "() => window.jupyterapp.commands.hasCommand('apputils:change-theme')")
         page.evaluate(
             "() => window.jupyterapp.commands.execute('apputils:change-theme',"
             " {theme: 'JupyterLab Dark'})"

@@ -1,0 +1,171 @@
+"""Load: index nodes -> tensordict objects, with tdview's own reading of the bytes.
+
+:func:`load_memmap` (alias :func:`load`) does what tensordict's ``load_memmap`` does, on
+top of :class:`~tdview.index.Checkpoint`; ``Checkpoint.load`` and
+``Checkpoint.load_leaf`` call :func:`load_checkpoint` and :func:`load_leaf`, so that an
+open index makes later loads cost only their subtree. tensordict supplies the result
+types (TensorDict, tensorclasses, MemoryMappedTensor, NonTensorData, NonTensorStack,
+LazyStackedTensorDict, the legacy views); none of its loading code is used.
+
+Modules: :mod:`._api` (entry points, options, subpath), :mod:`._nodes` (each node kind),
+:mod:`._leaves` (one leaf), :mod:`._mapping` (the one archive mapping),
+:mod:`._classes` (saved class -> Python class), :mod:`._pickles` (pickle policy),
+:mod:`._prefetch` (parallel decompression), :mod:`._out` (``out=``), :mod:`._stacks`
+(NonTensorStack values), :mod:`._context` (the state of one load).
+
+This module imports torch and tensordict only when a load runs: ``import tdview`` stays
+light, and the metadata-only layers never import torch.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = [
+    "PICKLE_WARNING",
+    "load",
+    "load_checkpoint",
+    "load_leaf",
+    "load_memmap",
+    "resolve_subpath",
+]
+
+_LAZY = {
+    "load_checkpoint": "._api",
+    "load_leaf": "._api",
+    "resolve_subpath": "._api",
+    "PICKLE_WARNING": "._pickles",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_memmap(
+    prefix: str | os.PathLike[str],
+    device: Any = None,
+    non_blocking: bool = False,
+    *,
+    out: Any = None,
+    robust_key: bool | None = None,
+    subpath: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
+    allow_pickle: bool | None = None,
+) -> Any:
+    """Load a tensordict that ``memmap()`` or ``save()`` wrote, from a directory or an archive.
+
+    tdview's own reading of tensordict's ``TensorDictBase.load_memmap`` (0.15): same
+    arguments, same result classes. From a directory, each leaf is a
+    :class:`~tensordict.MemoryMappedTensor` of its file; from an archive, each leaf is a
+    view into one memory map of the archive (compressed or unaligned entries are copied).
+    Only the pages of the leaves you use are read. The result has the saved class and is
+    not locked.
+
+    Parameters
+    ----------
+    prefix : str or Path
+        A checkpoint directory, or an archive (``.tdz``, or any zip with a top-level
+        ``meta.json``).
+    device : torch.device, str or int, optional
+        The device of the result. The leaves are copied there (which reads the files)
+        unless it is the CPU. ``"meta"`` reads no leaf data and gives meta tensors.
+        Defaults to None: the leaves stay memory-mapped on the CPU.
+    non_blocking : bool, optional
+        If True, the device is not synchronized after the copies.
+
+    Keyword Arguments
+    -----------------
+    out : TensorDictBase, optional
+        A tensordict to load into: its nested tensordicts are reused, its leaves replaced,
+        and its keys absent from the checkpoint removed. If it has a device, the data is
+        loaded there and another ``device`` raises ``ValueError``.
+    robust_key : bool, optional
+        False reads the legacy raw file names only; None or True read the percent-encoded
+        names with the legacy fallback.
+    subpath : nested key or str, optional
+        The nested tensordict to load (``("module", "0")`` or ``"module/0"``); only that
+        subtree is read. A nested key reaches a tensorclass's entries as ``obj.get(key)``.
+    mode : {None, "r", "r+"}, optional
+        ``"r"``: copy-on-write mappings, the files never change. ``"r+"``: writes reach the
+        files (a file that cannot be written raises ``PermissionError``; an archive needs
+        stored, aligned, non-nested entries). None: archives as ``"r"``, directory files
+        as ``"r+"`` when writable and ``"r"`` otherwise.
+    num_threads : int, optional
+        Threads that decompress the leaves of a compressed archive (0 or 1: one after the
+        other).
+    allow_pickle : bool, optional
+        True unpickles pickled non-tensor data, False refuses it (``RuntimeError``), None
+        unpickles it with a ``FutureWarning``. ``json_types.json`` data needs no pickle.
+
+    Returns
+    -------
+    The loaded tensordict (or tensorclass, lazy stack...), or ``out`` when given.
+
+    Raises
+    ------
+    ValueError
+        ``prefix`` is a file but not an archive, ``subpath`` names no saved tensordict,
+        or ``mode`` is not None, ``"r"`` or ``"r+"``.
+    TypeError
+        ``allow_pickle`` is not a bool or None.
+    FileNotFoundError
+        ``prefix`` does not exist, or a folder has no ``meta.json``.
+    tdview.errors.TDViewError
+        A corrupt checkpoint: each error names the file, the key and the numbers.
+
+    Notes
+    -----
+    Deliberate differences from tensordict 0.15.3:
+
+    * float8, float4 and bits leaves load (tensordict writes them, then raises KeyError).
+    * A leaf file shorter than its shape is a ``LeafDataError`` naming the file and both
+      sizes; tensordict grows a writable one with zeros, changing the checkpoint.
+    * A nested leaf without its sizes file is an error; tensordict creates a zero-filled
+      one. A nested leaf whose elements are all empty (no data file is written) comes
+      back from its sizes; tensordict drops the key. With ``device="meta"`` it is the
+      ``[N, D]`` meta tensor tensordict gives for nested leaves.
+    * A leaf whose file is missing, or a collection whose folder is missing, is left out
+      as tensordict does, but with a ``UserWarning`` naming it. So are the sub-folders
+      that a 0.3-era ``meta.json`` does not name (tensordict 0.15 skips them silently).
+    * Zero-element leaves always come back as ``torch.empty`` of their saved shape.
+    * Archives written by Info-ZIP ``zip`` (UTF-8 names without the UTF-8 flag) load the
+      keys with non-ASCII names; tensordict drops them.
+    * With ``robust_key=False``, a key that would name a path outside its folder
+      (``".."``, ``"."``, absolute) is left out; tensordict joins it (and recurses
+      forever on ``"."``).
+    * ``subpath`` steps into a tensorclass's fields even when the tensorclass's class is
+      not defined in this process (the fields do not need it).
+
+    Examples
+    --------
+    >>> import tempfile, torch, tdview
+    >>> from tensordict import TensorDict
+    >>> td = TensorDict(a=torch.zeros(3), nested=TensorDict(b=torch.ones(3)))
+    >>> with tempfile.TemporaryDirectory() as path:
+    ...     _ = td.memmap(path)
+    ...     loaded = tdview.load_memmap(path)
+    ...     print((loaded == td).all(), type(loaded["a"]).__name__)
+    ...     print(tdview.load_memmap(path, subpath="nested")["b"])
+    ...     print(tdview.load_memmap(path, device="meta")["a"].device)
+    True MemoryMappedTensor
+    MemoryMappedTensor([1., 1., 1.])
+    meta
+    """
+    from ._api import load_memmap as _load_memmap
+
+    return _load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key,
+                        subpath=subpath, mode=mode, num_threads=num_threads,
+                        allow_pickle=allow_pickle)
+
+
+#: ``tdview.load`` is :func:`load_memmap`, as ``tensordict.load`` is its ``load_memmap``.
+load = load_memmap

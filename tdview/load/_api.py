@@ -1,0 +1,233 @@
+"""``tdview.load_memmap``: tensordict's ``load_memmap``, read by tdview's own code."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import SubpathError
+from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
+from ..index._paths import join_key
+from ._context import LoadContext, check_mode
+from ._leaves import leaf_tensor
+from ._mapping import check_writable
+from ._nodes import build
+from ._out import check_out
+from ._pickles import check_allow_pickle
+from ._prefetch import Prefetcher
+
+__all__ = ["load_checkpoint", "load_leaf", "load_memmap", "resolve_subpath"]
+
+DeviceLike = torch.device | str | int | None
+
+
+def load_memmap(
+    prefix: str | os.PathLike[str],
+    device: DeviceLike = None,
+    non_blocking: bool = False,
+    *,
+    out: Any = None,
+    robust_key: bool | None = None,
+    subpath: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
+    allow_pickle: bool | None = None,
+) -> Any:
+    """The implementation of :func:`tdview.load_memmap` (documented there)."""
+    check_mode(mode)
+    check_allow_pickle(allow_pickle)
+    check_out(out)
+    device = _device(device)
+    ckpt = Checkpoint(prefix, robust_key=robust_key)
+    try:
+        return load_checkpoint(ckpt, subpath, device, non_blocking, out=out, mode=mode,
+                               num_threads=num_threads, allow_pickle=allow_pickle)
+    finally:
+        ckpt.close()
+
+
+def _device(device: DeviceLike) -> torch.device | None:
+    return None if device is None else torch.device(device)
+
+
+def load_checkpoint(
+    ckpt: Checkpoint,
+    subpath: Any = None,
+    device: DeviceLike = None,
+    non_blocking: bool = False,
+    *,
+    out: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
+    allow_pickle: bool | None = None,
+    progress: Callable[[tuple[str, ...]], object] | None = None,
+) -> Any:
+    """:func:`load_memmap` from an open :class:`~tdview.index.Checkpoint` (``Checkpoint.load``).
+
+    The index caches every ``meta.json`` it parsed and every node it found, so a second
+    load from the same checkpoint costs only the subtree it loads.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+    subpath, device, non_blocking, out, mode, num_threads, allow_pickle
+        As in :func:`load_memmap` (``robust_key`` is the checkpoint's).
+    progress : callable, optional
+        Called with the nested key (a tuple) of each leaf once it is loaded. An exception
+        raised by it stops the load.
+
+    Examples
+    --------
+    >>> ckpt = Checkpoint("ckpt.tdz")                                  # doctest: +SKIP
+    >>> weights = ckpt.load("model", device="cuda")                    # doctest: +SKIP
+    """
+    check_mode(mode)
+    check_allow_pickle(allow_pickle)
+    check_out(out)
+    if type(num_threads) is not int or num_threads < 0:
+        raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
+    device = _device(device)
+    node = resolve_subpath(ckpt, subpath)
+    ctx = _context(ckpt, device, mode, allow_pickle, progress)
+    if num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
+        ctx.prefetch = _prefetcher(ckpt, node, num_threads)
+    try:
+        result = build(ctx, node, device, out)
+    finally:
+        if ctx.prefetch is not None:
+            ctx.prefetch.close()
+    if device is not None and not non_blocking and device.type not in ("meta", "cuda"):
+        _synchronize()
+    return result
+
+
+def _context(ckpt: Checkpoint, device: torch.device | None, mode: str | None,
+             allow_pickle: bool | None, progress: Any = None) -> LoadContext:
+    """The state of one load; checks that an archive opened ``"r+"`` can be written."""
+    # meta and fake tensors carry shapes only: no payload is read for them
+    fake = torch._guards.active_fake_mode() is not None
+    read_data = not fake and (device is None or device.type != "meta")
+    if ckpt.store.kind == "archive" and mode == "r+":
+        check_writable(ckpt.store.root)
+    return LoadContext(ckpt, mode, allow_pickle, read_data, progress=progress)
+
+
+def _prefetcher(ckpt: Checkpoint, node: Node, num_threads: int) -> Prefetcher | None:
+    """Schedule every compressed leaf (and nested sizes) entry of the subtree."""
+    store = ckpt.store
+    keys = []
+    for child in walk(ckpt, node):
+        if not child.is_leaf:
+            continue
+        for key in (child.file, child.sizes_file):
+            if key is not None and store.entry(key).compression != "stored":
+                keys.append(key)
+    if len(keys) < 2:
+        return None
+    return Prefetcher(store, keys, num_threads)  # type: ignore[arg-type]
+
+
+def _synchronize() -> None:
+    """Wait for the copies to the accelerator of this host, if it has one.
+
+    As tensordict does after a load on a device other than meta and cuda (pageable
+    copies to cuda are ordered on the current stream already).
+    """
+    accelerator = getattr(torch, "accelerator", None)
+    current = accelerator.current_accelerator() if accelerator is not None else None
+    if current is None:
+        return
+    if current.type == "cuda":
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    else:
+        assert accelerator is not None
+        accelerator.synchronize()
+
+
+def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
+    """The collection node a ``subpath`` names (the root for None).
+
+    Raises
+    ------
+    ValueError
+        A malformed subpath (``SubpathError``, a ValueError, when it names no saved
+        tensordict: a missing key, a leaf, an element of a non-tensor stack...).
+
+    Examples
+    --------
+    >>> resolve_subpath(Checkpoint("ckpt"), ("model", "0")).path     # doctest: +SKIP
+    ('model', '0')
+    >>> resolve_subpath(Checkpoint("ckpt"), "model/0/weight")        # doctest: +SKIP
+    Traceback (most recent call last):
+    SubpathError: No tensordict found under subpath 'model/0/weight' (it is a tensor leaf...
+    """
+    if subpath is None:
+        return ckpt.root
+    path = normalize_subpath(subpath)
+    node = ckpt.root
+    for depth, part in enumerate(path):
+        found = None if node.is_leaf else _lookup(ckpt, node, part)
+        if found is None:
+            raise _no_tensordict(path, f"{show_path(path[:depth])!r} has no entry {part!r}")
+        node = found
+    if node.is_leaf:
+        raise _no_tensordict(path, "it is a tensor leaf, not a tensordict "
+                                   "(Checkpoint.load_leaf loads one leaf)")
+    if node.dirkey is None:
+        raise _no_tensordict(path, "; ".join(node.problems) or "it has no folder")
+    if node.meta is None and not ckpt.store.is_file(join_key(node.dirkey, "meta.json")):
+        raise _no_tensordict(path, f"missing meta.json in {ckpt.store.display(node.dirkey)}")
+    return node
+
+
+def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
+    if node.meta is None and node.dirkey is not None and ckpt.store.is_file(
+            join_key(node.dirkey, "meta.json")):
+        ckpt.read_meta(node.dirkey)  # a broken step: raise its own error
+    return ckpt.lookup(node, key)
+
+
+def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
+    return SubpathError(f"No tensordict found under subpath {'/'.join(path)!r} ({why}).")
+
+
+def load_leaf(ckpt: Checkpoint, subpath: Any, device: DeviceLike = None,
+              mode: str | None = "r") -> torch.Tensor:
+    """Load one tensor leaf (``Checkpoint.load_leaf``), e.g. for a preview.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+    subpath : nested key or str
+        The leaf's nested key.
+    device : optional
+        As in :func:`load_memmap`.
+    mode : {"r", "r+", None}, optional
+        Defaults to ``"r"``: the leaf is mapped copy-on-write.
+
+    Raises
+    ------
+    SubpathError
+        No node at ``subpath``, or it is not a tensor leaf.
+    LeafDataError
+        The leaf's file is missing or too short.
+
+    Examples
+    --------
+    >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
+    torch.Size([2, 3, 1])
+    """
+    check_mode(mode)
+    device = _device(device)
+    node = ckpt.node(subpath)
+    if not node.is_leaf:
+        raise SubpathError(
+            f"{show_path(node.path)!r} in {ckpt.path} is a {node.kind}, not a tensor leaf."
+        )
+    tensor = leaf_tensor(_context(ckpt, device, mode, None), node, device, strict=True)
+    assert tensor is not None
+    return tensor

@@ -1,0 +1,282 @@
+"""Turning one leaf of the index into a tensor.
+
+* Directory: the file is checked to hold at least ``numel * itemsize`` bytes (tdview never
+  grows a file), then mapped with ``torch.from_file`` (shared when the mode allows writes,
+  copy-on-write otherwise) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
+* Archive: a STORED entry must hold exactly ``numel * itemsize`` bytes and becomes a view
+  of the archive's one mapping (copied when its offset is not a multiple of the item
+  size); a compressed entry is decompressed (size and CRC-32 checked).
+* Nested (strided) leaves read their int64 ``[N, D]`` sizes from ``<stem>.shape.memmap``;
+  the data is packed element after element.
+* No bytes are read for ``device="meta"`` or under a FakeTensorMode: the leaf is an empty
+  tensor of the right shape and dtype, as tensordict builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+from tensordict import MemoryMappedTensor
+
+from ..errors import LeafDataError, UnsafeCheckpointError
+from ..format import LeafRecord, torch_dtype
+from ..index import Node, show_path
+from ._context import LoadContext, user_stacklevel
+
+__all__ = ["leaf_tensor"]
+
+_R_PLUS = "Cannot open {root} with mode='r+': "
+_COMPRESSED = (_R_PLUS + "entry {name!r} is compressed, so in-place writes cannot propagate "
+               "to the file. Re-save the archive without compression to make it writable.")
+_UNALIGNED = (_R_PLUS + "the payload of entry {name!r} is not aligned (the archive was likely "
+              "written by an external zip tool), so it must be copied and in-place writes "
+              "cannot propagate to the file. Re-save the archive with tensordict to make it "
+              "writable.")
+_NESTED = (_R_PLUS + "entry {name!r} is a nested tensor, which must be materialized in memory "
+           "when loading from an archive, so in-place writes cannot propagate to the file.")
+_LIMIT = 2**62
+
+
+def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
+                strict: bool = False) -> torch.Tensor | None:
+    """Load the tensor of a leaf node.
+
+    Parameters
+    ----------
+    ctx : LoadContext
+    node : Node
+        A leaf of the index.
+    device : torch.device or None
+        Where the leaf goes; None keeps it memory-mapped on the CPU.
+    strict : bool
+        A missing file raises instead of warning (for loading one leaf on its own).
+
+    Returns
+    -------
+    torch.Tensor or None
+        None when the leaf's file is missing: the key is left out, as tensordict does,
+        with a ``UserWarning`` naming the file.
+
+    Raises
+    ------
+    LeafDataError
+        A file or entry too short (or, in an archive, of the wrong size), a missing
+        sizes file, inconsistent nested sizes, or a dtype that cannot be materialized.
+
+    Examples
+    --------
+    >>> leaf_tensor(ctx, ckpt.node("nested/reward"), None)          # doctest: +SKIP
+    MemoryMappedTensor([...])
+    """
+    record = node.record
+    assert record is not None
+    dtype = _dtype(ctx, node, record)
+    if not record.is_nested and record.numel == 0:
+        # no file is written for a tensor without elements: rebuild it from its shape
+        return torch.empty(record.shape, dtype=dtype, device=device)
+    if node.file is None:
+        return _missing(ctx, node, dtype, device, strict)
+    if not ctx.read_data:
+        return torch.zeros(record.shape, dtype=dtype, device=device)
+    if record.is_nested:
+        tensor = _nested(ctx, node, dtype)
+    elif ctx.is_archive:
+        tensor = _archive_flat(ctx, node.file, dtype, record.nbytes or 0, exact=True)
+        tensor = tensor.view(record.shape)
+    else:
+        tensor = _directory_leaf(ctx, node.file, dtype, record)
+    if device is not None:
+        tensor = tensor.to(device, non_blocking=True)
+    return tensor
+
+
+def _dtype(ctx: LoadContext, node: Node, record: LeafRecord) -> torch.dtype:
+    found = ctx.dtypes.get(record.dtype.name)
+    if found is None:
+        if not record.dtype.loadable:
+            raise LeafDataError(
+                f"leaf {show_path(node.path)!r} in {ctx.ckpt.path}: dtype {record.dtype.name} "
+                "cannot be loaded (quantized dtypes record no scale or zero point, and "
+                "sub-byte integers cannot be copied by torch)."
+            )
+        found = ctx.dtypes[record.dtype.name] = torch_dtype(record.dtype)
+    return found
+
+
+def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.device | None,
+             strict: bool) -> torch.Tensor | None:
+    """A leaf without its data file: an all-empty nested tensor, or a dropped key."""
+    record = node.record
+    assert record is not None
+    if record.is_nested and node.sizes_file is not None:
+        # tensordict writes the sizes but no data file when every element is empty
+        if not ctx.read_data:
+            return torch.zeros(record.shape, dtype=dtype, device=device)
+        sizes = _sizes(ctx, node)
+        if _nested_numel(sizes, ctx.store.display(node.sizes_file)) == 0:
+            tensor = _nested_view(torch.empty(0, dtype=dtype), sizes)
+            return tensor if device is None else tensor.to(device, non_blocking=True)
+    problem = "; ".join(node.problems) or "its file is missing"
+    message = f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {problem}"
+    if strict:
+        raise LeafDataError(message + ".")
+    warnings.warn(f"tdview left out {message} (tensordict also leaves such keys out).",
+                  UserWarning, stacklevel=user_stacklevel())
+    return None
+
+
+def _shared(path: str, mode: str | None) -> bool:
+    """Whether to map a directory file shared: per ``mode``, and per file for None."""
+    if mode == "r":
+        return False
+    writable = os.access(path, os.W_OK)
+    if mode == "r+" and not writable:
+        raise PermissionError(f"Cannot open {path} with mode='r+': the file is not writable.")
+    return writable
+
+
+def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
+              what: str) -> tuple[torch.Tensor, str]:
+    """Map the first ``numel`` elements of a directory file, checking its size first."""
+    path = ctx.file(key)
+    if numel == 0:
+        return torch.empty(0, dtype=dtype), path
+    if ctx.mode == "r":
+        # a private mapping opens the file read-only and refuses a short file itself: no
+        # stat of ours is needed (one syscall less per leaf)
+        try:
+            return torch.from_file(path, shared=False, size=numel, dtype=dtype,
+                                   device="cpu"), path
+        except RuntimeError:
+            _check_size(path, numel * dtype.itemsize, what)
+            raise
+    _check_size(path, numel * dtype.itemsize, what)
+    shared = _shared(path, ctx.mode)
+    # a shared mapping would grow a short file: _check_size came first
+    return torch.from_file(path, shared=shared, size=numel, dtype=dtype, device="cpu"), path
+
+
+def _check_size(path: str, need: int, what: str) -> None:
+    size = os.stat(path).st_size
+    if size < need:
+        raise LeafDataError(
+            f"{path} has {size} bytes, but {what} needs {need} bytes. tdview does not grow "
+            "files: the file was truncated, or does not belong to this checkpoint."
+        )
+
+
+def _as_memmap(tensor: torch.Tensor, path: str, mode: str | None,
+               parent_shape: object) -> MemoryMappedTensor:
+    """Wrap a mapped tensor as the MemoryMappedTensor tensordict's loader returns."""
+    result = MemoryMappedTensor(tensor)
+    result._filename = path  # absolute already (the filename setter would re-resolve it)
+    result._handler = None  # type: ignore[assignment]
+    result._mode = mode
+    result._index = None
+    result._index_chain = ()
+    result._parent_shape = parent_shape  # type: ignore[assignment]
+    return result
+
+
+def _describe(record: LeafRecord) -> str:
+    return f"leaf {record.key!r} of shape {list(record.shape)} and dtype {record.dtype.name}"
+
+
+def _directory_leaf(ctx: LoadContext, key: str, dtype: torch.dtype,
+                    record: LeafRecord) -> MemoryMappedTensor:
+    flat, path = _map_file(ctx, key, dtype, record.numel or 0, _describe(record))
+    return _as_memmap(flat.view(record.shape), path, ctx.mode, torch.Size(record.shape))
+
+
+def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
+                  exact: bool) -> torch.Tensor:
+    """The first ``need`` bytes of an archive entry as a flat tensor of ``dtype``."""
+    store = ctx.store
+    entry = store.entry(key)
+    if entry.encrypted:
+        raise UnsafeCheckpointError(
+            f"refusing to read encrypted archive entry {key!r} in {store.root}: tdview does "
+            "not decrypt zip entries."
+        )
+    if entry.size < need or (exact and entry.size != need):
+        raise LeafDataError(
+            f"{entry.display} holds {entry.size} bytes, but the leaf needs "
+            f"{'exactly ' if exact else ''}{need} bytes ({dtype} elements)."
+        )
+    if need == 0:
+        return torch.empty(0, dtype=dtype)
+    if entry.compression == "stored":
+        if entry.stored_size != entry.size:
+            raise LeafDataError(
+                f"{entry.display}: a stored entry with {entry.stored_size} stored bytes but a "
+                f"declared size of {entry.size} bytes."
+            )
+        offset = store.payload_offset(key)  # type: ignore[attr-defined]
+        aligned = offset % dtype.itemsize == 0
+        if not aligned and ctx.mode == "r+":
+            raise RuntimeError(_UNALIGNED.format(root=store.root, name=key))
+        flat = ctx.mapping()[offset : offset + need]
+        # a view needs an offset that is a multiple of the item size: copy otherwise
+        return (flat if aligned else flat.clone()).view(dtype)
+    if ctx.mode == "r+":
+        raise RuntimeError(_COMPRESSED.format(root=store.root, name=key))
+    data = ctx.prefetch.take(key) if ctx.prefetch is not None else None
+    if data is None:
+        data = store.decompress(key, max_size=entry.size)  # type: ignore[attr-defined]
+    return torch.frombuffer(data, dtype=torch.uint8)[:need].view(dtype)
+
+
+def _sizes(ctx: LoadContext, node: Node) -> torch.Tensor:
+    """The int64 ``[N, D]`` sizes of a nested leaf."""
+    record = node.record
+    assert record is not None and node.sizes_file is not None
+    n, d = record.shape
+    if ctx.is_archive:
+        flat = _archive_flat(ctx, node.sizes_file, torch.int64, n * d * 8, exact=True)
+        return flat.view(n, d)
+    what = f"the sizes of nested leaf {record.key!r} (shape [{n}, {d}], int64)"
+    flat, path = _map_file(ctx, node.sizes_file, torch.int64, n * d, what)
+    return _as_memmap(flat.view(n, d), path, ctx.mode, torch.Size((n, d)))
+
+
+def _nested_numel(sizes: torch.Tensor, where: str) -> int:
+    """The total element count of nested sizes, refusing negative or overflowing ones."""
+    if not sizes.numel():
+        return 0
+    if int(sizes.min()) < 0:
+        raise LeafDataError(f"{where}: nested sizes must not be negative, got {int(sizes.min())}.")
+    approx = sizes.to(torch.float64).prod(-1)
+    if float(approx.sum()) >= _LIMIT:
+        raise LeafDataError(f"{where}: nested sizes describe more than 2**62 elements.")
+    return int(sizes.prod(-1).sum())
+
+
+def _nested_view(buffer: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """A strided nested tensor of contiguous elements packed in ``buffer``."""
+    strides, offsets = torch._nested_compute_contiguous_strides_offsets(sizes)
+    return torch._nested_view_from_buffer(buffer, sizes, strides, offsets)
+
+
+def _nested(ctx: LoadContext, node: Node, dtype: torch.dtype) -> torch.Tensor:
+    record = node.record
+    assert record is not None and node.file is not None
+    if node.sizes_file is None:
+        raise LeafDataError(
+            f"nested leaf {show_path(node.path)!r} of {ctx.ckpt.path} cannot be loaded: "
+            + ("; ".join(node.problems) or "its sizes file is missing") + "."
+        )
+    if ctx.is_archive and ctx.mode == "r+":
+        raise RuntimeError(_NESTED.format(root=ctx.store.root, name=node.file))
+    sizes = _sizes(ctx, node)
+    numel = _nested_numel(sizes, ctx.store.display(node.sizes_file))
+    if ctx.is_archive:
+        flat = _archive_flat(ctx, node.file, dtype, numel * dtype.itemsize, exact=False)
+        if flat.storage_offset():
+            # the nested constructor ignores a view's storage offset: copy the elements
+            flat = flat.clone()
+        return _nested_view(flat, sizes)
+    what = f"nested leaf {record.key!r} ({numel} elements of {record.dtype.name})"
+    buffer, path = _map_file(ctx, node.file, dtype, numel, what)
+    return _as_memmap(_nested_view(buffer, sizes), path, ctx.mode, sizes)

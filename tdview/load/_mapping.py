@@ -1,0 +1,80 @@
+"""The one memory map of an archive that every STORED leaf is a view of.
+
+An archive is mapped once per :class:`~tdview.index.Checkpoint` and per kind of mapping:
+private (copy-on-write: writes stay in memory) for ``mode="r"``/``None``, shared (writes
+reach the file) for ``mode="r+"``. The mapping is a flat ``uint8`` CPU tensor of the whole
+file; a leaf is a slice of it viewed as its dtype and shape, so all leaves share one
+storage and only the pages a leaf touches are read.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+import torch
+
+from ..errors import ArchiveError
+from ..index import Checkpoint
+from ..storage import ArchiveStore
+
+__all__ = ["archive_mapping", "check_writable"]
+
+# Checkpoint -> {shared: mapping}. Weak keys: a mapping lives as long as its Checkpoint
+# (and as long as any leaf viewing it, through the tensor's storage).
+_MAPPINGS: weakref.WeakKeyDictionary[Checkpoint, dict[bool, torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def check_writable(path: str) -> None:
+    """Raise ``PermissionError`` unless the process may write ``path`` (for ``mode="r+"``).
+
+    Examples
+    --------
+    >>> check_writable("/proc/version")                   # doctest: +SKIP
+    Traceback (most recent call last):
+    PermissionError: Cannot open /proc/version with mode='r+': the file is not writable.
+    """
+    if not os.access(path, os.W_OK):
+        raise PermissionError(f"Cannot open {path} with mode='r+': the file is not writable.")
+
+
+def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
+    """The flat ``uint8`` mapping of the checkpoint's archive file (made once, then reused).
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+        A checkpoint whose store is an archive.
+    shared : bool
+        True maps the file shared (``mode="r+"``), False copy-on-write.
+
+    Raises
+    ------
+    ArchiveError
+        The file's size changed since the checkpoint was opened: a shared mapping of a
+        shorter file would grow it, and the offsets the index read would be stale.
+
+    Examples
+    --------
+    >>> m = archive_mapping(Checkpoint("ckpt.tdz"), shared=False)      # doctest: +SKIP
+    >>> m.dtype, m.untyped_storage().nbytes() == os.path.getsize("ckpt.tdz")  # doctest: +SKIP
+    (torch.uint8, True)
+    """
+    maps = _MAPPINGS.setdefault(ckpt, {})
+    mapping = maps.get(shared)
+    if mapping is None:
+        store = ckpt.store
+        assert isinstance(store, ArchiveStore)
+        size = os.stat(store.root).st_size
+        if size != store.file_size:
+            raise ArchiveError(
+                f"{store.root} changed since it was opened: it is now {size} bytes, it was "
+                f"{store.file_size} bytes. Open it again."
+            )
+        # device="cpu": an active torch.device context must not move the mapping.
+        mapping = torch.from_file(store.root, shared=shared, size=size, dtype=torch.uint8,
+                                  device="cpu")
+        maps[shared] = mapping
+    return mapping

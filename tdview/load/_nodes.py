@@ -1,0 +1,267 @@
+"""Building the tensordict object of each node kind from the index.
+
+Every node is rebuilt as tensordict's loader rebuilds it: the class is the saved one
+(:mod:`._classes`), a TensorDict gets its leaves first and then its collections (the
+index's load order), a tensorclass gets its fields from ``_tensordict/`` and its
+non-tensor extras from JSON, ``json_types.json`` or (if allowed) ``other.pickle``, lazy
+stacks and legacy views are rebuilt around their members or source.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict, is_tensorclass
+from tensordict.tensorclass import NonTensorDataBase
+
+from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
+from ..index import Node, show_path
+from . import _out
+from ._classes import (
+    LAZY_STACK,
+    NON_TENSOR_STACK,
+    SUB,
+    TENSORCLASS,
+    TENSORDICT,
+    VIEW,
+    loader_kind,
+    resolve_class,
+)
+from ._context import LoadContext, user_stacklevel
+from ._leaves import leaf_tensor
+from ._pickles import non_tensor_extras
+from ._stacks import stack_values
+
+__all__ = ["build", "node_meta"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def node_meta(ctx: LoadContext, node: Node) -> NodeMeta:
+    """The parsed ``meta.json`` of a collection node; raises what reading it raised."""
+    if node.meta is not None:
+        return node.meta
+    if node.dirkey is None:
+        raise FileNotFoundError(
+            f"{ctx.ckpt.path}: the folder of {show_path(node.path)!r} is missing"
+        )
+    return ctx.ckpt.read_meta(node.dirkey)  # re-raises the error the index recorded
+
+
+def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = None,
+          children: list[Node] | None = None) -> Any:
+    """Rebuild the tensordict, tensorclass or stack that ``node`` holds.
+
+    Parameters
+    ----------
+    ctx : LoadContext
+    node : Node
+        A collection node of the index.
+    device : torch.device or None
+    out : optional
+        A tensor collection to load into (see :mod:`._out`).
+    children : list of Node, optional
+        The children of a TensorDict node when the index lists them elsewhere (the
+        fields of a tensorclass are listed on the tensorclass node).
+
+    Examples
+    --------
+    >>> build(ctx, ckpt.root, None)                                  # doctest: +SKIP
+    TensorDict(...)
+    """
+    meta = node_meta(ctx, node)
+    where = ctx.store.display(node.dirkey or "")
+    cls = resolve_class(meta, where)
+    kind, wrap = loader_kind(cls, meta, where)
+    if kind == TENSORDICT:
+        assert isinstance(meta, TensorDictNode)
+        result = _tensordict(ctx, node, meta, cls, device, out, children)
+        return result if wrap is None else wrap(result)
+    return _BUILDERS[kind](ctx, node, meta, cls, device, out)
+
+
+def _new_tensordict(cls: type, meta: TensorDictNode, device: torch.device | None) -> Any:
+    if device is None and meta.device is not None:
+        device = torch.device(meta.device)
+    if cls is TensorDict:
+        # skips the checks of __init__, which has nothing to check on an empty dict
+        result = TensorDict._new_unsafe(batch_size=torch.Size(meta.batch_size), device=device)
+    elif issubclass(cls, TensorDict):
+        result = cls({}, batch_size=meta.batch_size, device=device)
+    else:  # TensorDictParams, PersistentTensorDict, stores...: saved as plain TensorDicts
+        result = TensorDict._new_unsafe(batch_size=torch.Size(meta.batch_size), device=device)
+    if meta.names is not None:
+        result._set_names(list(meta.names))  # type: ignore[arg-type]
+    return result
+
+
+def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
+                device: torch.device | None, out: Any, children: list[Node] | None) -> Any:
+    if out is not None:
+        if is_tensorclass(out):
+            out = out._tensordict  # a TensorDict save loads into a tensorclass's fields
+        device = _out.out_device(out, device)
+        result = out
+    else:
+        result = _new_tensordict(cls, meta, device)
+    # A fresh exact TensorDict takes its leaves straight into its dict (what _set_str
+    # does once it skips validation, which tensordict's loader also skips for leaves).
+    direct = result._tensordict if out is None and type(result) is TensorDict else None
+    loaded: set[str] = set()
+    for child in ctx.ckpt.children(node) if children is None else children:
+        key = child.key
+        if child.is_leaf:
+            tensor = leaf_tensor(ctx, child, device)
+            if tensor is None:
+                continue
+            if direct is not None:
+                direct[key] = tensor
+            else:
+                result._set_str(key, tensor, validated=True, inplace=False)
+            if ctx.progress is not None:
+                ctx.progress(child.path)
+        else:
+            if not _wanted(ctx, node, meta, child):
+                continue
+            existing = _out.reusable(result, key) if out is not None else None
+            value = build(ctx, child, device, existing)
+            if value is not existing:
+                # validated: checks the batch size, broadcasts NonTensorData, moves devices
+                result._set_str(key, value, validated=False, inplace=False)
+        loaded.add(key)
+    if out is not None:
+        _out.delete_stale(result, loaded)
+    if ctx.store.kind == "directory" and ctx.mode != "r":
+        # where memmap_() writes back, as tensordict records it
+        result._memmap_prefix = Path(ctx.store.display(node.dirkey or ""))
+    else:
+        result._memmap_prefix = None
+    return result
+
+
+def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -> bool:
+    """Whether a collection child is loaded: missing folders and unrecorded ones are not."""
+    if meta.legacy_no_collection_records:
+        # found by listing a 0.3-era node: tensordict 0.15 does not load it either
+        warnings.warn(
+            f"tdview left out {ctx.store.display(child.dirkey or '')}: the meta.json of "
+            f"{show_path(parent.path)!r} does not name it (a tensordict 0.3 layout), and "
+            "tensordict 0.15 does not load it either.", UserWarning, stacklevel=user_stacklevel())
+        return False
+    if child.dirkey is None:
+        problem = "; ".join(child.problems) or "its folder is missing"
+        warnings.warn(f"tdview left out {show_path(child.path)!r} of {ctx.ckpt.path}: "
+                      f"{problem} (tensordict also leaves it out).", UserWarning,
+                      stacklevel=user_stacklevel())
+        return False
+    return True
+
+
+def _copy_values(fields: dict) -> dict:
+    """A copy of JSON fields that shares nothing mutable with the index's cache."""
+    if all(type(value) in _SCALARS for value in fields.values()):
+        return dict(fields)
+    return copy.deepcopy(fields)
+
+
+def _tensorclass(ctx: LoadContext, node: Node, meta: Any, cls: type,
+                 device: torch.device | None, out: Any) -> Any:
+    non_tensor = _copy_values(meta.non_tensor)
+    extras = non_tensor_extras(ctx.store, node.dirkey or "", ctx.allow_pickle)
+    if extras is not None:
+        non_tensor.update(extras)
+    tc_out, td_out = _out.tensorclass_out(out, cls)
+    inner = ctx.ckpt.inner(node)
+    if inner is not None:
+        td = build(ctx, inner, device, td_out, _field_nodes(ctx, node, inner))
+    elif issubclass(cls, NonTensorDataBase):
+        td = TensorDict(device="cpu") if tc_out is None else tc_out._tensordict
+    else:
+        raise ValueError(
+            f"The _tensordict directory seems to be missing: {ctx.store.display(node.dirkey or '')}"
+            f" holds a {cls.__qualname__} without its _tensordict folder."
+        )
+    result = cls._from_tensordict(td, non_tensor, rebuild=False)  # type: ignore[attr-defined]
+    if tc_out is None:
+        return result
+    tc_out._non_tensordict.clear()
+    tc_out._non_tensordict.update(result._non_tensordict)
+    return tc_out
+
+
+def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> list[Node] | None:
+    """The index lists a tensorclass's fields on the tensorclass node (same nodes, same
+    caches): those, without the JSON fields of its own meta.json."""
+    if not isinstance(node.meta, TensorclassNode) or not isinstance(inner.meta, TensorDictNode):
+        return None
+    return [c for c in ctx.ckpt.children(node) if not (c.has_value and c.dirkey is None)]
+
+
+def _source(ctx: LoadContext, node: Node) -> Node:
+    children = ctx.ckpt.children(node)
+    source = children[0] if children else None
+    if source is None or source.dirkey is None:
+        raise FileNotFoundError(
+            f"{ctx.store.display(node.dirkey or '')}: the _source folder of the view "
+            f"{show_path(node.path)!r} is missing"
+        )
+    return source
+
+
+def _view(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
+          out: Any) -> Any:
+    source = build(ctx, _source(ctx, node), device, out)
+    return cls(
+        source,
+        custom_op=meta.custom_op,
+        inv_op=meta.inv_op,
+        custom_op_kwargs=_as_saved(meta.custom_op_kwargs),
+        inv_op_kwargs=_as_saved(meta.inv_op_kwargs),
+    )
+
+
+def _as_saved(kwargs: dict) -> dict:
+    """View kwargs with lists where the JSON had them (the format layer made tuples)."""
+    return {key: list(value) if isinstance(value, tuple) else value
+            for key, value in kwargs.items()}
+
+
+def _sub(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
+         out: Any) -> Any:
+    index = to_torch_index(meta.index)
+    if out is not None:
+        build(ctx, _source(ctx, node), device, _out.sub_out(out))
+        return out
+    return cls(build(ctx, _source(ctx, node), device), index)
+
+
+def _lazy_stack(ctx: LoadContext, node: Node, meta: Any, cls: type,
+                device: torch.device | None, out: Any) -> Any:
+    members = ctx.ckpt.children(node)
+    outs = _out.member_outs(out, meta.stack_dim, len(members))
+    stacked = [build(ctx, member, device, member_out)
+               for member, member_out in zip(members, outs, strict=True)]
+    result = cls(*stacked, stack_dim=meta.stack_dim)
+    if meta.stack_dim_name is not None:
+        result._td_dim_name = meta.stack_dim_name
+    return result
+
+
+def _non_tensor_stack(ctx: LoadContext, node: Node, meta: Any, cls: type,
+                      device: torch.device | None, out: Any) -> Any:
+    if getattr(meta, "members_lazy", True):
+        return _lazy_stack(ctx, node, meta, cls, device, out)
+    return stack_values(ctx, node, meta)
+
+
+_BUILDERS = {
+    TENSORCLASS: _tensorclass,
+    LAZY_STACK: _lazy_stack,
+    NON_TENSOR_STACK: _non_tensor_stack,
+    VIEW: _view,
+    SUB: _sub,
+}

@@ -1,0 +1,438 @@
+"""``out``, ``subpath``, ``num_threads``, ``allow_pickle``, the errors, and loading from an
+open :class:`~tdview.Checkpoint`."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    pack_memmap,
+    tensorclass,
+)
+
+import tdview
+from tdview import Checkpoint
+from tdview.errors import (
+    CheckpointFormatError,
+    NotACheckpointError,
+    PickleRefusedError,
+    SubpathError,
+    UnsupportedFormatVersionError,
+)
+from tdview.load import PICKLE_WARNING
+from tdview.storage import ArchiveStore, DirectoryStore
+
+from .compare import assert_same
+
+
+@tensorclass
+class Pair:
+    left: torch.Tensor
+    name: str
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def tree() -> TensorDict:
+    return TensorDict(
+        a=torch.arange(4.0),
+        sub=TensorDict(b=torch.ones(2, 3), deep=TensorDict(c=torch.zeros(1))),
+        other=TensorDict(x=torch.ones(5)),
+        pair=Pair(left=torch.ones(2), name="p", batch_size=[2]),
+        ls=LazyStackedTensorDict(TensorDict(y=torch.ones(2)), TensorDict(y=torch.zeros(2))),
+        text=NonTensorData("hello"),
+    )
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    tree().memmap(tmp_path / "d")
+    return tmp_path / "d"
+
+
+# -- out ----------------------------------------------------------------------------------
+
+
+def make_out() -> TensorDict:
+    return TensorDict(
+        a=torch.full((4,), -1.0),
+        sub=TensorDict(b=torch.full((2, 3), -1.0), stale=torch.ones(1), deep=torch.ones(3)),
+        stale=torch.zeros(2),
+        other=torch.zeros(1),  # a leaf where the checkpoint has a collection
+    )
+
+
+@pytest.mark.parametrize("container", ["dir", "tdz"])
+def test_out_reuses_nested_tensordicts_and_replaces_leaves(saved: Path, tmp_path: Path,
+                                                           container: str) -> None:
+    path = saved if container == "dir" else tmp_path / "o.tdz"
+    if container == "tdz":
+        pack_memmap(saved, path)
+    out, ref_out = make_out(), make_out()
+    sub, old_leaf = out["sub"], out["a"]
+    result = tdview.load_memmap(path, out=out, allow_pickle=True)
+    ref = quiet(TensorDict.load_memmap, path, out=ref_out, allow_pickle=True)
+    assert result is out and ref is ref_out
+    assert out["sub"] is sub and out["a"] is not old_leaf
+    assert torch.equal(old_leaf, torch.full((4,), -1.0))  # the old storage is not written
+    assert "stale" not in out.keys() and "stale" not in out["sub"].keys()
+    assert_same(result, ref)
+
+
+def test_out_device(saved: Path) -> None:
+    out = TensorDict(device="cpu")
+    loaded = tdview.load_memmap(saved, out=out)
+    assert loaded.device == torch.device("cpu")
+    with pytest.raises(ValueError, match="Cannot load a tensordict on device meta into a "
+                                         "tensordict on device cpu"):
+        tdview.load_memmap(saved, device="meta", out=TensorDict(device="cpu"))
+
+
+def test_out_locked_and_wrong_types(saved: Path) -> None:
+    with pytest.raises(RuntimeError, match="locked"):
+        tdview.load_memmap(saved, out=TensorDict(a=torch.zeros(4)).lock_())
+    with pytest.raises(TypeError, match="out must be"):
+        tdview.load_memmap(saved, out={"a": 1})
+
+
+def test_out_tensorclass(tmp_path: Path) -> None:
+    Pair(left=torch.arange(3.0), name="saved", batch_size=[3]).memmap(tmp_path / "tc")
+    out = Pair(left=torch.zeros(3), name="old", batch_size=[3])
+    inner = out._tensordict
+    result = tdview.load_memmap(tmp_path / "tc", out=out)
+    assert result is out and out._tensordict is inner
+    assert out.name == "saved" and torch.equal(out.left, torch.arange(3.0))
+
+
+def test_out_lazy_stack(tmp_path: Path) -> None:
+    LazyStackedTensorDict(TensorDict(y=torch.ones(2)), TensorDict(y=torch.zeros(2))).memmap(
+        tmp_path / "ls")
+    out = LazyStackedTensorDict(TensorDict(y=torch.full((2,), 5.0)),
+                                TensorDict(y=torch.full((2,), 5.0)))
+    members = list(out.tensordicts)
+    result = tdview.load_memmap(tmp_path / "ls", out=out)
+    assert isinstance(result, LazyStackedTensorDict)
+    assert all(a is b for a, b in zip(result.tensordicts, members, strict=True))
+    assert torch.equal(result["y"], torch.stack([torch.ones(2), torch.zeros(2)]))
+    three = LazyStackedTensorDict(*(TensorDict(y=torch.ones(2)) for _ in range(3)))
+    with pytest.raises(ValueError, match="Cannot load 2 stacked tensordicts into a stack of 3"):
+        tdview.load_memmap(tmp_path / "ls", out=three)
+
+
+def test_out_sub_tensordict_needs_a_sub_tensordict(tmp_path: Path) -> None:
+    source = TensorDict(a=torch.arange(6.0).reshape(2, 3), batch_size=[2, 3])
+    source._get_sub_tensordict(0).memmap(tmp_path / "sub")
+    with pytest.raises(TypeError, match="Loading a _SubTensorDict into a TensorDict output"):
+        tdview.load_memmap(tmp_path / "sub", out=TensorDict())
+    out = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])._get_sub_tensordict(0)
+    assert tdview.load_memmap(tmp_path / "sub", out=out) is out
+    assert torch.equal(out._source["a"], source["a"])
+
+
+# -- subpath ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("subpath, why", [
+    ("zz", "'<root>' has no entry 'zz'"),
+    (("sub", "zz"), "'sub' has no entry 'zz'"),
+    ("a", "it is a tensor leaf"),
+    ("sub/b", "it is a tensor leaf"),
+    ("pair/left", "it is a tensor leaf"),
+    ("text/data", "'text' has no entry 'data'"),
+])
+def test_subpath_naming_no_tensordict(saved: Path, subpath: Any, why: str) -> None:
+    shown = subpath if isinstance(subpath, str) else "/".join(subpath)
+    with pytest.raises(ValueError, match=re.escape(
+            f"No tensordict found under subpath {shown!r} ({why}")) as info:
+        tdview.load_memmap(saved, subpath=subpath)
+    assert isinstance(info.value, SubpathError)
+    with pytest.raises(ValueError, match="No tensordict found"):
+        quiet(TensorDict.load_memmap, saved, subpath=subpath)
+
+
+@pytest.mark.parametrize("subpath", [(), 1, ("a", 2), [("a",)]])
+def test_subpath_of_the_wrong_type(saved: Path, subpath: Any) -> None:
+    with pytest.raises(ValueError, match=re.escape(
+            "subpath must be a string path or a (nested) tuple of strings.")):
+        tdview.load_memmap(saved, subpath=subpath)
+
+
+def test_subpath_reads_only_its_subtree(saved: Path, monkeypatch) -> None:
+    (saved / "other" / "meta.json").write_text("{broken")  # a sibling nobody needs
+    read: list[str] = []
+    real = DirectoryStore.read_bytes
+    monkeypatch.setattr(DirectoryStore, "read_bytes",
+                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    probed: list[str] = []
+    real_is_file = DirectoryStore.is_file
+    monkeypatch.setattr(DirectoryStore, "is_file",
+                        lambda self, key: probed.append(key) or real_is_file(self, key))
+    loaded = tdview.load_memmap(saved, subpath="sub/deep")
+    assert list(loaded.keys()) == ["c"]
+    assert read == ["meta.json", "sub/meta.json", "sub/deep/meta.json"]
+    assert not [key for key in probed if not key.startswith("sub/deep/")]
+
+
+def test_subpath_reaches_tensorclass_fields_and_stack_members(saved: Path) -> None:
+    assert isinstance(tdview.load_memmap(saved, subpath="pair"), Pair)
+    assert tdview.load_memmap(saved, subpath="ls/1")["y"].tolist() == [0.0, 0.0]
+    text = tdview.load_memmap(saved, subpath="text")
+    assert isinstance(text, NonTensorData) and text.data == "hello" and text.batch_size == ()
+
+
+# -- num_threads --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", ["deflate", "bzip2", "lzma"])
+def test_num_threads_decompresses_in_a_pool_up_front(tmp_path: Path, monkeypatch,
+                                                     compression: str) -> None:
+    td = TensorDict({f"k{i}": torch.randn(1000) for i in range(12)})
+    td["sub"] = TensorDict(z=torch.randn(50))
+    td.memmap(tmp_path / "d")
+    path = tmp_path / "t.zip"
+    pack_memmap(tmp_path / "d", path, compression=compression)
+    threads: list[str] = []
+    real = ArchiveStore.decompress
+
+    def decompress(self, key, *args, **kwargs):
+        if key.endswith(".memmap"):
+            threads.append(threading.current_thread().name)
+        return real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(ArchiveStore, "decompress", decompress)
+    loaded = tdview.load_memmap(path, num_threads=4)
+    assert_same(loaded, quiet(TensorDict.load_memmap, path))
+    assert len(threads) == 13 and all(name.startswith("tdview-inflate") for name in threads)
+    threads.clear()
+    tdview.load_memmap(path, num_threads=4, subpath="sub")
+    assert len(threads) == 1  # only the subtree is scheduled (one entry: no pool needed)
+    tdview.load_memmap(path, num_threads=4, device="meta")
+    assert threads == [threading.current_thread().name]  # meta: nothing more decompressed
+
+
+def test_num_threads_must_be_a_count(saved: Path) -> None:
+    with pytest.raises(ValueError, match="num_threads"):
+        tdview.load_memmap(saved, num_threads=-1)
+
+
+# -- allow_pickle -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pickled(tmp_path: Path) -> Path:
+    TensorDict(s=NonTensorData({1, 2}), stack=NonTensorStack(NonTensorData({3}),
+                                                                NonTensorData({4})),
+               ok=torch.ones(1)).memmap(tmp_path / "p")
+    return tmp_path / "p"
+
+
+def test_allow_pickle_none_warns_with_tensordicts_text(pickled: Path) -> None:
+    with pytest.warns(FutureWarning, match=re.escape(PICKLE_WARNING)) as record:
+        loaded = tdview.load_memmap(pickled)
+    assert loaded["s"] == {1, 2} and loaded["stack"].tolist() == [{3}, {4}]
+    assert all(w.filename == __file__ for w in record)  # points at the caller
+
+
+def test_allow_pickle_false_refuses_and_names_the_file(pickled: Path) -> None:
+    with pytest.raises(PickleRefusedError, match=r"Refusing to load pickled non-tensor data.*"
+                                                 r"s/other\.pickle") as info:
+        tdview.load_memmap(pickled, allow_pickle=False)
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_allow_pickle_true_is_silent(pickled: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tdview.load_memmap(pickled, allow_pickle=True)["s"] == {1, 2}
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0])
+def test_allow_pickle_must_be_a_bool(saved: Path, value) -> None:
+    with pytest.raises(TypeError, match=r"^allow_pickle must be a bool or None\.$"):
+        tdview.load_memmap(saved, allow_pickle=value)
+
+
+def test_json_types_restore_containers_without_unpickling(tmp_path: Path, monkeypatch) -> None:
+    TensorDict.from_pytree({"a": torch.ones(2), "b": [torch.zeros(1)]}).memmap(tmp_path / "j")
+    assert list(tmp_path.rglob("json_types.json"))
+    monkeypatch.setattr(pickle, "loads", lambda *a: pytest.fail("unpickled"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = tdview.load_memmap(tmp_path / "j", allow_pickle=False)
+    monkeypatch.undo()
+    assert_same(loaded, quiet(TensorDict.load_memmap, tmp_path / "j", allow_pickle=False))
+
+
+@pytest.mark.parametrize("allow_pickle", [None, True, False])
+def test_pickle_free_data_loads_with_any_value(saved: Path, allow_pickle) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tdview.load_memmap(saved, allow_pickle=allow_pickle)["text"] == "hello"
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_not_a_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(ValueError) as info:
+        tdview.load_memmap(tmp_path / "x.txt")
+    assert isinstance(info.value, NotACheckpointError)
+    with pytest.raises(FileNotFoundError, match="meta.json"):
+        tdview.load_memmap(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="meta.json"):
+        tdview.load_memmap(tmp_path / "empty")
+
+
+def test_truncated_archive(saved: Path, tmp_path: Path) -> None:
+    pack_memmap(saved, tmp_path / "t.tdz")
+    data = (tmp_path / "t.tdz").read_bytes()
+    (tmp_path / "t.tdz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError):
+        tdview.load_memmap(tmp_path / "t.tdz")
+
+
+def test_bad_crc_of_meta_json_is_an_error(saved: Path, tmp_path: Path) -> None:
+    path = tmp_path / "c.tdz"
+    pack_memmap(saved, path)
+    data = bytearray(path.read_bytes())
+    at = Checkpoint(path).store.payload_offset("sub/meta.json")  # type: ignore[attr-defined]
+    data[at + 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(tdview.errors.LeafDataError, match=r"sub/meta\.json.*CRC"):
+        tdview.load_memmap(path)
+
+
+def write_meta(folder: Path, **changes: Any) -> None:
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.update(changes)
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def test_index_problems_are_raised(saved: Path) -> None:
+    """The index records problems on their nodes; the loader raises those it needs."""
+    write_meta(saved / "sub" / "deep", _format_version=2)
+    with pytest.raises(UnsupportedFormatVersionError, match=r"deep/meta\.json.*version 2"):
+        tdview.load_memmap(saved)
+    tdview.load_memmap(saved, subpath="other")  # the broken node is not needed here
+    (saved / "sub" / "deep" / "meta.json").write_text("[1, 2]")
+    with pytest.raises(CheckpointFormatError, match=r"deep/meta\.json"):
+        tdview.load_memmap(saved)
+    (saved / "sub" / "deep" / "meta.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"deep/meta\.json"):
+        tdview.load_memmap(saved)
+
+
+def test_missing_collection_folder_is_left_out_with_a_warning(saved: Path) -> None:
+    import shutil
+
+    shutil.rmtree(saved / "other")
+    with pytest.warns(UserWarning, match="'other'"):
+        loaded = tdview.load_memmap(saved)
+    assert "other" not in loaded.keys()
+    assert list(loaded.keys()) == list(quiet(TensorDict.load_memmap, saved).keys())
+
+
+def test_unknown_class(saved: Path) -> None:
+    write_meta(saved / "other", _type="<class 'nowhere.Thing'>", _class="nowhere:Thing")
+    with pytest.raises(RuntimeError, match=r"Could not find the class nowhere\.Thing saved in "
+                                           + re.escape(str(saved / "other"))):
+        tdview.load_memmap(saved)
+
+
+def test_a_class_named_in_the_checkpoint_is_never_imported(saved: Path) -> None:
+    import sys
+
+    assert "this" not in sys.modules  # importing it would print the Zen of Python
+    write_meta(saved / "other", _type="<class 'this.Zen'>", _class="this:Zen")
+    with pytest.raises(RuntimeError, match=r"Could not find the class this\.Zen"):
+        tdview.load_memmap(saved)
+    write_meta(saved / "pair", _type="<class 'this.Pair'>")
+    with pytest.raises(RuntimeError, match=r"this\.Pair"):
+        tdview.load_memmap(saved, subpath="pair")
+    # its fields do not need the class (tensordict needs it to step into _tensordict)
+    assert tdview.load_memmap(saved, subpath="pair/name").data == "p"
+    assert "this" not in sys.modules
+
+
+# -- Checkpoint.load, load_leaf -----------------------------------------------------------
+
+
+def test_checkpoint_load_reuses_the_index(saved: Path, monkeypatch) -> None:
+    ckpt = Checkpoint(saved)
+    first = ckpt.load(allow_pickle=True)
+    read: list[str] = []
+    real = DirectoryStore.read_bytes
+    monkeypatch.setattr(DirectoryStore, "read_bytes",
+                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    second = ckpt.load(allow_pickle=True)
+    assert read == []  # no meta.json read again
+    assert_same(second, first)
+    assert torch.equal(ckpt.load("sub")["b"], torch.ones(2, 3))
+    assert read == []
+
+
+def test_loaded_values_share_nothing_with_the_index(tmp_path: Path) -> None:
+    TensorDict(cfg=NonTensorData({"lr": [0.1]}), st=NonTensorStack(
+        NonTensorData({"a": 1}), NonTensorData({"a": 2}))).memmap(tmp_path / "v")
+    ckpt = Checkpoint(tmp_path / "v")
+    first = ckpt.load()
+    first["cfg"]["lr"].append(9)
+    first["st"].tolist()[0]["a"] = 7
+    second = ckpt.load()
+    assert second["cfg"] == {"lr": [0.1]} and second["st"].tolist() == [{"a": 1}, {"a": 2}]
+
+
+def test_checkpoint_load_reports_progress(saved: Path) -> None:
+    seen: list[tuple[str, ...]] = []
+    Checkpoint(saved).load(progress=seen.append)
+    assert ("a",) in seen and ("sub", "deep", "c") in seen and ("pair", "left") in seen
+    assert len(seen) == 7
+
+
+def test_load_leaf(saved: Path, tmp_path: Path) -> None:
+    ckpt = Checkpoint(saved)
+    leaf = ckpt.load_leaf(("sub", "b"))
+    assert leaf._mode == "r" and torch.equal(leaf, torch.ones(2, 3))
+    assert ckpt.load_leaf("pair/left").tolist() == [1.0, 1.0]
+    assert ckpt.load_leaf("a", device="meta").device.type == "meta"
+    with pytest.raises(SubpathError, match="not a tensor leaf"):
+        ckpt.load_leaf("sub")
+    with pytest.raises(SubpathError):
+        ckpt.load_leaf("zz")
+    pack_memmap(saved, tmp_path / "l.tdz", compression="deflate")
+    assert torch.equal(Checkpoint(tmp_path / "l.tdz").load_leaf("a"), torch.arange(4.0))
+
+
+def test_lookup_does_not_read_siblings(saved: Path, monkeypatch) -> None:
+    ckpt = Checkpoint(saved)
+    read: list[str] = []
+    real = DirectoryStore.read_bytes
+    monkeypatch.setattr(DirectoryStore, "read_bytes",
+                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    node = ckpt.node("sub/deep/c")
+    assert node.is_leaf and read == ["sub/meta.json", "sub/deep/meta.json"]
+    # children() later returns the very node lookup() made
+    assert next(c for c in ckpt.children("sub") if c.key == "deep") is ckpt.node("sub/deep")
+
+
+def test_load_is_load_memmap() -> None:
+    assert tdview.load is tdview.load_memmap
+    assert tdview.load_memmap.__doc__ and "Examples" in tdview.load_memmap.__doc__
