@@ -45,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small sizes, under two minutes")
     parser.add_argument("--only", help="run cases whose number is in this list, e.g. 1,4")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON report")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     only = set(args.only.split(",")) if args.only else None
@@ -66,9 +67,9 @@ def main() -> None:
         "timing": [r.as_json() for r in results],
         "memory": memory,
     }
-    RESULTS.mkdir(exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     name = "latest-quick.json" if args.quick else "latest.json"
-    (RESULTS / name).write_text(json.dumps(report, indent=1))
+    (args.out / name).write_text(json.dumps(report, indent=1))
     print(render_markdown(report))
 
 

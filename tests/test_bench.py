@@ -1,0 +1,32 @@
+"""The benchmark suite runs in quick mode and reports every case (it cannot rot).
+
+Nothing here looks at the times: tests are never timed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def test_quick_benchmark_reports_every_case(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "latest-quick.json").read_text())
+    cases = {row["case"] for row in report["timing"]}
+    assert {"1 structure", "2 subpath", "3 mapped load + read", "4 replay buffer", "5 deflate",
+            "6 scaling"} <= cases
+    assert [row["case"] for row in report["memory"]] == ["7 memory", "7 memory"]
+    for row in report["timing"]:
+        assert set(row["ratios"]) == set(row["times"]) - {row["baseline"]}
+        assert all(len(times) >= 3 for times in row["times"].values())
+    assert {"cpu", "cores", "torch", "tensordict", "python"} <= set(report["machine"])
+    assert "| case | variant | cache | side |" in done.stdout
