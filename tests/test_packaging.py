@@ -1,7 +1,9 @@
-"""`python -m build` makes a wheel that ships the built front end and works without Node."""
+"""`python -m build` makes a wheel that ships the built front end and the prebuilt
+JupyterLab extension, and works installed alone where Node is absent."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+EXTENSION = "tdview-jupyterlab"
+DATA = f"tdview-0.1.0.data/data/share/jupyter/labextensions/{EXTENSION}/"
 pytestmark = pytest.mark.slow
 
 
@@ -21,10 +25,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("building the wheel needs npm (Node 20)")
     out = tmp_path_factory.mktemp("dist")
     # sdist first, then the wheel from the unpacked sdist: the path a user's build takes.
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                   check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (found,) = out.glob("tdview-*.whl")
     return found
+
+
+def install_alone(wheel: Path, venv: Path) -> Path:
+    """A fresh venv holding tdview only from the wheel; its dependencies come from this
+    environment through a .pth file (no download). Returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = Path(subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        text=True).strip())
+    (purelib / "_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+                   check=True)
+    return python
 
 
 def test_wheel_contains_the_built_front_end(wheel: Path) -> None:
@@ -35,17 +54,7 @@ def test_wheel_contains_the_built_front_end(wheel: Path) -> None:
 
 
 def test_wheel_installs_and_imports_without_node(wheel: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    # Dependencies come from this environment (no download); tdview only from the wheel.
-    purelib = Path(subprocess.check_output(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        text=True).strip())
-    (purelib / "_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
-                   check=True)
-    bare_path = str(venv / "bin")  # no node, no npm
+    python = install_alone(wheel, tmp_path / "venv")
     check = (
         "import shutil, pathlib, tdview\n"
         "assert shutil.which('node') is None and shutil.which('npm') is None\n"
@@ -53,9 +62,43 @@ def test_wheel_installs_and_imports_without_node(wheel: Path, tmp_path: Path) ->
         "assert 'site-packages' in str(here), here\n"
         "js = (here / 'static' / 'widget.js').read_text()\n"
         "assert 'render' in js\n"
+        "from tdview import TDView\n"
         "print('ok', len(js))\n"
     )
     done = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
-                          env={"PATH": bare_path, "HOME": str(tmp_path)}, cwd=tmp_path)
+                          env={"PATH": str(python.parent), "HOME": str(tmp_path)}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+def test_wheel_ships_the_extension_as_shared_data(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = [n[len(DATA):] for n in names if n.startswith(DATA)]
+    assert "package.json" in shipped and "install.json" in shipped
+    assert "static/style.js" in shipped
+    assert any(re.fullmatch(r"static/remoteEntry\.[0-9a-f]+\.js", n) for n in shipped), shipped
+    # Shipped once, as data: not a second time inside the package, and no sources.
+    assert not any(n.startswith(("tdview/labextension/", "labextension/")) for n in names)
+
+
+def test_fresh_install_lists_the_extension_enabled_and_ok(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    python = install_alone(wheel, venv)
+    shipped = venv / "share" / "jupyter" / "labextensions" / EXTENSION
+    assert (shipped / "package.json").is_file()
+
+    # `jupyter labextension list`, run as the fresh environment's module (its bin/ holds
+    # no `jupyter` script: jupyter_core came through the .pth). No Node on PATH.
+    env = {"PATH": str(venv / "bin"), "HOME": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1"}
+    done = subprocess.run([str(python), "-m", "jupyterlab.labextensions", "list"], env=env,
+                          capture_output=True, text=True, cwd=tmp_path)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+    assert done.returncode == 0, text
+    line = next((ln for ln in text.splitlines() if EXTENSION in ln), None)
+    assert line is not None, text
+    assert "enabled" in line and "OK" in line, text
+    assert "(python, tdview)" in line, text
+    # Listed from the fresh environment's share/jupyter, not from a development link.
+    section = text[:text.index(line)].rstrip().splitlines()
+    directories = [ln.strip() for ln in section if ln.strip().startswith("/")]
+    assert directories and Path(directories[-1]).resolve() == shipped.parent.resolve(), text
