@@ -32,10 +32,11 @@ class Sizes:
     big_leaf_bytes: int
     scaling: tuple[int, ...]
     reps: int
+    big_archive_leaves: int  # an archive of about 1.34 entries per leaf (case 2, open + list)
 
 
-FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5)
-QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3)
+FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5, 15_000)
+QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3, 1_000)
 
 
 def reference_load(path: Path, **kwargs: object) -> object:
@@ -95,7 +96,8 @@ def structure_cases(root: Path, sizes: Sizes) -> list[Result]:
                 baseline="tensordict meta", reps=sizes.reps, cold=[path] if cold else None,
                 floor=floor_for(path),
             ))
-    return results + subpath_cases(paths, sizes) + mapped_read_cases(paths, sizes)
+    return (results + subpath_cases(paths, sizes) + open_list_cases(root, sizes)
+            + mapped_read_cases(paths, sizes))
 
 
 SUBPATH = "model/layers/1/attn"  # 7 leaves
@@ -116,6 +118,29 @@ def subpath_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:
             baseline="tensordict", reps=sizes.reps,
         ))
     return results
+
+
+def open_and_list(path: Path, subpath: str) -> list[str]:
+    """What the browser does first: open the archive, list the children of one node."""
+    with Checkpoint(path) as ckpt:
+        return [child.key for child in ckpt.children(ckpt.node(subpath))]
+
+
+def open_list_cases(root: Path, sizes: Sizes) -> list[Result]:
+    """Open a big archive (20,000 entries in the full run) and list one node, against
+    tensordict's meta load of that node alone (goal: under 5% of it)."""
+    path = ck.write_both(ck.moe_state_dict(sizes.big_archive_leaves), root, "moe_big")["archive"]
+    with zipfile.ZipFile(path) as archive:
+        entries = len(archive.infolist())
+    return [compare(
+        "2 open + list", f"{entries} entries, list {SUBPATH}, archive",
+        {
+            "tensordict subpath meta": lambda: reference_load(path, subpath=SUBPATH,
+                                                              device="meta"),
+            "tdview open + list": lambda: open_and_list(path, SUBPATH),
+        },
+        baseline="tensordict subpath meta", reps=sizes.reps,
+    )]
 
 
 def mapped_read_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:

@@ -374,7 +374,10 @@ def test_only_metadata_is_read_through_the_store(ckpt_tdz: Path, monkeypatch) ->
     monkeypatch.setattr(ArchiveStore, "decompress", lambda self, key, *a, **k: (
         decompressed.append(key) or real_decompress(self, key, *a, **k)))
     tdview.load_memmap(ckpt_tdz)
-    assert sorted(read) == ["meta.json", "sub/meta.json"] == sorted(decompressed)
+    assert sorted(read) == ["meta.json", "sub/meta.json"]
+    # stored meta.json files are copied straight out of the mapping (read_bytes checks
+    # their CRC itself): no entry at all goes through decompress, leaves least of all
+    assert set(decompressed) <= {"meta.json", "sub/meta.json"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -195,6 +195,19 @@ def test_devices(session: Session) -> None:
     assert len(cuda) == torch.cuda.device_count()
     for device in cuda:
         assert 0 <= device["free_bytes"] <= device["total_bytes"]
+    cpu = found[0]
+    if cpu["total_bytes"] is not None:  # /proc/meminfo on Linux
+        assert 0 <= cpu["free_bytes"] <= cpu["total_bytes"]
+
+
+def test_load_code_spells_keys_with_a_slash_as_a_tuple() -> None:
+    from tdview.protocol._load import load_code
+
+    assert load_code("c.tdz", ("a", "b"), "cpu", "r", False, "x") == (
+        'x = tdview.load_memmap("c.tdz", subpath="a/b", device="cpu", mode="r")')
+    assert load_code("c.tdz", ("a/b", "c"), "cuda:0", None, True, None) == (
+        'tdview.load_memmap("c.tdz", subpath=("a/b", "c"), device="cuda:0", mode=None,'
+        ' allow_pickle=True)')
 
 
 # ------------------------------------------------------------------- paging

@@ -6,6 +6,7 @@
  * calls in flight, so tests can check how a client pages.
  */
 
+import type { BufferDtype, TypedArray } from "./buffers";
 import {
   type CallOptions,
   cancelledError,
@@ -27,6 +28,7 @@ import type {
   Path,
   SearchResult,
 } from "./protocol";
+import { loadCode } from "./python-code";
 
 /** A node of the in-memory tree; everything but `key` has a default. */
 export interface MemoryNode extends Partial<Omit<NodeDetails, "key" | "path">> {
@@ -39,14 +41,81 @@ export interface MemoryNode extends Partial<Omit<NodeDetails, "key" | "path">> {
 }
 
 export interface MemoryDataSourceOptions {
-  /** Delay of each answer in ms (0: next microtask). */
+  /** Delay of each answer in ms (0: next microtask); a load waits this long per leaf. */
   latencyMs?: number;
   devices?: DevicesResult["devices"];
+  /** The checkpoint path written into the code of a load. */
+  source?: string;
 }
 
 export interface LogEntry {
   method: Method;
   params: Record<string, unknown>;
+}
+
+/** The dtype a kernel sends for each leaf dtype (see `_preview.py`). */
+const DISPLAY_DTYPES: Record<string, BufferDtype> = {
+  bfloat16: "float32",
+  float16: "float32",
+  float32: "float32",
+  float64: "float64",
+  bool: "bool",
+  uint8: "uint8",
+  int8: "int8",
+  int16: "int16",
+  int32: "int32",
+  int64: "int64",
+};
+
+function typedArray(dtype: BufferDtype, values: readonly number[]): TypedArray {
+  switch (dtype) {
+    case "float32":
+      return Float32Array.from(values);
+    case "bool":
+    case "uint8":
+      return Uint8Array.from(values);
+    case "int8":
+      return Int8Array.from(values);
+    case "int16":
+      return Int16Array.from(values);
+    case "int32":
+      return Int32Array.from(values);
+    case "int64":
+      return BigInt64Array.from(values, (v) => BigInt(Math.trunc(v)));
+    default:
+      return Float64Array.from(values);
+  }
+}
+
+/** Ten equal bins over [min, max] of the finite values; null when there is none. */
+function histogramOf(finite: readonly number[]): PreviewData["histogram"] {
+  if (finite.length === 0) return null;
+  const bins = 10;
+  let lo = Math.min(...finite);
+  let hi = Math.max(...finite);
+  if (lo === hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const edges = Float64Array.from({ length: bins + 1 }, (_, i) => lo + ((hi - lo) * i) / bins);
+  const counts = new BigInt64Array(bins);
+  for (const v of finite) {
+    const i = Math.min(bins - 1, Math.floor(((v - lo) / (hi - lo)) * bins));
+    counts[i] = (counts[i] ?? 0n) + 1n;
+  }
+  return {
+    edges: { dtype: "float64", shape: [bins + 1], data: edges },
+    counts: { dtype: "int64", shape: [bins], data: counts },
+  };
+}
+
+function leafPaths(node: MemoryNode, path: Path): Path[] {
+  if (!node.children) return (node.kind ?? "leaf") === "leaf" ? [path] : [];
+  return node.children.flatMap((c) => leafPaths(c, [...path, c.key]));
+}
+
+function pickledUnder(node: MemoryNode): boolean {
+  return node.pickled === true || (node.children ?? []).some(pickledUnder);
 }
 
 interface Entry {
@@ -87,10 +156,12 @@ export class MemoryDataSource implements DataSource {
   readonly #byKey = new WeakMap<MemoryNode, Map<string, MemoryNode>>();
   readonly #latencyMs: number;
   readonly #devices: DevicesResult["devices"];
+  readonly #source: string;
 
   constructor(root: MemoryNode, options: MemoryDataSourceOptions = {}) {
     this.#latencyMs = options.latencyMs ?? 0;
     this.#devices = options.devices ?? [{ name: "cpu", free_bytes: null, total_bytes: null }];
+    this.#source = options.source ?? "checkpoint";
     this.#tree = root;
     this.root = summarize(root, []);
   }
@@ -153,27 +224,36 @@ export class MemoryDataSource implements DataSource {
         throw new ProtocolError("TypeError", `${path.join("/")} is not a tensor`, path);
       }
       const rowSize = summary.shape.slice(1).reduce((a, b) => a * b, 1);
-      const nRows = Math.min(rows, summary.shape[0] ?? 1);
-      const values = Float64Array.from((node.data ?? []).slice(0, nRows * rowSize));
-      const finite = [...values].filter(Number.isFinite);
+      const data = node.data ?? [];
+      // Rows of the leaf that `data` fills (a test tree may give fewer values than its shape).
+      const nRows = Math.min(rows, summary.shape[0] ?? 1, Math.floor(data.length / rowSize));
+      const shown = data.slice(0, nRows * rowSize);
+      const dtype = summary.dtype ?? "float32";
+      const display = DISPLAY_DTYPES[dtype] ?? "float64";
+      const finite = shown.filter(Number.isFinite);
+      const nan = shown.filter(Number.isNaN).length;
       const mean = finite.reduce((a, b) => a + b, 0) / (finite.length || 1);
       const variance = finite.reduce((a, b) => a + (b - mean) ** 2, 0) / (finite.length || 1);
       return {
         path,
-        dtype: summary.dtype ?? "float32",
+        dtype,
         shape: summary.shape,
-        display_dtype: "float64",
-        slice: { dtype: "float64", shape: [nRows, ...summary.shape.slice(1)], data: values },
+        display_dtype: display,
+        slice: {
+          dtype: display,
+          shape: [nRows, ...summary.shape.slice(1)],
+          data: typedArray(display, shown),
+        },
         stats: {
           min: finite.length ? Math.min(...finite) : null,
           max: finite.length ? Math.max(...finite) : null,
           mean: finite.length ? mean : null,
           std: finite.length ? Math.sqrt(variance) : null,
-          nan: values.filter(Number.isNaN).length,
-          inf: values.length - finite.length - values.filter(Number.isNaN).length,
-          count: values.length,
+          nan,
+          inf: shown.length - finite.length - nan,
+          count: shown.length,
         },
-        histogram: null,
+        histogram: histogramOf(finite),
       };
     });
   }
@@ -182,25 +262,54 @@ export class MemoryDataSource implements DataSource {
     return this.#answer("devices", {}, opts, () => ({ devices: this.#devices }));
   }
 
-  load(
+  /**
+   * Loads like the kernel: progress per leaf of the subtree (each after `latencyMs`), a
+   * "PickleRefusedError" for a pickled node without `allow_pickle`, and the code line
+   * that `tdview.protocol._load.load_code` writes.
+   */
+  async load(
     params: LoadParams,
     onProgress?: (p: ProgressInfo) => void,
     opts?: CallOptions,
   ): Promise<LoadResult> {
-    return this.#answer("load", { ...params }, opts, () => {
-      const { summary } = this.#lookup(params.path);
-      onProgress?.({ done: 0, total: 1, label: "reading" });
-      onProgress?.({ done: 1, total: 1, label: "done" });
-      const keys = params.path.map((k) => JSON.stringify(k)).join(", ");
-      const variable = params.variable;
-      const call = `tdview.load(source, path=(${keys}), device=${JSON.stringify(params.device)})`;
+    const signal = opts?.signal;
+    this.log.push({ method: "load", params: { ...params } });
+    throwIfAborted(signal);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      const { node, summary } = this.#lookup(params.path);
+      const leaves = leafPaths(node, params.path);
+      onProgress?.({ done: 0, total: leaves.length, label: params.path.join("/") });
+      for (const [i, leaf] of leaves.entries()) {
+        await this.#wait(signal);
+        onProgress?.({ done: i + 1, total: leaves.length, label: leaf.join("/") });
+      }
+      await this.#wait(signal);
+      if (pickledUnder(node) && !params.allow_pickle) {
+        throw new ProtocolError(
+          "PickleRefusedError",
+          "Refusing to load pickled non-tensor data. Pass allow_pickle=True only when the saved data is trusted.",
+          params.path,
+        );
+      }
+      const { variable } = params;
       return {
         path: params.path,
         summary: `${summary.class_name}(batch_size=[${(summary.batch_size ?? []).join(", ")}])`,
         variable,
-        code: variable ? `${variable} = ${call}` : call,
+        code: loadCode({
+          source: this.#source,
+          path: params.path,
+          device: params.device,
+          mode: params.mode,
+          allowPickle: params.allow_pickle,
+          variable,
+        }),
       };
-    });
+    } finally {
+      this.inFlight--;
+    }
   }
 
   #lookup(path: Path): Entry {

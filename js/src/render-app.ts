@@ -73,7 +73,7 @@ export class App {
   readonly element: HTMLElement;
   readonly tree: TreeModel | null = null;
   readonly view: TreeView | null = null;
-  readonly #details: DetailsPanel | null = null;
+  readonly details: DetailsPanel | null = null;
   readonly #search: SearchBox | null = null;
   readonly #onSelect: ((path: Path) => void) | undefined;
   readonly #detailsDelayMs: number;
@@ -95,12 +95,12 @@ export class App {
     const rootLabel = basename(state.source) || "(root)";
     this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
     this.view = new TreeView(this.tree, { ...options.view });
-    this.#details = new DetailsPanel(source);
+    this.details = new DetailsPanel(source, { source: state.source, options: state.options });
     this.#search = new SearchBox(source, (path) => void this.reveal(path));
     const left = el("div", "tdview-browser");
     left.append(this.#search.element, this.view.element);
     const body = el("div", "tdview-body");
-    body.append(left, this.#details.element);
+    body.append(left, this.details.element);
     this.element.append(body);
     this.tree.subscribe((change) => {
       if (change.selection) this.#selectionChanged();
@@ -125,7 +125,7 @@ export class App {
     clearTimeout(this.#detailsTimer);
     this.tree?.dispose();
     this.view?.dispose();
-    this.#details?.dispose();
+    this.details?.dispose();
     this.#search?.dispose();
   }
 
@@ -136,7 +136,7 @@ export class App {
     this.#shownPath = key;
     clearTimeout(this.#detailsTimer);
     if (path) this.#onSelect?.(path);
-    const show = () => void this.#details?.show(path);
+    const show = () => void this.details?.show(path);
     if (this.#detailsDelayMs > 0) this.#detailsTimer = setTimeout(show, this.#detailsDelayMs);
     else show();
   }

@@ -1,16 +1,39 @@
 /**
- * The details panel: the `NodeDetails` of the selected node as a definition list.
+ * The details panel of the selected node: its facts as a definition list (with its key
+ * copyable as a tuple and as an "a/b" subpath), a lock box for a pickled value, then
+ * the preview of a leaf (render-preview.ts) and the load form (render-load.ts).
  *
  * Each `show(path)` aborts the fetch before it, so only the latest selection lands.
  */
 
-import { type DataSource, isCancelled, ProtocolError } from "./data-source";
+import { CopyButton } from "./clipboard";
+import { type DataSource, isCancelled } from "./data-source";
+import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, formatShape, humanBytes } from "./format";
-import type { NodeDetails, Path } from "./protocol";
+import type { NodeDetails, Options, Path, StorageInfo } from "./protocol";
+import { keyTuple, subpathLiteral } from "./python-code";
+import { LoadPanel } from "./render-load";
+import { PreviewSection } from "./render-preview";
 
 const MAX_VALUE_CHARS = 2000;
 
 type Field = [label: string, value: string];
+
+export interface DetailsPanelOptions {
+  /** The checkpoint path as the user gave it (used in the load code). */
+  source?: string;
+  /** The widget's load defaults (the `options` trait). */
+  options?: Options;
+  /** Rows of a preview table. */
+  previewRows?: number;
+}
+
+const DEFAULT_OPTIONS: Options = {
+  device: "cpu",
+  mode: "r",
+  allow_pickle: false,
+  robust_key: true,
+};
 
 function valueText(value: unknown): string {
   let text: string;
@@ -22,10 +45,35 @@ function valueText(value: unknown): string {
   return text.length > MAX_VALUE_CHARS ? `${text.slice(0, MAX_VALUE_CHARS)}…` : text;
 }
 
+/** An archive entry as "ckpt.tdz::a/b.memmap" (the archive is the header's source). */
+export function shortLocation(location: string): string {
+  const at = location.lastIndexOf("::");
+  if (at < 0) return location;
+  const archive = location.slice(0, at);
+  return `${archive.slice(Math.max(archive.lastIndexOf("/"), archive.lastIndexOf("\\")) + 1)}${location.slice(at)}`;
+}
+
+/** What loading a leaf costs: "zero-copy map, reads 32.0 KB as used", … */
+export function costText(storage: StorageInfo, bytes: number | null): string {
+  const stored = humanBytes(storage.stored_bytes);
+  switch (storage.cost) {
+    case "map":
+      return `zero-copy map; reads ${stored} as used`;
+    case "copy":
+      return `copy; reads ${stored}`;
+    case "decompress":
+      return `decompression; reads ${stored}${bytes === null ? "" : ` into ${humanBytes(bytes)}`}`;
+    case "none":
+      return "none; nothing to read";
+  }
+}
+
 /** The rows of the list, in display order; empty values are left out. */
 export function detailFields(d: NodeDetails): Field[] {
   const fields: Field[] = [
     ["Path", d.path.length ? d.path.join(" / ") : "(root)"],
+    ["Key", keyTuple(d.path)],
+    ["Subpath", d.subpath],
     ["Kind", d.kind],
     ["Class", d.class_name],
     ["Shape", formatShape(d.shape)],
@@ -35,96 +83,199 @@ export function detailFields(d: NodeDetails): Field[] {
     ["Stack dim", d.stack_dim === null ? "" : String(d.stack_dim)],
     ["Device", d.device ?? ""],
     ["Children", d.has_children ? formatCount(d.n_children) : ""],
-    ["Elements", formatCount(d.numel)],
-    ["Size", d.bytes === null ? "" : `${humanBytes(d.bytes)} (${formatCount(d.bytes)} B)`],
-    ["File", d.subpath],
   ];
+  const r = d.rollup;
+  // A node's size is its subtree's: one row each, with the tensor count.
+  const bytes = r ? r.bytes : d.bytes;
+  const tensors = r ? ` in ${formatCount(r.leaves)} tensor${r.leaves === 1 ? "" : "s"}` : "";
+  fields.push(
+    ["Elements", formatCount(r ? r.numel : d.numel)],
+    ["Size", bytes === null ? "" : `${humanBytes(bytes)} (${formatCount(bytes)} B)${tensors}`],
+  );
   const s = d.storage;
   if (s) {
     fields.push(
-      ["Stored in", s.offset === null ? s.location : `${s.location} @ ${s.offset}`],
+      [
+        "Stored in",
+        s.offset === null
+          ? shortLocation(s.location)
+          : `${shortLocation(s.location)} @ ${s.offset}`,
+      ],
       ["Stored size", `${humanBytes(s.stored_bytes)} (${s.compression})`],
       ["CRC-32", s.crc32 === null ? "" : s.crc32.toString(16).padStart(8, "0")],
-      ["Load cost", s.cost],
+      ["Load cost", costText(s, d.bytes)],
     );
   }
-  const r = d.rollup;
   if (r) {
     const byDtype = Object.entries(r.by_dtype)
-      .map(([dtype, bytes]) => `${dtype}: ${humanBytes(bytes)}`)
+      .map(([dtype, n]) => `${dtype}: ${humanBytes(n)}`)
       .join(", ");
-    fields.push(
-      ["Subtree size", `${humanBytes(r.bytes)} in ${formatCount(r.leaves)} tensors`],
-      ["Subtree elements", formatCount(r.numel)],
-      ["By dtype", byDtype],
-    );
-  }
-  if (d.pickle) {
-    const globals = d.pickle.globals.map(([mod, name]) => `${mod}.${name}`).join(", ");
-    fields.push(["Pickle", `${humanBytes(d.pickle.bytes)}; imports ${globals || "nothing"}`]);
+    fields.push(["By dtype", byDtype]);
   }
   if (d.value !== null && d.value !== undefined) fields.push(["Value", valueText(d.value)]);
   if (d.problems.length) fields.push(["Problems", d.problems.join("\n")]);
   return fields.filter(([, value]) => value !== "");
 }
 
+/** The text copied by a field's copy button, or null when the field has none. */
+function copyTextOf(label: string, d: NodeDetails): string | null {
+  if (label === "Key") return keyTuple(d.path);
+  if (label === "Subpath") return subpathLiteral(d.path);
+  return null;
+}
+
+/** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
+function lockBox(
+  d: NodeDetails,
+  unlocked: boolean,
+  setUnlocked: (on: boolean) => void,
+): HTMLElement {
+  const pickle = d.pickle;
+  const box = el("div", `tdview-lock ${unlocked ? "tdview-lock-open" : "tdview-lock-closed"}`);
+  box.dataset.locked = String(!unlocked);
+  const head = el("div", "tdview-lock-head");
+  head.append(
+    el("span", "tdview-lock-badge", unlocked ? "Unlocked" : "Locked"),
+    el(
+      "span",
+      "",
+      unlocked ? "Pickled value: unlocked for this load" : "Pickled value: not loaded",
+    ),
+  );
+  const size = pickle ? `${humanBytes(pickle.bytes)} of pickle` : "a pickle";
+  const text = el(
+    "p",
+    "tdview-lock-text",
+    `Loading it unpickles ${size}, which can run arbitrary code. Unlock it only if you trust this file.`,
+  );
+  const globals = el("div", "tdview-lock-globals");
+  const names = pickle?.globals ?? [];
+  globals.append(el("span", "tdview-field-label", "Imports: "));
+  if (names.length === 0) {
+    globals.append(el("span", "", "no module (builtins only)"));
+  } else {
+    const list = el("ul", "tdview-globals");
+    for (const [module, name] of names) list.append(el("li", "", `${module}.${name}`));
+    globals.append(list);
+  }
+  const action = unlocked
+    ? button("Lock again", "tdview-lock-button", () => setUnlocked(false))
+    : button("Unlock for this load", "tdview-lock-button tdview-unlock-button", () =>
+        setUnlocked(true),
+      );
+  box.append(head, text, globals, action);
+  return box;
+}
+
 export class DetailsPanel {
   readonly element: HTMLElement;
+  readonly preview: PreviewSection;
+  readonly loader: LoadPanel;
+  readonly #info: HTMLElement;
   readonly #source: DataSource;
+  readonly #copies: CopyButton[] = [];
   #abort: AbortController | null = null;
+  #details: NodeDetails | null = null;
+  #lock: HTMLElement | null = null;
 
-  constructor(source: DataSource) {
+  constructor(source: DataSource, options: DetailsPanelOptions = {}) {
     this.#source = source;
-    this.element = document.createElement("section");
-    this.element.className = "tdview-details";
+    this.element = el("section", "tdview-details");
     this.element.setAttribute("aria-label", "Details");
-    this.element.setAttribute("aria-live", "polite");
+    this.#info = el("div", "tdview-details-info");
+    this.#info.setAttribute("aria-live", "polite");
+    this.preview = new PreviewSection(source, { rows: options.previewRows ?? 20 });
+    this.loader = new LoadPanel(source, {
+      source: options.source ?? "",
+      options: options.options ?? DEFAULT_OPTIONS,
+    });
+    this.loader.onPickleChange = () => this.#renderLock();
+    this.element.append(this.#info, this.preview.element, this.loader.element);
+    this.loader.element.hidden = true;
+  }
+
+  /** The details on show, null while none are. */
+  get details(): NodeDetails | null {
+    return this.#details;
   }
 
   /** Fetches and shows the node at `path`; null clears the panel. */
   async show(path: Path | null): Promise<void> {
     this.#abort?.abort();
     this.#abort = null;
+    this.#details = null;
+    this.preview.suspend();
+    this.loader.setNode(null);
     if (path === null) {
-      this.element.replaceChildren();
+      this.#info.replaceChildren();
+      this.#hideActions();
       return;
     }
     const abort = new AbortController();
     this.#abort = abort;
-    this.element.classList.add("tdview-loading");
+    this.#info.classList.add("tdview-loading");
     try {
       const details = await this.#source.node(path, { signal: abort.signal });
       if (!abort.signal.aborted) this.#renderDetails(details);
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
-      this.#renderError(error);
+      this.#info.replaceChildren(alertBox(errorText(error)));
+      this.#hideActions();
     } finally {
-      if (this.#abort === abort) this.element.classList.remove("tdview-loading");
+      if (this.#abort === abort) this.#info.classList.remove("tdview-loading");
     }
   }
 
   dispose(): void {
     this.#abort?.abort();
+    this.preview.dispose();
+    this.loader.dispose();
+    for (const copy of this.#copies) copy.dispose();
+  }
+
+  /** Hides the preview, and the load form unless a load is running. */
+  #hideActions(): void {
+    this.preview.setNode(null);
+    this.loader.element.hidden = !this.loader.isRunning;
   }
 
   #renderDetails(details: NodeDetails): void {
-    const list = document.createElement("dl");
+    for (const copy of this.#copies.splice(0)) copy.dispose();
+    const list = el("dl");
     for (const [label, value] of detailFields(details)) {
-      const dt = document.createElement("dt");
-      dt.textContent = label;
-      const dd = document.createElement("dd");
-      dd.textContent = value;
-      list.append(dt, dd);
+      const dd = el("dd", "", value);
+      const copied = copyTextOf(label, details);
+      if (copied !== null) {
+        const what = label === "Key" ? "nested key" : "subpath";
+        const copy = new CopyButton("Copy", () => copied, { title: `Copy the ${what} ${copied}` });
+        copy.element.classList.add(`tdview-copy-${label.toLowerCase()}`);
+        this.#copies.push(copy);
+        dd.classList.add("tdview-copyable");
+        dd.replaceChildren(el("span", "tdview-copy-text", value), copy.element);
+      }
+      list.append(el("dt", "", label), dd);
     }
-    this.element.replaceChildren(list);
+    this.#lock = el("div", "tdview-lock-slot");
+    this.#info.replaceChildren(list, this.#lock);
+    this.#details = details;
+    this.preview.setNode(details);
+    this.loader.setNode(details);
+    this.loader.element.hidden = false;
+    this.#renderLock();
   }
 
-  #renderError(error: unknown): void {
-    const box = document.createElement("div");
-    box.className = "tdview-error";
-    box.setAttribute("role", "alert");
-    box.textContent =
-      error instanceof ProtocolError ? `${error.type}: ${error.message}` : String(error);
-    this.element.replaceChildren(box);
+  #renderLock(): void {
+    const slot = this.#lock;
+    const d = this.#details;
+    if (!slot) return;
+    if (!d || !(d.pickled || d.pickle)) {
+      slot.replaceChildren();
+      return;
+    }
+    const setUnlocked = (on: boolean) => {
+      if (on) this.loader.unlockPickles();
+      else this.loader.lockPickles();
+    };
+    slot.replaceChildren(lockBox(d, this.loader.allowPickle, setUnlocked));
   }
 }

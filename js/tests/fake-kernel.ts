@@ -3,12 +3,30 @@
  * with the results of a `MemoryDataSource`.
  */
 
-import { ProtocolError } from "../src/data-source";
+import { type DecodedTensor, ProtocolError } from "../src/data-source";
 import type { MemoryDataSource } from "../src/memory-data-source";
 import { parseCancel, parseRequest, type Request } from "../src/protocol";
 import type { FakeModel } from "./fake-model";
 
-function answer(memory: MemoryDataSource, req: Request): Promise<unknown> {
+type Emit = (msg: Record<string, unknown>, buffers?: DataView[]) => void;
+
+function wire(tensor: DecodedTensor, buffers: DataView[]) {
+  const bytes = new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  buffers.push(new DataView(bytes.slice().buffer));
+  return { dtype: tensor.dtype, shape: tensor.shape, buffer: buffers.length - 1 };
+}
+
+/** A preview reply as the kernel sends it: BufferRefs in the JSON, bytes in buffers. */
+async function previewReply(memory: MemoryDataSource, path: string[], rows: number) {
+  const data = await memory.preview(path, rows);
+  const buffers: DataView[] = [];
+  const slice = wire(data.slice, buffers);
+  const h = data.histogram;
+  const histogram = h && { edges: wire(h.edges, buffers), counts: wire(h.counts, buffers) };
+  return { result: { ...data, slice, histogram }, buffers };
+}
+
+function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unknown> {
   switch (req.method) {
     case "children":
       return memory.children(req.params.path, req.params.offset, req.params.limit);
@@ -19,9 +37,11 @@ function answer(memory: MemoryDataSource, req: Request): Promise<unknown> {
     case "devices":
       return memory.devices();
     case "load":
-      return memory.load(req.params);
+      return memory.load(req.params, (p) =>
+        emit({ kind: "tdview:progress", v: 1, id: req.id, ...p }),
+      );
     case "preview":
-      return Promise.reject(new ProtocolError("NotImplementedError", "no preview in tests"));
+      return previewReply(memory, req.params.path, req.params.rows);
   }
 }
 
@@ -46,8 +66,15 @@ export function attachKernel(model: FakeModel, memory: MemoryDataSource): FakeKe
     }
     kernel.requests.push(req);
     const base = { kind: "tdview:reply", v: 1, id: req.id };
-    answer(memory, req).then(
-      (result) => model.emit("msg:custom", { ...base, ok: true, result }, []),
+    const emit: Emit = (msg, buffers = []) => model.emit("msg:custom", msg, buffers);
+    answer(memory, req, emit).then(
+      (value) => {
+        const { result, buffers } =
+          req.method === "preview"
+            ? (value as { result: unknown; buffers: DataView[] })
+            : { result: value, buffers: [] };
+        emit({ ...base, ok: true, result }, buffers);
+      },
       (e: unknown) => {
         const error =
           e instanceof ProtocolError

@@ -49,6 +49,11 @@ describe("MemoryDataSource", () => {
     expect(preview.slice.shape).toEqual([2, 2]);
     expect([...preview.slice.data]).toEqual([1, 2, 3, Number.NaN]);
     expect(preview.stats).toMatchObject({ min: 1, max: 3, mean: 2, nan: 1, inf: 0, count: 4 });
+    expect(preview.display_dtype).toBe("float32");
+    expect(preview.slice.data).toBeInstanceOf(Float32Array);
+    const counts = [...(preview.histogram?.counts.data ?? [])].map(Number);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(3);
+    expect(preview.histogram?.edges.data).toHaveLength(11);
   });
 
   it("loads with progress and gives reproducing code", async () => {
@@ -57,8 +62,10 @@ describe("MemoryDataSource", () => {
       { path: ["obs"], device: "cuda:0", mode: null, allow_pickle: false, variable: "obs" },
       (p) => seen.push(p.done),
     );
-    expect(seen).toEqual([0, 1]);
-    expect(result.code).toBe('obs = tdview.load(source, path=("obs"), device="cuda:0")');
+    expect(seen).toEqual([0, 1, 2]);
+    expect(result.code).toBe(
+      'obs = tdview.load_memmap("checkpoint", subpath="obs", device="cuda:0", mode=None)',
+    );
   });
 
   it("fails like the kernel: structured errors, cancellation", async () => {

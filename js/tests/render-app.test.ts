@@ -115,17 +115,19 @@ describe("detailFields", () => {
     >[0];
     const fields = Object.fromEntries(detailFields(golden));
     expect(fields.Path).toBe("info");
-    expect(fields["Load cost"]).toBe("decompress");
+    expect(fields.Key).toBe('("info",)');
+    expect(fields.Subpath).toBe("info");
+    expect(fields["Load cost"]).toBe("decompression; reads 2.31 KB");
     expect(fields["CRC-32"]).toBe("deadbeef");
-    expect(fields.Pickle).toBe(
-      "4.10 KB; imports collections.OrderedDict, numpy.core.multiarray._reconstruct",
-    );
+    // The pickle is in the lock box, not in the list.
+    expect(fields.Pickle).toBeUndefined();
     expect(fields.Problems).toContain("allow_pickle");
     expect(fields.Shape).toBeUndefined();
     const td = Object.fromEntries(
       detailFields(loadGolden("reply_node_tensordict").message.result as typeof golden),
     );
-    expect(td["Subtree size"]).toBe("21.2 MB in 2 tensors");
+    expect(td.Size).toBe("21.2 MB (21,236,000 B) in 2 tensors");
+    expect(td["Subtree size"]).toBeUndefined();
     expect(td.Names).toBe("time");
   });
 });

@@ -8,9 +8,12 @@ import { FakeModel } from "./fake-model";
 import { loadGolden } from "./golden";
 import { replayTree, tick } from "./trees";
 
-function setup(traits: Record<string, unknown> = loadGolden("state").message) {
+function setup(
+  traits: Record<string, unknown> = loadGolden("state").message,
+  memory = new MemoryDataSource(replayTree()),
+) {
   const model = new FakeModel(traits);
-  const kernel = attachKernel(model, new MemoryDataSource(replayTree()));
+  const kernel = attachKernel(model, memory);
   const el = document.createElement("div");
   document.body.append(el);
   const cleanup = widget.render({ model, el });
@@ -119,6 +122,60 @@ describe("widget", () => {
     await settle();
     expect(el.querySelector('[role="alert"]')).toBeNull();
     expect(rowKeys(el)[1]).toBe("obs");
+  });
+
+  it("previews a leaf over the comm: buffers decoded into table, stats and histogram", async () => {
+    const tree = replayTree();
+    const action = tree.children?.find((c) => c.key === "action");
+    if (action) action.data = Array.from({ length: 60 }, (_, i) => (i % 7) - 3);
+    const { el, kernel } = setup(
+      { ...loadGolden("state").message, selected: ["action"] },
+      new MemoryDataSource(tree),
+    );
+    await settle();
+    expect(kernel.requests.map((r) => r.method)).not.toContain("preview");
+    el.querySelector<HTMLButtonElement>(".tdview-preview-button")?.click();
+    await settle();
+    expect(kernel.requests.find((r) => r.method === "preview")?.params).toEqual({
+      path: ["action"],
+      rows: 20,
+    });
+    const preview = el.querySelector(".tdview-preview-result");
+    expect(preview?.querySelector(".tdview-display-dtype")?.textContent).toBe(
+      "shown as float32 (stored as bfloat16)",
+    );
+    expect(preview?.querySelectorAll("tbody tr")).toHaveLength(10);
+    expect(preview?.querySelector("tbody td")?.textContent).toBe("-3");
+    expect(preview?.querySelectorAll(".tdview-histogram-bar")).toHaveLength(10);
+  });
+
+  it("loads over the comm with progress, and a cancel reaches the kernel", async () => {
+    const memory = new MemoryDataSource(replayTree(), { latencyMs: 15, source: "ckpt" });
+    const { el, kernel, model } = setup(
+      { ...loadGolden("state").message, selected: ["obs"] },
+      memory,
+    );
+    for (let i = 0; i < 10; i++) await tick(20);
+    el.querySelector<HTMLButtonElement>(".tdview-disclosure")?.click();
+    el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
+    await tick(25);
+    expect(el.querySelector(".tdview-progress-label")?.textContent).toMatch(/1 \/ 2 leaves/);
+    for (let i = 0; i < 10 && !el.querySelector(".tdview-load-done"); i++) await tick(20);
+    expect(el.querySelector(".tdview-load-done")?.textContent).toBe("Loaded obs into obs");
+    expect(el.querySelector(".tdview-code")?.textContent).toBe(
+      'obs = tdview.load_memmap("ckpt", subpath="obs", device="cpu", mode="r")',
+    );
+    el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
+    await tick(5);
+    el.querySelector<HTMLButtonElement>(".tdview-cancel-button")?.click();
+    await tick();
+    const loads = kernel.requests.filter((r) => r.method === "load");
+    expect(loads).toHaveLength(2);
+    expect(kernel.cancels).toEqual([loads[1]?.id]);
+    expect(model.sentOf("tdview:cancel")).toHaveLength(1);
+    expect(el.querySelector(".tdview-load-cancelled")?.textContent).toBe(
+      "Load of obs cancelled; nothing was bound.",
+    );
   });
 
   it("cleans up: listeners, DOM and pending requests", async () => {

@@ -63,6 +63,12 @@ _BUILTIN: dict[str, str] = {
     ),
 }
 
+# (type name, class id) -> classify()'s answer, for tensordict's own classes only (a
+# user class's kind also depends on the node's layout). Bounded: hostile checkpoints
+# may name many classes.
+_BUILTIN_CACHE: dict[tuple[str, str | None], tuple[str, ClassRef, bool]] = {}
+_CACHE_SIZE = 256
+
 _TYPE_NAME = re.compile(r"<class '(.+)'>", re.DOTALL)
 _SUBSCRIPT = re.compile(r"^(NonTensorData|MetaData)\[.*\]$", re.DOTALL)
 
@@ -182,11 +188,21 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
             f'{where}: field "_type": expected a string, got {short_repr(type_name)}'
         )
     class_id = meta.get("_class")
-    id_ref = parse_class_id(class_id) if isinstance(class_id, str) else None
+    if not isinstance(class_id, str):
+        class_id = None
+    cache_key = (type_name, class_id)
+    found = _BUILTIN_CACHE.get(cache_key)
+    if found is not None:
+        return found
+    id_ref = parse_class_id(class_id) if class_id is not None else None
     type_ref = parse_type_name(type_name)
     for ref in (id_ref, type_ref):
         if ref is not None and (kind := builtin_kind(ref)) is not None:
-            return kind, ref, True
+            # tensordict's own classes depend on the two strings alone: remember them
+            if len(_BUILTIN_CACHE) >= _CACHE_SIZE:
+                _BUILTIN_CACHE.clear()
+            _BUILTIN_CACHE[cache_key] = found = (kind, ref, True)
+            return found
     if id_ref is not None:
         if type(meta.get("stack_dim")) is int and "shape" not in meta:
             return NodeKind.LAZY_STACK, id_ref, False

@@ -32,6 +32,7 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # Openers count +1 and closers -1 (0xFF as a signed byte); everything else 0.
 _DEPTH_TABLE = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
 _BRACKETS = re.compile(rb"[^\[\]{}]+")
+_decode = json.JSONDecoder().decode  # what json.loads(text) uses, without its checks
 
 
 def json_depth(data: bytes) -> int:
@@ -97,8 +98,9 @@ def parse_meta_json(data: bytes, where: str, *, max_depth: int = DEFAULT_MAX_DEP
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"parse_meta_json expects bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if data.startswith(_BOM):
+    if type(data) is not bytes:
+        data = bytes(data)
+    if data[:3] == _BOM:
         data = data[len(_BOM) :]
     try:
         text = data.decode("utf-8")
@@ -107,13 +109,17 @@ def parse_meta_json(data: bytes, where: str, *, max_depth: int = DEFAULT_MAX_DEP
             f"{where}: not valid UTF-8 at byte {exc.start} "
             f"(got {data[exc.start : exc.start + 4]!r})"
         ) from None
-    depth = json_depth(data)
+    # the depth is at most the number of openers: most files need no scan at all
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        depth = 0
+    else:
+        depth = json_depth(data)
     if depth > max_depth:
         raise LimitExceededError(
             f"{where}: JSON nested {depth} levels deep, more than the limit of {max_depth}"
         )
     try:
-        obj = json.loads(text)
+        obj = _decode(text)
     except json.JSONDecodeError as exc:
         raise CheckpointFormatError(
             f"{where}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "

@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 _HEADER_KEYS = frozenset({"_type", "_class", "_format_version"})
+_STR = frozenset({str})
 # Saved lazy views may only replay shape operations (op -> its keyword names).
 _VIEW_OPS = {
     "squeeze": {"dim"},
@@ -201,9 +202,10 @@ def parse_node(meta: dict, where: str) -> NodeMeta:
         raise CheckpointFormatError(
             f"{where}: a node must be a JSON object, got {short_repr(meta)}"
         )
-    for key in meta:
-        if not isinstance(key, str):
-            raise fail(where, "keys", "keys must be strings", key)
+    if set(map(type, meta)) - _STR:  # C-speed check: JSON keys are always str
+        for key in meta:
+            if not isinstance(key, str):
+                raise fail(where, "keys", "keys must be strings", key)
     version = parse_format_version(meta, where)
     kind, ref, builtin = classify(meta, where)
     class_id = meta.get("_class")

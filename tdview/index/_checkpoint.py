@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .._gc import gc_paused
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
@@ -105,11 +106,13 @@ class Checkpoint:
             node.problems.append(f"the folder of {show_path(path)!r} is missing")
             return node
         try:
-            node.meta = self.read_meta(dirkey)
+            node.meta = meta = self.read_meta(dirkey)
         except (TDViewError, OSError) as error:
             node.problems.append(str(error))
             return node
-        node.kind = index_kind(node.meta)
+        if type(meta) is TensorDictNode:  # the common node: nothing more to look at
+            return node
+        node.kind = index_kind(meta)
         if isinstance(node.meta, NonTensorDataNode) and node.meta.data_present:
             node.value, node.has_value = node.meta.data, True
         if isinstance(node.meta, NonTensorStackNode) and node.meta.data is not None:
@@ -145,12 +148,16 @@ class Checkpoint:
         """The children of a node in the order tensordict loads them."""
         node = where if isinstance(where, Node) else self.node(where)
         if node.children_cache is None:
+            with gc_paused():
+                children = self._read_children(node)
             # keep the nodes that lookup() already made (and their caches)
             known = node.lookup_cache
-            node.children_cache = {
-                child.key: known.get(child.key, child) for child in self._read_children(node)
-            }
-            known.clear()
+            if known:
+                node.children_cache = {
+                    child.key: known.get(child.key, child) for child in children}
+                known.clear()
+            else:
+                node.children_cache = {child.path[-1]: child for child in children}
         return list(node.children_cache.values())
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:

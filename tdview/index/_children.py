@@ -34,20 +34,41 @@ VIEW_SOURCE = "_source"
 MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
 
 
+# key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
+# repeats its keys (``weight``, ``0``, ``w1``...) in every level. Bounded.
+_NAMES: dict[tuple[bool, bool], dict[str, tuple[str, ...]]] = {
+    (robust, collection): {} for robust in (False, True) for collection in (False, True)}
+_NAMES_SIZE = 4096
+_NO_FILES: frozenset[str] = frozenset()
+
+
+def _names(key: str, *, robust: bool, collection: bool) -> tuple[str, ...]:
+    """``candidate_names``, cached; a leaf's names carry their ``.memmap`` suffix."""
+    cache = _NAMES[robust, collection]
+    found = cache.get(key)
+    if found is None:
+        names = candidate_names(key, robust=robust, collection=collection)
+        found = tuple(names) if collection else tuple(name + ".memmap" for name in names)
+        if len(cache) >= _NAMES_SIZE:
+            cache.clear()
+        cache[key] = found
+    return found
+
+
 def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[str | None, str]:
     """Find a leaf's ``.memmap`` file: ``(store key or None, the name tried first)``."""
-    names = candidate_names(key, robust=robust, collection=False)
+    names = _names(key, robust=robust, collection=False)
     for name in names:
-        candidate = join_key(dirkey, name + ".memmap")
+        candidate = join_key(dirkey, name)
         if _exists(store.is_file, candidate):
             return candidate, candidate
-    first = join_key(dirkey, (names[0] if names else key) + ".memmap")
+    first = join_key(dirkey, names[0] if names else key + ".memmap")
     return None, first
 
 
 def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool) -> str | None:
     """Find a collection's folder (robust name first, then the safe legacy name)."""
-    for name in candidate_names(key, robust=robust, collection=True):
+    for name in _names(key, robust=robust, collection=True):
         candidate = join_key(dirkey, name)
         if _exists(store.is_dir, candidate):
             return candidate
@@ -72,9 +93,32 @@ def tensordict_children(
     robust: bool,
 ) -> Iterator[Node]:
     """Children of a TensorDict node in load order: leaves first, then collections."""
+    is_file = store.is_file
+    files = store.plain_files(dirkey) or _NO_FILES
+    prefix = dirkey + "/" if dirkey else ""
+    leaf_names = _NAMES[robust, False]
     for record in meta.load_order:
-        child_path = path + (record.key,)
-        if isinstance(record, LeafRecord):
+        key = record.key
+        child_path = (*path, key)
+        if type(record) is LeafRecord and not record.is_nested:
+            # the common leaf, inline: the first candidate file that exists
+            names = leaf_names.get(key)
+            if names is None:
+                names = _names(key, robust=robust, collection=False)
+            for name in names:
+                if name in files:
+                    found = True
+                else:
+                    try:
+                        found = is_file(prefix + name)
+                    except UnsafeCheckpointError:
+                        found = False
+                if found:
+                    yield Node(child_path, LEAF, None, None, record, prefix + name)
+                    break
+            else:
+                yield _leaf(store, child_path, dirkey, record, robust=robust)
+        elif isinstance(record, LeafRecord):
             yield _leaf(store, child_path, dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
             folder = collection_dir(store, dirkey, record.key, robust=robust)
@@ -111,8 +155,7 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
         # the sizes file sits next to the data file; tensordict writes it even when every
         # element is empty, a case where it writes no data file
         stems = [file] if file is not None else [
-            join_key(dirkey, name + ".memmap")
-            for name in candidate_names(record.key, robust=robust, collection=False)]
+            join_key(dirkey, name) for name in _names(record.key, robust=robust, collection=False)]
         for stem in stems:
             sizes = stem[: -len(".memmap")] + ".shape.memmap"
             if _exists(store.is_file, sizes):

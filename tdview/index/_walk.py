@@ -9,10 +9,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from math import prod
 
+from .._gc import gc_paused
 from ._checkpoint import Checkpoint
 from ._facts import leaf_entry
-from ._node import Node
+from ._node import LEAF, Node
 from ._paths import NestedPath
 
 _GLOB = set("*?[")
@@ -51,16 +53,56 @@ def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
 
 
 def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
-    """The cached totals of ``node``'s subtree."""
-    if node.rollup_cache is None:
+    """The cached totals of ``node``'s subtree.
+
+    The walk is iterative (a deep tree cannot exhaust the stack) and adds each plain leaf
+    in place; only collection nodes keep a cached rollup (a leaf's is computed on demand).
+    """
+    cached = node.rollup_cache
+    if cached is not None:
+        return cached
+    if node.is_leaf:
         total = Rollup(problems=len(node.problems))
-        if node.is_leaf:
-            total.add(_leaf_rollup(ckpt, node))
-        else:
-            for child in ckpt.children(node):
-                total.add(rollup(ckpt, child))
+        total.add(_leaf_rollup(ckpt, node))
         node.rollup_cache = total
+        return total
+    with gc_paused():
+        _rollup_tree(ckpt, node)
     return node.rollup_cache
+
+
+def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
+    """Fill ``rollup_cache`` of ``top`` and of every collection below it (post-order)."""
+    children = ckpt.children
+    stack = [(top, iter(children(top)), Rollup(problems=len(top.problems)))]
+    while stack:
+        parent, pending, total = stack[-1]
+        by_dtype = total.by_dtype
+        for child in pending:
+            if child.kind == LEAF:
+                record = child.record
+                if record is None or record.is_nested:
+                    total.add(rollup(ckpt, child))
+                    continue
+                numel = prod(record.shape)
+                nbytes = numel * record.dtype.itemsize
+                total.bytes += nbytes
+                total.numel += numel
+                total.leaves += 1
+                if child.problems:
+                    total.problems += len(child.problems)
+                name = record.dtype.name
+                by_dtype[name] = by_dtype.get(name, 0) + nbytes
+            elif child.rollup_cache is not None:
+                total.add(child.rollup_cache)
+            else:  # descend; this level resumes from ``pending`` afterwards
+                stack.append((child, iter(children(child)), Rollup(problems=len(child.problems))))
+                break
+        else:
+            stack.pop()
+            parent.rollup_cache = total
+            if stack:
+                stack[-1][2].add(total)
 
 
 def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:

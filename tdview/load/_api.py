@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .._gc import gc_paused
 from ..errors import SubpathError
 from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
 from ..index._paths import join_key
@@ -95,7 +96,8 @@ def load_checkpoint(
     if num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
         ctx.prefetch = _prefetcher(ckpt, node, num_threads)
     try:
-        result = build(ctx, node, device, out)
+        with gc_paused():
+            result = build(ctx, node, device, out)
     finally:
         if ctx.prefetch is not None:
             ctx.prefetch.close()

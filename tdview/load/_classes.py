@@ -129,6 +129,21 @@ def loader_kind(cls: type, meta: NodeMeta, where: str) -> tuple[Loader, Callable
     CheckpointFormatError
         The class is not a tensor collection, or the node's layout does not fit it.
     """
+    found = _KINDS.get((cls, meta.kind))
+    if found is not None:
+        return found
+    found = _loader_kind(cls, meta, where)
+    if len(_KINDS) >= 1024:
+        _KINDS.clear()
+    _KINDS[cls, meta.kind] = found
+    return found
+
+
+# (class, node layout) -> loader_kind(): the answer depends on these two alone.
+_KINDS: dict[tuple[type, str], tuple[Loader, Callable | None]] = {}
+
+
+def _loader_kind(cls: type, meta: NodeMeta, where: str) -> tuple[Loader, Callable | None]:
     if is_tensorclass(cls):
         kind = TENSORCLASS
     elif issubclass(cls, NonTensorStack):

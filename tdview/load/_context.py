@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -78,14 +79,61 @@ class LoadContext:
     dtypes: dict[str, torch.dtype] = field(default_factory=dict)
     _mapping: torch.Tensor | None = None
     _root: str | None = None
+    is_archive: bool = field(init=False)
+    _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
+    _strides: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict, init=False)
+    _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
+    _prefixes: dict[str, Path] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.is_archive = self.ckpt.store.kind == "archive"
 
     @property
     def store(self) -> Store:
         return self.ckpt.store
 
-    @property
-    def is_archive(self) -> bool:
-        return self.ckpt.store.kind == "archive"
+    def device(self, name: str) -> torch.device:
+        """``torch.device(name)``, made once per load."""
+        found = self._devices.get(name)
+        if found is None:
+            found = self._devices[name] = torch.device(name)
+        return found
+
+    def strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The C-contiguous strides of ``shape`` (in elements), made once per shape."""
+        found = self._strides.get(shape)
+        if found is None:
+            strides, step = [], 1
+            for dim in reversed(shape):
+                strides.append(step)
+                step *= max(dim, 1)
+            found = self._strides[shape] = tuple(reversed(strides))
+        return found
+
+    def typed_mapping(self, dtype: torch.dtype) -> torch.Tensor:
+        """The archive mapping viewed as ``dtype`` (its whole items), made once per dtype:
+        a leaf at an aligned offset is one ``as_strided`` of it."""
+        found = self._typed.get(dtype)
+        if found is None:
+            flat = self.mapping()
+            whole = flat.numel() - flat.numel() % dtype.itemsize
+            found = self._typed[dtype] = flat[:whole].view(dtype)
+        return found
+
+    def prefix_path(self, dirkey: str) -> Path:
+        """``Path`` of a directory store's folder (what tensordict records as a loaded
+        tensordict's ``_memmap_prefix``), made from its parent's when known."""
+        found = self._prefixes.get(dirkey)
+        if found is None:
+            parent, _, name = dirkey.rpartition("/")
+            up = self._prefixes.get(parent) if dirkey else None
+            child = getattr(up, "_make_child_relpath", None)  # CPython's cheap child path
+            if child is not None and name:
+                found = child(name)
+            else:
+                found = Path(self.store.display(dirkey))
+            self._prefixes[dirkey] = found
+        return found
 
     def file(self, key: str) -> str:
         """The absolute path of a directory store's file (what ``store.display`` gives,

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from math import prod
 
 import torch
 from tensordict import MemoryMappedTensor
@@ -37,6 +39,7 @@ _UNALIGNED = (_R_PLUS + "the payload of entry {name!r} is not aligned (the archi
 _NESTED = (_R_PLUS + "entry {name!r} is a nested tensor, which must be materialized in memory "
            "when loading from an archive, so in-place writes cannot propagate to the file.")
 _LIMIT = 2**62
+_make_subclass = torch.Tensor._make_subclass
 
 
 def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
@@ -72,21 +75,30 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     """
     record = node.record
     assert record is not None
-    dtype = _dtype(ctx, node, record)
+    dtype = ctx.dtypes.get(record.dtype.name)
+    if dtype is None:
+        dtype = _dtype(ctx, node, record)
+    file = node.file
+    if file is not None and not record.is_nested:
+        # the common leaf: a file of a plain tensor
+        if not ctx.read_data:
+            # shapes only (meta or fake tensors): no values to fill
+            return torch.empty(record.shape, dtype=dtype, device=device)
+        numel = prod(record.shape)
+        if numel:
+            if ctx.is_archive:
+                tensor = _archive_leaf(ctx, file, dtype, record, numel)
+            else:
+                tensor = _directory_leaf(ctx, file, dtype, record, numel)
+            return tensor if device is None else tensor.to(device, non_blocking=True)
     if not record.is_nested and record.numel == 0:
         # no file is written for a tensor without elements: rebuild it from its shape
         return torch.empty(record.shape, dtype=dtype, device=device)
     if node.file is None:
         return _missing(ctx, node, dtype, device, strict)
     if not ctx.read_data:
-        return torch.zeros(record.shape, dtype=dtype, device=device)
-    if record.is_nested:
-        tensor = _nested(ctx, node, dtype)
-    elif ctx.is_archive:
-        tensor = _archive_flat(ctx, node.file, dtype, record.nbytes or 0, exact=True)
-        tensor = tensor.view(record.shape)
-    else:
-        tensor = _directory_leaf(ctx, node.file, dtype, record)
+        return torch.empty(record.shape, dtype=dtype, device=device)
+    tensor = _nested(ctx, node, dtype)  # only nested leaves are left
     if device is not None:
         tensor = tensor.to(device, non_blocking=True)
     return tensor
@@ -113,7 +125,7 @@ def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.dev
     if record.is_nested and node.sizes_file is not None:
         # tensordict writes the sizes but no data file when every element is empty
         if not ctx.read_data:
-            return torch.zeros(record.shape, dtype=dtype, device=device)
+            return torch.empty(record.shape, dtype=dtype, device=device)
         sizes = _sizes(ctx, node)
         if _nested_numel(sizes, ctx.store.display(node.sizes_file)) == 0:
             tensor = _nested_view(torch.empty(0, dtype=dtype), sizes)
@@ -138,8 +150,10 @@ def _shared(path: str, mode: str | None) -> bool:
 
 
 def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
-              what: str) -> tuple[torch.Tensor, str]:
-    """Map the first ``numel`` elements of a directory file, checking its size first."""
+              what: str | Callable[[], str]) -> tuple[torch.Tensor, str]:
+    """Map the first ``numel`` elements of a directory file, checking its size first.
+
+    ``what`` (or what it returns, made only for an error) names the data in messages."""
     path = ctx.file(key)
     if numel == 0:
         return torch.empty(0, dtype=dtype), path
@@ -158,19 +172,21 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
     return torch.from_file(path, shared=shared, size=numel, dtype=dtype, device="cpu"), path
 
 
-def _check_size(path: str, need: int, what: str) -> None:
+def _check_size(path: str, need: int, what: str | Callable[[], str]) -> None:
     size = os.stat(path).st_size
     if size < need:
         raise LeafDataError(
-            f"{path} has {size} bytes, but {what} needs {need} bytes. tdview does not grow "
-            "files: the file was truncated, or does not belong to this checkpoint."
+            f"{path} has {size} bytes, but {what if isinstance(what, str) else what()} needs "
+            f"{need} bytes. tdview does not grow files: the file was truncated, or does not "
+            "belong to this checkpoint."
         )
 
 
 def _as_memmap(tensor: torch.Tensor, path: str, mode: str | None,
                parent_shape: object) -> MemoryMappedTensor:
     """Wrap a mapped tensor as the MemoryMappedTensor tensordict's loader returns."""
-    result = MemoryMappedTensor(tensor)
+    # what MemoryMappedTensor(tensor) does for a plain tensor, without its argument checks
+    result = _make_subclass(MemoryMappedTensor, tensor)
     result._filename = path  # absolute already (the filename setter would re-resolve it)
     result._handler = None  # type: ignore[assignment]
     result._mode = mode
@@ -184,10 +200,24 @@ def _describe(record: LeafRecord) -> str:
     return f"leaf {record.key!r} of shape {list(record.shape)} and dtype {record.dtype.name}"
 
 
-def _directory_leaf(ctx: LoadContext, key: str, dtype: torch.dtype,
-                    record: LeafRecord) -> MemoryMappedTensor:
-    flat, path = _map_file(ctx, key, dtype, record.numel or 0, _describe(record))
-    return _as_memmap(flat.view(record.shape), path, ctx.mode, torch.Size(record.shape))
+def _directory_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
+                    numel: int) -> MemoryMappedTensor:
+    flat, path = _map_file(ctx, key, dtype, numel, lambda: _describe(record))
+    shape = record.shape
+    return _as_memmap(flat.as_strided(shape, ctx.strides(shape)), path, ctx.mode,
+                      torch.Size(shape))
+
+
+def _archive_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
+                  numel: int) -> torch.Tensor:
+    """A leaf of an archive: a view of the mapping when its entry is stored and aligned."""
+    need = numel * dtype.itemsize
+    span = ctx.store.stored_span(key)  # type: ignore[attr-defined]
+    shape = record.shape
+    if span is not None and span[1] == need and span[0] % dtype.itemsize == 0:
+        return ctx.typed_mapping(dtype).as_strided(shape, ctx.strides(shape),
+                                                   span[0] // dtype.itemsize)
+    return _archive_flat(ctx, key, dtype, need, exact=True).view(shape)
 
 
 def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +18,7 @@ from tensordict import TensorDict, is_tensorclass
 from tensordict.tensorclass import NonTensorDataBase
 
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
-from ..index import Node, show_path
+from ..index import LEAF, Node, show_path
 from . import _out
 from ._classes import (
     LAZY_STACK,
@@ -84,9 +83,10 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     return _BUILDERS[kind](ctx, node, meta, cls, device, out)
 
 
-def _new_tensordict(cls: type, meta: TensorDictNode, device: torch.device | None) -> Any:
+def _new_tensordict(ctx: LoadContext, cls: type, meta: TensorDictNode,
+                    device: torch.device | None) -> Any:
     if device is None and meta.device is not None:
-        device = torch.device(meta.device)
+        device = ctx.device(meta.device)
     if cls is TensorDict:
         # skips the checks of __init__, which has nothing to check on an empty dict
         result = TensorDict._new_unsafe(batch_size=torch.Size(meta.batch_size), device=device)
@@ -107,14 +107,14 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
         device = _out.out_device(out, device)
         result = out
     else:
-        result = _new_tensordict(cls, meta, device)
+        result = _new_tensordict(ctx, cls, meta, device)
     # A fresh exact TensorDict takes its leaves straight into its dict (what _set_str
     # does once it skips validation, which tensordict's loader also skips for leaves).
     direct = result._tensordict if out is None and type(result) is TensorDict else None
     loaded: set[str] = set()
     for child in ctx.ckpt.children(node) if children is None else children:
-        key = child.key
-        if child.is_leaf:
+        key = child.path[-1]
+        if child.kind == LEAF:
             tensor = leaf_tensor(ctx, child, device)
             if tensor is None:
                 continue
@@ -137,7 +137,7 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
         _out.delete_stale(result, loaded)
     if ctx.store.kind == "directory" and ctx.mode != "r":
         # where memmap_() writes back, as tensordict records it
-        result._memmap_prefix = Path(ctx.store.display(node.dirkey or ""))
+        result._memmap_prefix = ctx.prefix_path(node.dirkey or "")
     else:
         result._memmap_prefix = None
     return result

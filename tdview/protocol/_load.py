@@ -16,22 +16,37 @@ from ._messages import RequestError
 MAX_SUMMARY_CHARS = 4000
 
 
+def _host_memory() -> dict[str, int | None]:
+    """Available and total RAM from ``/proc/meminfo`` (Linux), else both None."""
+    sizes: dict[str, int | None] = {"free_bytes": None, "total_bytes": None}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo if ":" in line)
+        keys = ("MemAvailable", "MemTotal")
+        available, total = (int(fields[key].split()[0]) * 1024 for key in keys)
+    except (OSError, KeyError, ValueError, IndexError):
+        return sizes
+    return {"free_bytes": min(available, total), "total_bytes": total}
+
+
 def devices() -> dict[str, Any]:
-    """``DevicesResult``: ``cpu``, every ``cuda:N`` with its free and total memory (from
+    """``DevicesResult``: ``cpu`` with the host's available and total memory (None where
+    it cannot be read), every ``cuda:N`` with its free and total memory (from
     ``torch.cuda.mem_get_info``; None when it cannot be read), ``mps`` when present,
     and ``meta`` (shapes only, no data).
 
     Examples
     --------
-    >>> devices()["devices"][0]
-    {'name': 'cpu', 'free_bytes': None, 'total_bytes': None}
+    >>> devices()["devices"][0]["name"]
+    'cpu'
     """
-    found = [{"name": "cpu", "free_bytes": None, "total_bytes": None}]
+    found: list[dict[str, Any]] = [{"name": "cpu", **_host_memory()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             try:
                 free, total = torch.cuda.mem_get_info(index)
-                sizes = {"free_bytes": int(free), "total_bytes": int(total)}
+                sizes: dict[str, int | None] = {"free_bytes": int(free),
+                                                "total_bytes": int(total)}
             except (RuntimeError, AssertionError):
                 sizes = {"free_bytes": None, "total_bytes": None}
             found.append({"name": f"cuda:{index}", **sizes})
@@ -64,9 +79,15 @@ def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
     --------
     >>> load_code("ckpt.tdz", ("replay",), "cpu", "r", False, "replay")
     'replay = tdview.load_memmap("ckpt.tdz", subpath="replay", device="cpu", mode="r")'
+    >>> load_code("ckpt.tdz", ("a/b",), "cpu", None, True, None)
+    'tdview.load_memmap("ckpt.tdz", subpath=("a/b",), device="cpu", mode=None, allow_pickle=True)'
     """
     args = [json.dumps(source)]
-    if path:
+    if path and any(not key or "/" in key for key in path):
+        # "a/b" would split such a key: spell the nested key as a tuple instead.
+        keys = ", ".join(json.dumps(key) for key in path)
+        args.append(f"subpath=({keys}{',' if len(path) == 1 else ''})")
+    elif path:
         args.append(f"subpath={json.dumps('/'.join(path))}")
     args.append(f"device={json.dumps(device)}")
     args.append(f"mode={json.dumps(mode) if mode is not None else 'None'}")

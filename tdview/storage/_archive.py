@@ -229,6 +229,16 @@ class ArchiveStore(Store):
         )
 
     def read_bytes(self, key: str, limit: int) -> bytes:
+        e = self._files.get(key)
+        if (e is not None and e.method == STORED and e.size <= limit and e.size == e.stored_size
+                and not e.flags & FLAG_ENCRYPTED):
+            # a stored file (every meta.json): one copy out of the mapping, CRC-checked
+            start = self._offsets.get(key)
+            if start is None:
+                start = self.payload_offset(key)
+            data = self.mapping[start : start + e.size]
+            if zlib.crc32(data) == e.crc32:
+                return data
         e = self._central(key)
         if e.size > limit:
             raise LimitExceededError(
@@ -307,6 +317,23 @@ class ArchiveStore(Store):
             raise self._layout_error(e, end, self._starts[i], payload=payload,
                                      is_next_entry=i + 1 < len(self._starts))
         return payload
+
+    def stored_span(self, key: str) -> tuple[int, int] | None:
+        """``(payload offset, size)`` of a readable STORED entry, or None.
+
+        None for anything else (compressed, encrypted, stored and declared sizes that
+        disagree, not a file): the caller then takes the checked path of
+        :meth:`entry` and :meth:`payload`, which says what is wrong. Reads the local
+        header the first time (see :meth:`payload_offset`).
+        """
+        e = self._files.get(key)
+        if (e is None or e.method != STORED or e.flags & FLAG_ENCRYPTED
+                or e.stored_size != e.size):
+            return None
+        offset = self._offsets.get(key)
+        if offset is None:
+            offset = self.payload_offset(key)
+        return offset, e.size
 
     def raw_payload(self, key: str) -> memoryview:
         """Return the stored (possibly compressed) bytes of an entry, without copying."""

@@ -204,6 +204,16 @@ class Store(abc.ABC):
     def writable(self, key: str | None = None) -> bool:
         """Return True when the process may write the file (archive: the archive file)."""
 
+    def plain_files(self, key: str) -> frozenset[str] | None:
+        """Names of files directly in directory ``key`` for which :meth:`is_file` is
+        surely True, when the store knows them cheaply; ``None`` when it does not.
+
+        A name absent from the set may still be a file (ask :meth:`is_file`): the set is
+        a shortcut for probing many names of one directory, never a listing to trust
+        for absence.
+        """
+        return None
+
     def close(self) -> None:
         """Release what the store holds open (nothing for a directory)."""
         return None

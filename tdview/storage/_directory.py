@@ -14,6 +14,12 @@ __all__ = ["DirectoryStore"]
 _NOATIME = getattr(os, "O_NOATIME", 0)
 # O_NONBLOCK keeps a FIFO swapped in after the stat from blocking the open.
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Listing states of a directory key (see DirectoryStore._listing).
+_MISSING = object()  # no directory of that name
+_SLOW = object()  # reached through a symlink, or unreadable: answer per key
+_REGULAR = object()  # a listed regular file (no symlink)
+_Listing = tuple[str, set[str], dict[str, os.DirEntry[str]]]
 
 
 class DirectoryStore(Store):
@@ -44,9 +50,109 @@ class DirectoryStore(Store):
             raise NotADirectoryError(f"{self.root} is not a directory")
         self._real_root = os.path.realpath(self.root)
         self._prefix = self._real_root.rstrip(os.sep) + os.sep
+        # dirkey -> (real path + os.sep, {name: DirEntry}), _MISSING or _SLOW; see _listing
+        self._listings: dict[str, tuple[str, dict[str, os.DirEntry[str]]] | object] = {}
+        self._noatime = _NOATIME
+        self._plain: dict[str, frozenset[str]] = {}
+        self._display = os.path.join(self.root, "")
 
     def display(self, key: str) -> str:
-        return os.path.join(self.root, key) if key else self.root
+        return self._display + key if key else self.root
+
+    # -- one listing per directory ------------------------------------------------------
+    #
+    # Probing a key costs two dict lookups: the listing of its directory is read once
+    # (``os.scandir``: names and types, no stat per file), and a directory's real path is
+    # its parent's real path plus its name, so ``realpath`` runs once for the root. Keys
+    # that meet a symlink (file or directory), odd names, and unreadable directories take
+    # the per-key path below (``file_path``: ``realpath`` of the whole key, then a
+    # confinement check), so every guarantee of that path holds for them.
+
+    def _listing(self, dirkey: str) -> _Listing | object:
+        """``(real path + sep, regular file names, {other name: DirEntry})`` of a directory
+        key, or ``_MISSING`` (not a directory) or ``_SLOW`` (reached through a symlink, or
+        unreadable). Cached. ``dirkey`` is a checked key."""
+        found = self._listings.get(dirkey)
+        if found is not None:
+            return found
+        if not dirkey:
+            real: str | None = self._prefix
+        else:
+            parent, _, name = dirkey.rpartition("/")
+            up = self._listing(parent)
+            real = None
+            if up is _MISSING or up is _SLOW:
+                found = up
+            else:
+                assert isinstance(up, tuple)
+                entry = up[2].get(name)
+                if entry is None:
+                    found = _MISSING  # absent, or a regular file
+                elif entry.is_symlink():
+                    found = _SLOW
+                elif entry.is_dir(follow_symlinks=False):
+                    real = up[0] + name + os.sep
+                else:
+                    found = _MISSING
+        if real is not None:
+            try:
+                files: set[str] = set()
+                others: dict[str, os.DirEntry[str]] = {}
+                with os.scandir(real) as it:
+                    for entry in it:  # the type comes with the name (no stat)
+                        if entry.is_file(follow_symlinks=False):
+                            files.add(entry.name)
+                        else:
+                            others[entry.name] = entry
+                found = (real, files, others)
+            except OSError:  # unreadable (only searchable) or changed: the per-key path
+                found = _SLOW
+        self._listings[dirkey] = found
+        return found
+
+    def plain_files(self, key: str) -> frozenset[str] | None:
+        """The regular files of a directory that the listing shows (no symlinks, only names
+        that need no per-key check); None for a directory answered per key."""
+        found = self._plain.get(key)
+        if found is None:
+            check_key(key, self.root)
+            listing = self._listing(key)
+            if type(listing) is not tuple:
+                return None
+            files = listing[1]
+            joined = "\n" + "\n".join(files)
+            if "\n." in joined or "\\" in joined or "\x00" in joined or (
+                    not key and ":" in joined):
+                found = frozenset(name for name in files if _plain_name(name, key))
+            else:
+                found = frozenset(files)
+            self._plain[key] = found
+        return found
+
+    def _probe(self, key: str) -> tuple[str, object] | object:
+        """``(real path, what)`` of a key whose directory lists fast and that is no
+        symlink, where ``what`` is ``_REGULAR``, a DirEntry (directories, FIFOs...), or
+        None (absent); ``_MISSING`` when its directory does not exist; ``_SLOW`` when the
+        per-key path must answer. Raises for an unsafe key."""
+        if type(key) is not str:
+            check_key(key, self.root)  # raises TypeError
+        dirkey, _, name = key.rpartition("/")
+        listing = self._listings.get(dirkey)
+        if listing is None:
+            check_key(key, self.root)  # the whole key, named in the error
+            listing = self._listing(dirkey)
+        if listing is _SLOW or listing is _MISSING:
+            return listing
+        if not _plain_name(name, dirkey):
+            check_key(key, self.root)  # raises when unsafe; odd but safe names go slow
+            return _SLOW
+        assert isinstance(listing, tuple)
+        if name in listing[1]:
+            return listing[0] + name, _REGULAR
+        entry = listing[2].get(name)
+        if entry is not None and entry.is_symlink():
+            return _SLOW
+        return listing[0] + name, entry
 
     def file_path(self, key: str) -> str:
         """Return the absolute real path of ``key``, after checking it stays inside.
@@ -61,6 +167,13 @@ class DirectoryStore(Store):
         UnsafeCheckpointError
             If the key is unsafe or resolves (through symlinks) outside the root.
         """
+        found = self._probe(key) if key else _SLOW
+        if type(found) is tuple:
+            return found[0]
+        return self._resolve(key)
+
+    def _resolve(self, key: str) -> str:
+        """The per-key path: ``realpath`` of the whole key, confined to the root."""
         check_key(key, self.root)
         if not key:
             return self._real_root
@@ -81,12 +194,30 @@ class DirectoryStore(Store):
             raise not_found(self.display(key)) from None
 
     def is_file(self, key: str) -> bool:
-        return os.path.isfile(self.file_path(key))
+        found = self._probe(key)
+        if found is _MISSING:
+            return False
+        if type(found) is tuple:
+            entry = found[1]
+            return entry is _REGULAR or (entry is not None and entry.is_file(  # type: ignore[attr-defined]
+                follow_symlinks=False))
+        return os.path.isfile(self._resolve(key))
 
     def is_dir(self, key: str) -> bool:
-        return os.path.isdir(self.file_path(key))
+        found = self._probe(key) if key else _SLOW
+        if found is _MISSING:
+            return False
+        if type(found) is tuple:
+            entry = found[1]
+            return entry is not None and entry is not _REGULAR and entry.is_dir(  # type: ignore[attr-defined]
+                follow_symlinks=False)
+        return os.path.isdir(self._resolve(key))
 
     def list_dir(self, key: str) -> list[str]:
+        check_key(key, self.root)
+        listing = self._listing(key)
+        if type(listing) is tuple:
+            return sorted([*listing[1], *listing[2]])
         real, st = self._stat(key)
         if not stat.S_ISDIR(st.st_mode):
             raise NotADirectoryError(f"{self.display(key)} is not a directory")
@@ -115,27 +246,48 @@ class DirectoryStore(Store):
             )
 
     def read_bytes(self, key: str, limit: int) -> bytes:
-        real, st = self._stat(key)
-        self._require_regular(key, st)
-        self._check_limit(key, st.st_size, limit)
-        fd = _open_read(real)
+        found = self._probe(key)
+        fd = -1
+        if type(found) is tuple and found[1] is _REGULAR:
+            # a listed regular file: open it without following a symlink swapped in since
+            try:
+                fd = self._open(found[0], _NOFOLLOW)
+            except OSError:
+                fd = -1  # gone or swapped: the per-key path decides
+        if fd < 0:
+            real, st = self._stat(key)
+            self._require_regular(key, st)
+            self._check_limit(key, st.st_size, limit)
+            fd = self._open(real, 0)
         try:
-            st = os.fstat(fd)  # the file may have been swapped since the stat
+            st = os.fstat(fd)  # the file may have been swapped since it was listed
             self._require_regular(key, st)
             self._check_limit(key, st.st_size, limit)
             chunks = []
             left = limit + 1
+            want = st.st_size + 1  # the whole file in one read, if it did not grow
             while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
+                ask = min(left, want)
+                chunk = os.read(fd, ask)
                 chunks.append(chunk)
                 left -= len(chunk)
+                if len(chunk) < ask:
+                    break  # the end of a regular file
+                want = 1 << 20
         finally:
             os.close(fd)
-        data = b"".join(chunks)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._check_limit(key, len(data), limit)  # it grew while we read it
         return data
+
+    def _open(self, path: str, flags: int) -> int:
+        """Open ``path`` read-only, without updating its access time when allowed."""
+        if self._noatime:
+            try:
+                return os.open(path, _READ_FLAGS | self._noatime | flags)
+            except PermissionError:
+                self._noatime = 0  # not the owner: O_NOATIME is refused, open normally
+        return os.open(path, _READ_FLAGS | flags)
 
     def _check_limit(self, key: str, size: int, limit: int) -> None:
         if size > limit:
@@ -148,11 +300,8 @@ class DirectoryStore(Store):
         return os.access(target, os.W_OK)
 
 
-def _open_read(path: str) -> int:
-    """Open ``path`` read-only, without updating its access time when allowed."""
-    if _NOATIME:
-        try:
-            return os.open(path, _READ_FLAGS | _NOATIME)
-        except PermissionError:
-            pass  # not the owner: O_NOATIME is refused, open normally
-    return os.open(path, _READ_FLAGS)
+def _plain_name(name: str, dirkey: str) -> bool:
+    """Whether a name in directory ``dirkey`` surely passes ``check_key`` (no per-key
+    check needed). Conservative: a name it refuses is checked, and probed, per key."""
+    return bool(name) and name[0] != "." and "\\" not in name and "\x00" not in name and (
+        bool(dirkey) or name[1:2] != ":")

@@ -1,0 +1,129 @@
+/**
+ * Python source text built in the browser: string literals, nested-key tuples,
+ * identifier checks, and the `tdview.load_memmap(...)` line of a load.
+ *
+ * `loadCode` mirrors `tdview.protocol._load.load_code` character for character, so the
+ * code shown before a load is the code the kernel returns after it.
+ */
+
+import type { Mode, Path } from "./protocol";
+
+/**
+ * A Python string literal, as Python's `json.dumps` writes it (ASCII only).
+ *
+ * @example pyString('a"b') === '"a\\"b"'
+ */
+export function pyString(text: string): string {
+  return JSON.stringify(text).replace(
+    /[^\x20-\x7e]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
+/**
+ * A nested key as a Python tuple literal.
+ *
+ * @example keyTuple(["a", "b"]) === '("a", "b")'; keyTuple(["a"]) === '("a",)'
+ */
+export function keyTuple(path: Path): string {
+  if (path.length === 1) return `(${pyString(path[0] ?? "")},)`;
+  return `(${path.map(pyString).join(", ")})`;
+}
+
+/** The `"a/b"` subpath literal, or null when a key holds a "/" (it would not round-trip). */
+export function subpathLiteral(path: Path): string | null {
+  if (path.some((key) => key.includes("/") || key === "")) return null;
+  return pyString(path.join("/"));
+}
+
+/** Python's hard keywords: never a valid variable name. */
+export const PY_KEYWORDS: ReadonlySet<string> = new Set([
+  "False",
+  "None",
+  "True",
+  "and",
+  "as",
+  "assert",
+  "async",
+  "await",
+  "break",
+  "class",
+  "continue",
+  "def",
+  "del",
+  "elif",
+  "else",
+  "except",
+  "finally",
+  "for",
+  "from",
+  "global",
+  "if",
+  "import",
+  "in",
+  "is",
+  "lambda",
+  "nonlocal",
+  "not",
+  "or",
+  "pass",
+  "raise",
+  "return",
+  "try",
+  "while",
+  "with",
+  "yield",
+]);
+
+const IDENTIFIER = /^[\p{XID_Start}_][\p{XID_Continue}]*$/u;
+
+/** Why `name` is not a usable Python variable name, or null when it is. */
+export function identifierProblem(name: string): string | null {
+  if (name === "") return "empty";
+  if (!IDENTIFIER.test(name)) return `${JSON.stringify(name)} is not a Python identifier`;
+  if (PY_KEYWORDS.has(name)) return `${JSON.stringify(name)} is a Python keyword`;
+  return null;
+}
+
+export function isIdentifier(name: string): boolean {
+  return identifierProblem(name) === null;
+}
+
+/** A variable name for the subtree at `path`: its key when that is an identifier. */
+export function suggestVariable(path: Path): string {
+  const key = path[path.length - 1];
+  if (key === undefined) return "td";
+  let name = key.replace(/[^\p{XID_Continue}]+/gu, "_").replace(/^_+|_+$/g, "");
+  if (name === "") return "value";
+  if (!/^[\p{XID_Start}_]/u.test(name)) name = `v_${name}`;
+  if (PY_KEYWORDS.has(name)) name = `${name}_`;
+  return isIdentifier(name) ? name : "value";
+}
+
+export interface LoadCodeArgs {
+  source: string;
+  path: Path;
+  device: string;
+  mode: Mode;
+  allowPickle: boolean;
+  variable: string | null;
+}
+
+/**
+ * The line that loads the same subtree with tdview (as `_load.load_code` writes it): the
+ * subpath as `"a/b"`, or as a tuple when a key holds a "/".
+ *
+ * @example loadCode({source: "ckpt.tdz", path: ["replay"], device: "cpu", mode: "r",
+ *   allowPickle: false, variable: "replay"}) ===
+ *   'replay = tdview.load_memmap("ckpt.tdz", subpath="replay", device="cpu", mode="r")'
+ */
+export function loadCode(args: LoadCodeArgs): string {
+  const parts = [pyString(args.source)];
+  if (args.path.length > 0)
+    parts.push(`subpath=${subpathLiteral(args.path) ?? keyTuple(args.path)}`);
+  parts.push(`device=${pyString(args.device)}`);
+  parts.push(`mode=${args.mode === null ? "None" : pyString(args.mode)}`);
+  if (args.allowPickle) parts.push("allow_pickle=True");
+  const call = `tdview.load_memmap(${parts.join(", ")})`;
+  return args.variable ? `${args.variable} = ${call}` : call;
+}

@@ -1,0 +1,382 @@
+/**
+ * The load form: device, mode, variable name, pickle unlock, the bytes the subtree
+ * takes next to the device's free memory, the equivalent Python line, and a Load
+ * button that sends `load`, shows its progress, and can cancel it.
+ *
+ * One `LoadPanel` lives as long as the view; `setNode` points it at the selection. A
+ * load that is running keeps running (and keeps its progress on show) when the
+ * selection moves on. Devices are asked for only when the form is first opened, since
+ * reading a GPU's free memory starts CUDA in the kernel.
+ */
+
+import { CopyButton } from "./clipboard";
+import { type DataSource, isCancelled, type ProgressInfo, ProtocolError } from "./data-source";
+import { alertBox, button, el, errorText, option } from "./dom";
+import { formatCount, humanBytes } from "./format";
+import type { DeviceInfo, LoadParams, LoadResult, Mode, NodeDetails, Options } from "./protocol";
+import { identifierProblem, loadCode, suggestVariable } from "./python-code";
+
+export interface LoadPanelOptions {
+  /** The checkpoint path as the user gave it (the first argument of the code line). */
+  source: string;
+  /** The widget's defaults (the `options` trait). */
+  options: Options;
+  /** Starts open (the form shows without a click). */
+  open?: boolean;
+}
+
+const MODES: { value: string; mode: Mode; label: string }[] = [
+  { value: "r", mode: "r", label: "r (read-only)" },
+  { value: "r+", mode: "r+", label: "r+ (writable)" },
+  { value: "default", mode: null, label: "default" },
+];
+
+const PICKLE_HINT =
+  "This subtree holds pickled data. If you trust this file, tick " +
+  "“Unlock pickles for this load” and load again.";
+
+/** What the memory line says: needed bytes against the device's free memory. */
+export function memoryFit(
+  bytes: number | null,
+  device: DeviceInfo | undefined,
+  mode: Mode,
+): { text: string; warning: string | null } {
+  const name = device?.name ?? "";
+  if (name === "meta")
+    return { text: "meta: shapes and dtypes only, no data is read", warning: null };
+  if (bytes === null) return { text: "No tensor data", warning: null };
+  const need = `Needs ${humanBytes(bytes)}`;
+  const free = device?.free_bytes ?? null;
+  if (free === null)
+    return { text: `${need} · free memory of ${name || "the device"} unknown`, warning: null };
+  const total = device?.total_bytes;
+  const text = `${need} · ${name}: ${humanBytes(free)} free${total ? ` of ${humanBytes(total)}` : ""}`;
+  if (bytes <= free) return { text, warning: null };
+  let warning = `${humanBytes(bytes)} will not fit in the ${humanBytes(free)} free on ${name}.`;
+  if (name === "cpu" && mode !== null) {
+    warning += " Memory-mapped leaves are read as they are used, so a map may still work.";
+  }
+  return { text, warning };
+}
+
+function labelled(text: string, control: HTMLElement): HTMLLabelElement {
+  const label = el("label", "tdview-field");
+  label.append(el("span", "tdview-field-label", text), control);
+  return label;
+}
+
+export class LoadPanel {
+  readonly element: HTMLElement;
+  /** Called when the pickle unlock changes (the details' lock box follows it). */
+  onPickleChange: ((allowed: boolean) => void) | null = null;
+  readonly #data: DataSource;
+  readonly #source: string;
+  readonly #defaults: Options;
+  readonly #toggle: HTMLButtonElement;
+  readonly #body: HTMLElement;
+  readonly #device: HTMLSelectElement;
+  readonly #mode: HTMLSelectElement;
+  readonly #variable: HTMLInputElement;
+  readonly #variableProblem: HTMLElement;
+  readonly #unlockField: HTMLLabelElement;
+  readonly #unlock: HTMLInputElement;
+  readonly #memory: HTMLElement;
+  readonly #code: HTMLElement;
+  readonly #copy: CopyButton;
+  readonly #loadButton: HTMLButtonElement;
+  readonly #cancelButton: HTMLButtonElement;
+  readonly #status: HTMLElement;
+  #node: NodeDetails | null = null;
+  #devices: DeviceInfo[] = [];
+  #devicesAbort: AbortController | null = null;
+  #running: { abort: AbortController; label: string } | null = null;
+  /** The code the kernel returned for the last load, until the form changes. */
+  #resultCode: string | null = null;
+
+  constructor(data: DataSource, options: LoadPanelOptions) {
+    this.#data = data;
+    this.#source = options.source;
+    this.#defaults = options.options;
+    this.element = el("section", "tdview-section tdview-load");
+    this.element.setAttribute("aria-label", "Load");
+    const bodyId = `tdview-load-${Math.random().toString(36).slice(2)}`;
+    this.#toggle = button("Load into the kernel", "tdview-disclosure", () =>
+      this.setOpen(!this.isOpen),
+    );
+    this.#toggle.setAttribute("aria-controls", bodyId);
+    const head = el("h3", "tdview-section-head tdview-section-title");
+    head.append(this.#toggle);
+    this.#body = el("div", "tdview-load-body");
+    this.#body.id = bodyId;
+
+    this.#device = el("select", "tdview-select tdview-device");
+    this.#device.append(option(this.#defaults.device, this.#defaults.device));
+    this.#mode = el("select", "tdview-select tdview-mode");
+    for (const m of MODES) this.#mode.append(option(m.label, m.value));
+    this.#mode.title =
+      "r: copy-on-write maps, files never change; r+: writes reach the files; " +
+      "default (None): archives as r, writable directory files as r+";
+    this.#mode.value = MODES.find((m) => m.mode === this.#defaults.mode)?.value ?? "r";
+    this.#variable = el("input", "tdview-input tdview-variable");
+    this.#variable.type = "text";
+    this.#variable.spellcheck = false;
+    this.#variable.autocomplete = "off";
+    this.#variable.placeholder = "optional";
+    this.#variable.title =
+      "The kernel variable to bind the result to (empty: only the view's .value keeps it)";
+    this.#variableProblem = el("span", "tdview-field-problem");
+    this.#variableProblem.setAttribute("aria-live", "polite");
+    this.#unlock = el("input", "tdview-unlock");
+    this.#unlock.type = "checkbox";
+    this.#unlockField = el("label", "tdview-field tdview-unlock-field");
+    this.#unlockField.append(this.#unlock, el("span", "", "Unlock pickles for this load"));
+    this.#unlockField.title =
+      "Unpickling can run arbitrary code: only unlock a checkpoint you trust (allow_pickle=True)";
+    this.#memory = el("div", "tdview-memory");
+    this.#memory.setAttribute("aria-live", "polite");
+    this.#code = el("code", "tdview-code");
+    this.#copy = new CopyButton("Copy code", () => this.code, { title: "Copy the Python line" });
+    this.#loadButton = button("Load", "tdview-primary tdview-load-button", () => void this.load());
+    this.#cancelButton = button("Cancel", "tdview-cancel-button", () => this.cancel());
+    this.#cancelButton.hidden = true;
+    this.#status = el("div", "tdview-load-status");
+    this.#status.setAttribute("aria-live", "polite");
+
+    const variableField = labelled("Variable", this.#variable);
+    variableField.append(this.#variableProblem);
+    const fields = el("div", "tdview-load-fields");
+    fields.append(labelled("Device", this.#device), labelled("Mode", this.#mode), variableField);
+    const codeRow = el("div", "tdview-code-row");
+    codeRow.append(this.#code, this.#copy.element);
+    const actions = el("div", "tdview-actions");
+    actions.append(this.#loadButton, this.#cancelButton);
+    this.#body.append(fields, this.#unlockField, this.#memory, codeRow, actions, this.#status);
+    this.element.append(head, this.#body);
+
+    for (const control of [this.#device, this.#mode, this.#unlock]) {
+      control.addEventListener("change", this.#formChanged);
+    }
+    this.#unlock.addEventListener("change", () => this.onPickleChange?.(this.allowPickle));
+    this.#variable.addEventListener("input", this.#formChanged);
+    this.#variable.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        void this.load();
+      }
+    });
+    this.setOpen(options.open ?? false);
+    this.setNode(null);
+  }
+
+  get isOpen(): boolean {
+    return this.#toggle.getAttribute("aria-expanded") === "true";
+  }
+
+  get allowPickle(): boolean {
+    return this.#unlock.checked;
+  }
+
+  get isRunning(): boolean {
+    return this.#running !== null;
+  }
+
+  /** The code line on show: the kernel's after a load, else built from the form. */
+  get code(): string {
+    return this.#resultCode ?? loadCode(this.#args());
+  }
+
+  /** Opens or closes the form; opening asks the kernel for its devices. */
+  setOpen(open: boolean): void {
+    this.#toggle.setAttribute("aria-expanded", String(open));
+    this.#body.hidden = !open;
+    if (open) void this.refreshDevices();
+  }
+
+  /** Points the form at a node (null: nothing selected, or its details failed). */
+  setNode(node: NodeDetails | null): void {
+    const same = node !== null && JSON.stringify(node.path) === JSON.stringify(this.#node?.path);
+    this.#node = node;
+    if (!same) {
+      this.#variable.value = node ? suggestVariable(node.path) : "";
+      this.#unlock.checked = this.#defaults.allow_pickle;
+      this.onPickleChange?.(this.allowPickle);
+      this.#resultCode = null;
+      if (!this.#running) this.#status.replaceChildren();
+    }
+    this.#update();
+  }
+
+  /** Ticks "Unlock pickles for this load" and opens the form (the lock box's button). */
+  unlockPickles(): void {
+    this.#unlock.checked = true;
+    this.setOpen(true);
+    this.#formChanged();
+    this.onPickleChange?.(true);
+  }
+
+  /** Unticks "Unlock pickles for this load". */
+  lockPickles(): void {
+    this.#unlock.checked = false;
+    this.#formChanged();
+    this.onPickleChange?.(false);
+  }
+
+  async refreshDevices(): Promise<void> {
+    this.#devicesAbort?.abort();
+    const abort = new AbortController();
+    this.#devicesAbort = abort;
+    try {
+      const { devices } = await this.#data.devices({ signal: abort.signal });
+      if (abort.signal.aborted) return;
+      this.#devices = devices;
+      const current = this.#device.value;
+      this.#device.replaceChildren(
+        ...devices.map((d) => {
+          const free = d.free_bytes === null ? "" : ` · ${humanBytes(d.free_bytes)} free`;
+          return option(`${d.name}${free}`, d.name);
+        }),
+      );
+      if (!devices.some((d) => d.name === current)) {
+        this.#device.append(option(current, current));
+      }
+      this.#device.value = current;
+      this.#update();
+    } catch (error) {
+      if (!isCancelled(error)) this.#memory.textContent = `Devices: ${errorText(error)}`;
+    } finally {
+      if (this.#devicesAbort === abort) this.#devicesAbort = null;
+    }
+  }
+
+  /** Sends `load` for the current node; resolves once it has ended, however. */
+  async load(): Promise<LoadResult | null> {
+    const node = this.#node;
+    if (!node || this.#running || this.#variableError() !== null) return null;
+    const args = this.#args();
+    const params: LoadParams = {
+      path: node.path,
+      device: args.device,
+      mode: args.mode,
+      allow_pickle: args.allowPickle,
+      variable: args.variable,
+    };
+    const label = node.path.join("/") || "the whole checkpoint";
+    const abort = new AbortController();
+    this.#running = { abort, label };
+    const progress = el("progress", "tdview-progress");
+    const progressText = el("span", "tdview-progress-label", `Loading ${label}…`);
+    const row = el("div", "tdview-progress-row");
+    row.append(progress, progressText);
+    this.#status.replaceChildren(row);
+    this.#update();
+    const onProgress = (p: ProgressInfo) => {
+      progress.max = Math.max(p.total, 1);
+      progress.value = p.done;
+      const what = p.total > 0 ? ` ${formatCount(p.done)} / ${formatCount(p.total)} leaves` : "";
+      progressText.textContent = `Loading ${label}…${what}${p.label ? ` · ${p.label}` : ""}`;
+    };
+    try {
+      const result = await this.#data.load(params, onProgress, { signal: abort.signal });
+      this.#showResult(result);
+      if (this.isOpen) void this.refreshDevices();
+      return result;
+    } catch (error) {
+      this.#showError(error, label);
+      return null;
+    } finally {
+      this.#running = null;
+      this.#update();
+    }
+  }
+
+  /** Cancels the running load (the kernel binds nothing). */
+  cancel(): void {
+    this.#running?.abort.abort();
+  }
+
+  dispose(): void {
+    this.#devicesAbort?.abort();
+    this.#running?.abort.abort();
+    this.#copy.dispose();
+  }
+
+  #args() {
+    const variable = this.#variable.value.trim();
+    return {
+      source: this.#source,
+      path: this.#node?.path ?? [],
+      device: this.#device.value || this.#defaults.device,
+      mode: MODES.find((m) => m.value === this.#mode.value)?.mode ?? null,
+      allowPickle: this.#unlock.checked,
+      variable: variable === "" ? null : variable,
+    };
+  }
+
+  #variableError(): string | null {
+    const name = this.#variable.value.trim();
+    return name === "" ? null : identifierProblem(name);
+  }
+
+  readonly #formChanged = (): void => {
+    this.#resultCode = null;
+    this.#update();
+  };
+
+  #update(): void {
+    const node = this.#node;
+    const problem = this.#variableError();
+    this.#variable.setAttribute("aria-invalid", String(problem !== null));
+    this.#variableProblem.textContent = problem ?? "";
+    // Pickles can only be met in a pickled node or under one with children.
+    const mayPickle = node !== null && (node.pickled || node.has_children || node.pickle !== null);
+    this.#unlockField.hidden = !mayPickle && !this.#unlock.checked;
+    this.#unlockField.classList.toggle("tdview-unlocked", this.#unlock.checked);
+    const bytes = node ? (node.rollup?.bytes ?? node.bytes) : null;
+    const device = this.#devices.find((d) => d.name === this.#device.value) ?? {
+      name: this.#device.value,
+      free_bytes: null,
+      total_bytes: null,
+    };
+    const fit = memoryFit(bytes, device, this.#args().mode);
+    this.#memory.replaceChildren(el("span", "", fit.text));
+    if (fit.warning) this.#memory.append(alertBox(`⚠ ${fit.warning}`, "tdview-warning"));
+    this.#code.textContent = node ? this.code : "";
+    this.#copy.disabled = node === null;
+    const running = this.#running !== null;
+    this.#loadButton.disabled = node === null || running || problem !== null;
+    this.#loadButton.title = running ? `Loading ${this.#running?.label}…` : "";
+    this.#cancelButton.hidden = !running;
+  }
+
+  #showResult(result: LoadResult): void {
+    this.#resultCode = result.code;
+    const where = result.path.join("/") || "the whole checkpoint";
+    const head = el("p", "tdview-load-done");
+    head.append(`Loaded ${where} `);
+    if (result.variable) {
+      head.append("into ", el("code", "tdview-variable-name", result.variable));
+    } else {
+      head.append("(kept as the view's ", el("code", "", ".value"), ")");
+    }
+    const summary = el("pre", "tdview-load-summary", result.summary);
+    this.#status.replaceChildren(head, summary);
+  }
+
+  #showError(error: unknown, label: string): void {
+    if (isCancelled(error)) {
+      this.#status.replaceChildren(
+        el(
+          "p",
+          "tdview-note tdview-load-cancelled",
+          `Load of ${label} cancelled; nothing was bound.`,
+        ),
+      );
+      return;
+    }
+    const box = alertBox(errorText(error));
+    if (error instanceof ProtocolError && /pickle/i.test(error.type + error.message)) {
+      box.append(el("div", "tdview-hint", PICKLE_HINT));
+    }
+    this.#status.replaceChildren(box);
+  }
+}

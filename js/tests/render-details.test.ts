@@ -1,0 +1,152 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { MemoryDataSource } from "../src/memory-data-source";
+import type { StorageInfo } from "../src/protocol";
+import { costText, DetailsPanel, shortLocation } from "../src/render-details";
+import { tick } from "./trees";
+
+const storage = (cost: StorageInfo["cost"], stored_bytes = 2048): StorageInfo => ({
+  location: "/data/run/ckpt.tdz::replay/obs.memmap",
+  offset: 4096,
+  stored_bytes,
+  compression: cost === "decompress" ? "deflate" : "stored",
+  crc32: null,
+  cost,
+});
+
+function tree() {
+  return {
+    key: "",
+    children: [
+      {
+        key: "replay",
+        rollup: { bytes: 8000, numel: 2000, leaves: 1, by_dtype: { float32: 8000 } },
+        children: [{ key: "obs", shape: [1000, 2], storage: storage("map", 8000) }],
+      },
+      {
+        key: "tags",
+        kind: "non_tensor" as const,
+        class_name: "NonTensorData",
+        pickled: true,
+        pickle: { bytes: 56, globals: [["collections", "OrderedDict"]] as [string, string][] },
+        problems: ["pickled value: loading it needs allow_pickle=True"],
+      },
+      { key: "a/b", shape: [2] },
+    ],
+  };
+}
+
+function setup() {
+  const source = new MemoryDataSource(tree(), { source: "ckpt.tdz" });
+  const panel = new DetailsPanel(source, {
+    source: "ckpt.tdz",
+    options: { device: "cpu", mode: "r", allow_pickle: false, robust_key: true },
+  });
+  document.body.append(panel.element);
+  return { source, panel, el: panel.element };
+}
+
+afterEach(() => {
+  document.body.replaceChildren();
+  vi.restoreAllMocks();
+});
+
+describe("storage facts", () => {
+  it("say what a load costs and how much it reads", () => {
+    expect(costText(storage("map"), 2048)).toBe("zero-copy map; reads 2.05 KB as used");
+    expect(costText(storage("copy"), 2048)).toBe("copy; reads 2.05 KB");
+    expect(costText(storage("decompress", 300), 2048)).toBe(
+      "decompression; reads 300 B into 2.05 KB",
+    );
+    expect(costText(storage("none", 0), null)).toBe("none; nothing to read");
+  });
+
+  it("name an archive entry by the archive's file name", () => {
+    expect(shortLocation("/data/run/ckpt.tdz::replay/obs.memmap")).toBe(
+      "ckpt.tdz::replay/obs.memmap",
+    );
+    expect(shortLocation("C:\\runs\\ckpt.tdz::a.memmap")).toBe("ckpt.tdz::a.memmap");
+    expect(shortLocation("/data/run/ckpt/replay/obs.memmap")).toBe(
+      "/data/run/ckpt/replay/obs.memmap",
+    );
+  });
+});
+
+describe("DetailsPanel", () => {
+  it("copies the key as a tuple and as a subpath", async () => {
+    const writeText = vi.fn(() => Promise.resolve());
+    Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
+    const { panel, el } = setup();
+    await panel.show(["replay", "obs"]);
+    const key = el.querySelector<HTMLButtonElement>(".tdview-copy-key button");
+    const sub = el.querySelector<HTMLButtonElement>(".tdview-copy-subpath button");
+    expect(key?.title).toBe('Copy the nested key ("replay", "obs")');
+    key?.click();
+    sub?.click();
+    await tick();
+    expect(writeText.mock.calls).toEqual([['("replay", "obs")'], ['"replay/obs"']]);
+    expect(el.querySelector("dl")?.textContent).toContain("zero-copy map; reads 8.00 KB as used");
+    expect(el.querySelector("dl")?.textContent).toContain("ckpt.tdz::replay/obs.memmap @ 4096");
+  });
+
+  it("has no subpath to copy when a key holds a slash", async () => {
+    const { panel, el } = setup();
+    await panel.show(["a/b"]);
+    expect(el.querySelector(".tdview-copy-key")).not.toBeNull();
+    expect(el.querySelector(".tdview-copy-subpath")).toBeNull();
+  });
+
+  it("shows a node's size once, with its tensor count", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay"]);
+    const text = el.querySelector("dl")?.textContent ?? "";
+    expect(text).toContain("8.00 KB (8,000 B) in 1 tensor");
+    expect(text).not.toContain("Subtree");
+  });
+
+  it("locks a pickled value, lists its imports, and unlocks it for the load only", async () => {
+    const { panel, el, source } = setup();
+    await panel.show(["tags"]);
+    const lock = () => el.querySelector<HTMLElement>(".tdview-lock");
+    expect(lock()?.dataset.locked).toBe("true");
+    expect(lock()?.querySelector(".tdview-lock-badge")?.textContent).toBe("Locked");
+    expect(lock()?.textContent).toContain("56 B of pickle");
+    expect(
+      [...(lock()?.querySelectorAll(".tdview-globals li") ?? [])].map((li) => li.textContent),
+    ).toEqual(["collections.OrderedDict"]);
+    expect(panel.loader.isOpen).toBe(false);
+    lock()?.querySelector<HTMLButtonElement>(".tdview-unlock-button")?.click();
+    expect(lock()?.dataset.locked).toBe("false");
+    expect(panel.loader.isOpen).toBe(true);
+    expect(panel.loader.allowPickle).toBe(true);
+    expect(panel.loader.code).toMatch(/allow_pickle=True\)$/);
+    // The load form's checkbox drives the same state.
+    const box = el.querySelector<HTMLInputElement>(".tdview-unlock");
+    if (!box) throw new Error("no checkbox");
+    box.checked = false;
+    box.dispatchEvent(new Event("change"));
+    expect(lock()?.dataset.locked).toBe("true");
+    lock()?.querySelector<HTMLButtonElement>(".tdview-unlock-button")?.click();
+    await panel.loader.load();
+    expect(source.calls("load")[0]?.params.allow_pickle).toBe(true);
+    // Another node: locked again.
+    await panel.show(["replay"]);
+    await panel.show(["tags"]);
+    expect(lock()?.dataset.locked).toBe("true");
+  });
+
+  it("shows the preview only for a tensor, and the load form for any node", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay"]);
+    expect(panel.preview.element.hidden).toBe(true);
+    expect(panel.loader.element.hidden).toBe(false);
+    await panel.show(["replay", "obs"]);
+    expect(panel.preview.element.hidden).toBe(false);
+    await panel.show(["gone"]);
+    expect(el.querySelector(".tdview-details-info [role=alert]")?.textContent).toMatch(/^KeyError/);
+    expect(panel.preview.element.hidden).toBe(true);
+    expect(panel.loader.element.hidden).toBe(true);
+    await panel.show(null);
+    expect(panel.details).toBeNull();
+  });
+});

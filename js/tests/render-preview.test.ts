@@ -1,0 +1,255 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it } from "vitest";
+import { type PreviewData, resolvePreview } from "../src/data-source";
+import { MemoryDataSource } from "../src/memory-data-source";
+import type { NodeDetails } from "../src/protocol";
+import { parseResult } from "../src/protocol";
+import {
+  columnLabel,
+  dtypeNote,
+  formatValue,
+  histogram,
+  PreviewSection,
+  previewTable,
+  renderPreview,
+  statsTable,
+  tableCaption,
+} from "../src/render-preview";
+import { loadGolden } from "./golden";
+import { tick } from "./trees";
+
+function goldenPreview(): PreviewData {
+  const g = loadGolden("reply_preview");
+  const result = parseResult("preview", (g.message as { result: unknown }).result);
+  return resolvePreview(result, g.buffers);
+}
+
+const cells = (el: Element, selector: string) =>
+  [...el.querySelectorAll(selector)].map((c) => c.textContent);
+
+afterEach(() => {
+  document.body.replaceChildren();
+});
+
+describe("formatting", () => {
+  it("writes values by dtype", () => {
+    expect(formatValue(0.1 as number, "float32")).toBe("0.1");
+    expect(formatValue(Math.fround(0.1), "float32")).toBe("0.1");
+    expect(formatValue(1234567.891, "float64")).toBe("1.23457e+6");
+    expect(formatValue(-0.00001234, "float64")).toBe("-1.234e-5");
+    expect(formatValue(1e-9, "float32")).toBe("1e-9");
+    expect(formatValue(999999, "float32")).toBe("999999");
+    expect(formatValue(Number.NaN, "float32")).toBe("nan");
+    expect(formatValue(-Infinity, "float64")).toBe("-inf");
+    expect(formatValue(2 ** 53 + 2, "float64")).toBe("9.0072e+15");
+    expect(formatValue(9007199254740993n, "int64")).toBe("9007199254740993");
+    expect(formatValue(1, "bool")).toBe("True");
+    expect(formatValue(0, "bool")).toBe("False");
+    expect(formatValue(-7, "int32")).toBe("-7");
+    expect(formatValue(undefined, "int32")).toBe("");
+  });
+
+  it("labels flattened columns with their index in C order", () => {
+    expect(columnLabel(5, [8])).toBe("5");
+    expect(columnLabel(3, [2, 3])).toBe("1,0");
+    expect(columnLabel(7, [3, 84, 84])).toBe("0,0,7");
+    expect(columnLabel(84, [3, 84, 84])).toBe("0,1,0");
+  });
+});
+
+describe("the preview of the golden bfloat16 leaf", () => {
+  const data = goldenPreview();
+
+  it("says that the values are shown as float32", () => {
+    expect(dtypeNote(data)).toBe("shown as float32 (stored as bfloat16)");
+    expect(dtypeNote({ ...data, dtype: "complex64" })).toBe(
+      "shown as |z| in float32 (stored as complex64)",
+    );
+    expect(dtypeNote({ ...data, dtype: "float32" })).toBe("");
+  });
+
+  it("draws the slice as a table of rows and columns", () => {
+    const table = previewTable(data);
+    expect(cells(table, "thead th")).toEqual(["row", "0", "1", "2", "3", "4", "5"]);
+    expect(table.querySelectorAll("tbody tr")).toHaveLength(4);
+    expect(cells(table, "tbody tr:first-child td")).toEqual([
+      "0.5",
+      "-0.25",
+      "0.125",
+      "0.992188",
+      "-1",
+      "0",
+    ]);
+    expect(tableCaption(data)).toBe("first 4 of 1,000 rows");
+  });
+
+  it("lists the statistics", () => {
+    const stats = statsTable(
+      data.stats ?? { min: null, max: null, mean: null, std: null, nan: 0, inf: 0, count: 0 },
+    );
+    expect(cells(stats, ".tdview-stat-label")).toEqual([
+      "min",
+      "max",
+      "mean",
+      "std",
+      "NaN",
+      "Inf",
+      "count",
+    ]);
+    expect(cells(stats, ".tdview-stat-value")).toEqual([
+      "-1",
+      "1",
+      "0.0123",
+      "0.5771",
+      "0",
+      "0",
+      "6,000",
+    ]);
+    const none = statsTable({
+      min: null,
+      max: null,
+      mean: null,
+      std: null,
+      nan: 3,
+      inf: 0,
+      count: 3,
+    });
+    expect(cells(none, ".tdview-stat-value").slice(0, 5)).toEqual(["—", "—", "—", "—", "3"]);
+    expect(none.querySelector(".tdview-warn")?.textContent).toBe("3");
+  });
+
+  it("draws one SVG bar per bin, as tall as its count", () => {
+    const h = data.histogram;
+    if (!h) throw new Error("no histogram");
+    const figure = histogram(h.edges, h.counts);
+    const bars = [...figure.querySelectorAll("rect.tdview-histogram-bar")];
+    expect(bars).toHaveLength(10);
+    const counts = [...h.counts.data].map(Number);
+    const max = Math.max(...counts);
+    const tallest = bars[counts.indexOf(max)];
+    expect(Number(tallest?.getAttribute("height"))).toBe(100);
+    expect(tallest?.querySelector("title")?.textContent).toMatch(/^\[.*\): 629$/);
+    expect(cells(figure, ".tdview-histogram-axis span")).toEqual([
+      "-1",
+      "10 bins · tallest 629",
+      "1",
+    ]);
+    expect(figure.querySelector("svg")?.getAttribute("aria-label")).toBe(
+      "Histogram: 10 bins from -1 to 1",
+    );
+  });
+
+  it("keeps a tiny bin visible and an empty one flat", () => {
+    const edges = { dtype: "float64", shape: [4], data: Float64Array.from([0, 1, 2, 3]) };
+    const counts = { dtype: "int64", shape: [3], data: BigInt64Array.from([0n, 1n, 100000n]) };
+    const heights = [...histogram(edges, counts).querySelectorAll("rect.tdview-histogram-bar")].map(
+      (b) => Number(b.getAttribute("height")),
+    );
+    expect(heights).toEqual([0, 1.5, 100]);
+  });
+
+  it("puts it all together", () => {
+    const box = renderPreview(data);
+    expect(box.querySelector(".tdview-display-dtype")).not.toBeNull();
+    expect(box.querySelector(".tdview-stats")).not.toBeNull();
+    expect(box.querySelector(".tdview-histogram")).not.toBeNull();
+    expect(box.querySelector(".tdview-preview-table")).not.toBeNull();
+  });
+
+  it("shows a 0-d leaf as its one value, and a 1-d leaf as one column", () => {
+    const scalar = previewTable({
+      ...data,
+      shape: [],
+      display_dtype: "int64",
+      slice: { dtype: "int64", shape: [], data: BigInt64Array.from([42n]) },
+    });
+    expect(cells(scalar, "tbody td")).toEqual(["42"]);
+    const column = previewTable({
+      ...data,
+      shape: [3],
+      display_dtype: "bool",
+      slice: { dtype: "bool", shape: [3], data: Uint8Array.from([1, 0, 1]) },
+    });
+    expect(cells(column, "thead th")).toEqual(["row", "value"]);
+    expect(cells(column, "tbody td")).toEqual(["True", "False", "True"]);
+  });
+
+  it("says how many columns of a wide leaf are shown", () => {
+    const wide = {
+      ...data,
+      shape: [1000, 3, 84, 84],
+      slice: { dtype: "float32", shape: [2, 50], data: new Float32Array(100) },
+    };
+    expect(tableCaption(wide)).toBe("first 2 of 1,000 rows · first 50 of 21,168 columns");
+    expect(cells(previewTable(wide), "thead th")[2]).toBe("0,0,1");
+  });
+});
+
+describe("PreviewSection", () => {
+  const tree = {
+    key: "",
+    children: [
+      { key: "x", shape: [3, 2], dtype: "bfloat16", data: [1, 2, 3, Number.NaN, 5, 6] },
+      { key: "bad", shape: [2], fail: "PreviewUnsupportedError" },
+      { key: "td", children: [] },
+    ],
+  };
+
+  async function setup() {
+    const source = new MemoryDataSource(tree);
+    const section = new PreviewSection(source, { rows: 2 });
+    document.body.append(section.element);
+    const details = async (key: string) => source.node([key]);
+    return { source, section, details };
+  }
+
+  it("reads nothing until the button is pressed", async () => {
+    const { source, section, details } = await setup();
+    section.setNode(await details("x"));
+    expect(section.element.hidden).toBe(false);
+    expect(source.calls("preview")).toHaveLength(0);
+    section.element.querySelector<HTMLButtonElement>(".tdview-preview-button")?.click();
+    expect(section.element.querySelector(".tdview-busy")?.textContent).toBe("Reading…");
+    await tick();
+    expect(source.calls("preview")).toEqual([
+      { method: "preview", params: { path: ["x"], rows: 2 } },
+    ]);
+    expect(section.element.querySelector(".tdview-display-dtype")?.textContent).toBe(
+      "shown as float32 (stored as bfloat16)",
+    );
+    expect(section.element.querySelectorAll("tbody tr")).toHaveLength(2);
+  });
+
+  it("is hidden for a node that is not a tensor", async () => {
+    const { section, details } = await setup();
+    section.setNode(await details("td"));
+    expect(section.element.hidden).toBe(true);
+    section.setNode(null);
+    expect(section.element.hidden).toBe(true);
+  });
+
+  it("shows an error readably, and stays usable", async () => {
+    const { section, details } = await setup();
+    // Details that name the failing leaf: its preview request fails.
+    section.setNode({ ...(await details("x")), path: ["bad"] });
+    await section.run();
+    expect(section.element.querySelector('[role="alert"]')?.textContent).toBe(
+      "PreviewUnsupportedError: bad: PreviewUnsupportedError",
+    );
+    const button = section.element.querySelector<HTMLButtonElement>(".tdview-preview-button");
+    expect(button?.disabled).toBe(false);
+  });
+
+  it("drops a preview in flight when the selection moves on", async () => {
+    const source = new MemoryDataSource(tree, { latencyMs: 20 });
+    const section = new PreviewSection(source);
+    const x = (await source.node(["x"])) as NodeDetails;
+    section.setNode(x);
+    const running = section.run();
+    section.suspend();
+    await running;
+    expect(section.element.querySelector(".tdview-preview-result")).toBeNull();
+    expect(section.element.querySelector('[role="alert"]')).toBeNull();
+    section.dispose();
+  });
+});
