@@ -65,6 +65,43 @@ function labelled(text: string, control: HTMLElement): HTMLLabelElement {
   return label;
 }
 
+function liveRegion<K extends "div" | "span">(tag: K, className: string): HTMLElementTagNameMap[K] {
+  const region = el(tag, className);
+  region.setAttribute("aria-live", "polite");
+  return region;
+}
+
+function modeSelect(mode: Mode): HTMLSelectElement {
+  const select = el("select", "tdview-select tdview-mode");
+  for (const m of MODES) select.append(option(m.label, m.value));
+  select.title =
+    "r: copy-on-write maps, files never change; r+: writes reach the files; " +
+    "default (None): archives as r, writable directory files as r+";
+  select.value = MODES.find((m) => m.mode === mode)?.value ?? "r";
+  return select;
+}
+
+function variableInput(): HTMLInputElement {
+  const input = el("input", "tdview-input tdview-variable");
+  input.type = "text";
+  input.spellcheck = false;
+  input.autocomplete = "off";
+  input.placeholder = "optional";
+  input.title =
+    "The kernel variable to bind the result to (empty: only the view's .value keeps it)";
+  return input;
+}
+
+function unlockCheckbox(): [HTMLLabelElement, HTMLInputElement] {
+  const box = el("input", "tdview-unlock");
+  box.type = "checkbox";
+  const field = el("label", "tdview-field tdview-unlock-field");
+  field.append(box, el("span", "", "Unlock pickles for this load"));
+  field.title =
+    "Unpickling can run arbitrary code: only unlock a checkpoint you trust (allow_pickle=True)";
+  return [field, box];
+}
+
 export class LoadPanel {
   readonly element: HTMLElement;
   /** Called when the pickle unlock changes (the details' lock box follows it). */
@@ -99,49 +136,35 @@ export class LoadPanel {
     this.#defaults = options.options;
     this.element = el("section", "tdview-section tdview-load");
     this.element.setAttribute("aria-label", "Load");
-    const bodyId = `tdview-load-${Math.random().toString(36).slice(2)}`;
     this.#toggle = button("Load into the kernel", "tdview-disclosure", () =>
       this.setOpen(!this.isOpen),
     );
-    this.#toggle.setAttribute("aria-controls", bodyId);
-    const head = el("h3", "tdview-section-head tdview-section-title");
-    head.append(this.#toggle);
     this.#body = el("div", "tdview-load-body");
-    this.#body.id = bodyId;
-
     this.#device = el("select", "tdview-select tdview-device");
     this.#device.append(option(this.#defaults.device, this.#defaults.device));
-    this.#mode = el("select", "tdview-select tdview-mode");
-    for (const m of MODES) this.#mode.append(option(m.label, m.value));
-    this.#mode.title =
-      "r: copy-on-write maps, files never change; r+: writes reach the files; " +
-      "default (None): archives as r, writable directory files as r+";
-    this.#mode.value = MODES.find((m) => m.mode === this.#defaults.mode)?.value ?? "r";
-    this.#variable = el("input", "tdview-input tdview-variable");
-    this.#variable.type = "text";
-    this.#variable.spellcheck = false;
-    this.#variable.autocomplete = "off";
-    this.#variable.placeholder = "optional";
-    this.#variable.title =
-      "The kernel variable to bind the result to (empty: only the view's .value keeps it)";
-    this.#variableProblem = el("span", "tdview-field-problem");
-    this.#variableProblem.setAttribute("aria-live", "polite");
-    this.#unlock = el("input", "tdview-unlock");
-    this.#unlock.type = "checkbox";
-    this.#unlockField = el("label", "tdview-field tdview-unlock-field");
-    this.#unlockField.append(this.#unlock, el("span", "", "Unlock pickles for this load"));
-    this.#unlockField.title =
-      "Unpickling can run arbitrary code: only unlock a checkpoint you trust (allow_pickle=True)";
-    this.#memory = el("div", "tdview-memory");
-    this.#memory.setAttribute("aria-live", "polite");
+    this.#mode = modeSelect(this.#defaults.mode);
+    this.#variable = variableInput();
+    this.#variableProblem = liveRegion("span", "tdview-field-problem");
+    [this.#unlockField, this.#unlock] = unlockCheckbox();
+    this.#memory = liveRegion("div", "tdview-memory");
     this.#code = el("code", "tdview-code");
     this.#copy = new CopyButton("Copy code", () => this.code, { title: "Copy the Python line" });
     this.#loadButton = button("Load", "tdview-primary tdview-load-button", () => void this.load());
     this.#cancelButton = button("Cancel", "tdview-cancel-button", () => this.cancel());
     this.#cancelButton.hidden = true;
-    this.#status = el("div", "tdview-load-status");
-    this.#status.setAttribute("aria-live", "polite");
+    this.#status = liveRegion("div", "tdview-load-status");
+    this.#layout();
+    this.#listen();
+    this.setOpen(options.open ?? false);
+    this.setNode(null);
+  }
 
+  #layout(): void {
+    const bodyId = `tdview-load-${Math.random().toString(36).slice(2)}`;
+    this.#body.id = bodyId;
+    this.#toggle.setAttribute("aria-controls", bodyId);
+    const head = el("h3", "tdview-section-head tdview-section-title");
+    head.append(this.#toggle);
     const variableField = labelled("Variable", this.#variable);
     variableField.append(this.#variableProblem);
     const fields = el("div", "tdview-load-fields");
@@ -152,7 +175,9 @@ export class LoadPanel {
     actions.append(this.#loadButton, this.#cancelButton);
     this.#body.append(fields, this.#unlockField, this.#memory, codeRow, actions, this.#status);
     this.element.append(head, this.#body);
+  }
 
+  #listen(): void {
     for (const control of [this.#device, this.#mode, this.#unlock]) {
       control.addEventListener("change", this.#formChanged);
     }
@@ -164,8 +189,6 @@ export class LoadPanel {
         void this.load();
       }
     });
-    this.setOpen(options.open ?? false);
-    this.setNode(null);
   }
 
   get isOpen(): boolean {

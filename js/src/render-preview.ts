@@ -4,8 +4,7 @@
  * Nothing is read before the button is pressed; a new selection aborts the request.
  */
 
-import type { DecodedTensor, PreviewData } from "./data-source";
-import { type DataSource, isCancelled } from "./data-source";
+import { type DataSource, type DecodedTensor, isCancelled, type PreviewData } from "./data-source";
 import { alertBox, button, el, errorText, svg } from "./dom";
 import { formatCount } from "./format";
 import type { NodeDetails, Path, PreviewStats } from "./protocol";

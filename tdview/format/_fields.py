@@ -32,6 +32,8 @@ MAX_DIM = 2**63 - 1
 MAX_NBYTES = 2**62
 
 _DEVICE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?::[0-9]{1,9})?")
+# Device strings already found valid (a checkpoint names the same one on every node).
+_GOOD_DEVICES: set[str] = {"cpu"}
 
 
 def short_repr(value: object, limit: int = 120) -> str:
@@ -75,6 +77,8 @@ def check_device(value: object, where: str, context: str, *, allow_null: bool) -
     The string ``"None"`` means no device and gives ``None``; so does JSON ``null``
     when ``allow_null``.
     """
+    if type(value) is str and value in _GOOD_DEVICES:
+        return value
     if value is None and allow_null:
         return None
     if not isinstance(value, str):
@@ -83,6 +87,8 @@ def check_device(value: object, where: str, context: str, *, allow_null: bool) -
         return None
     if len(value) > 64 or not _DEVICE.fullmatch(value):
         raise fail(where, context, "not a device string such as 'cpu' or 'cuda:0'", value)
+    if len(_GOOD_DEVICES) < 64:
+        _GOOD_DEVICES.add(value)
     return value
 
 

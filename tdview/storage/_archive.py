@@ -29,6 +29,9 @@ __all__ = ["ArchiveStore"]
 
 META = "meta.json"
 _BY_OFFSET = operator.attrgetter("header_offset")
+_NAME = operator.itemgetter(0)  # CentralEntry.name
+_HEAD = operator.itemgetter(0)
+_RPARTITION = operator.methodcaller("rpartition", "/")
 
 
 class ArchiveStore(Store):
@@ -84,8 +87,12 @@ class ArchiveStore(Store):
             raise not_a_checkpoint(self.root, "no zip end-of-central-directory record found")
         self.comment = cd.comment
         entries = cd.entries
-        files = {e.name: e for e in entries if e.name[-1:] != "/"}
-        explicit = [e.name[:-1] for e in entries if e.name[-1:] == "/"]
+        names = list(map(_NAME, entries))
+        if "/\n" in "\n".join(names) + "\n":  # explicit directory entries ("sub/")
+            files = {e.name: e for e in entries if e.name[-1:] != "/"}
+            explicit = [e.name[:-1] for e in entries if e.name[-1:] == "/"]
+        else:
+            files, explicit = dict(zip(names, entries, strict=True)), []
         if META not in files:
             raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
         self._check_names(entries, [*files, *explicit], len(files) + len(set(explicit)))
@@ -98,7 +105,12 @@ class ArchiveStore(Store):
             )
         self._files = files
         self._dirs = dirs
-        self._starts = self._check_layout(entries, cd.start)
+        layout = cd.layout
+        if layout is not None and all(map(operator.le, layout.ends,
+                                          [*layout.starts[1:], cd.start])):
+            self._starts = [*layout.starts, cd.start]  # checked with whole lists
+        else:
+            self._starts = self._check_layout(entries, cd.start)
 
     def _check_names(self, entries: list[CentralEntry], names: list[str], unique: int) -> None:
         """Refuse unsafe names (one batch test, then one by one) and duplicates."""
@@ -122,8 +134,9 @@ class ArchiveStore(Store):
     def _directories(files: dict[str, CentralEntry], explicit: list[str]) -> set[str]:
         """All directories: the root, explicit directory entries and implicit parents."""
         dirs = {"", *explicit}
-        for name in (*files, *explicit):
-            parent = name.rpartition("/")[0]
+        # the parent of every name, deduplicated without a Python-level loop
+        parents = set(map(_HEAD, map(_RPARTITION, (*files, *explicit))))
+        for parent in parents:
             while parent not in dirs:
                 dirs.add(parent)
                 parent = parent.rpartition("/")[0]
