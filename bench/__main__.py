@@ -25,7 +25,7 @@ RESULTS = Path(__file__).parent / "results"
 def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
     flat = root / f"flat{leaves}"
     if not flat.exists():
-        ck.flat_tree(leaves).memmap(flat)
+        ck.write_flat_tree(leaves, flat)
     replay = root / "replay"
     if not replay.exists():
         ck.replay_buffer(rows).memmap(replay)

@@ -43,6 +43,21 @@ def flat_tree(leaves: int, fanout: int = 100) -> TensorDict:
     return TensorDict(groups)
 
 
+def write_flat_tree(leaves: int, path: Path, fanout: int = 100) -> Path:
+    """Write ``flat_tree(leaves)`` to ``path`` the way ``memmap`` does, one group at a time.
+
+    ``flat_tree(leaves).memmap(path)`` keeps every leaf mapped until it returns, and
+    100,000 mappings pass Linux's default ``vm.max_map_count`` (65,530). Writing the
+    skeleton first (the root ``meta.json`` with its collection records), then each group
+    into its folder and dropping it, gives the same files with at most ``fanout`` maps.
+    """
+    tree = flat_tree(leaves, fanout)
+    TensorDict({name: TensorDict() for name in tree.keys()}).memmap(path)
+    for name, group in tree.items():
+        group.memmap(path / name, existsok=True)
+    return path
+
+
 def replay_buffer(rows: int) -> TensorDict:
     """A replay buffer with a dozen leaves; 1,000,000 rows make about 283 MB."""
     gen = torch.Generator().manual_seed(0)

@@ -215,8 +215,7 @@ def deflate_cases(root: Path, sizes: Sizes) -> list[Result]:
 def scaling_cases(root: Path, sizes: Sizes) -> list[Result]:
     results = []
     for leaves in sizes.scaling:
-        path = root / f"flat{leaves}"
-        ck.flat_tree(leaves).memmap(path)
+        path = ck.write_flat_tree(leaves, root / f"flat{leaves}")
         results.append(compare(
             "6 scaling", f"{leaves} leaves, directory (time per leaf)",
             {

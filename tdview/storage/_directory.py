@@ -25,10 +25,14 @@ _Listing = tuple[str, set[str], dict[str, os.DirEntry[str]]]
 class DirectoryStore(Store):
     """Read the files of a checkpoint directory, confined to that directory.
 
-    Every key is checked (no ``..``, no absolute key) and resolved with
-    :func:`os.path.realpath`; a key or a symlink that resolves outside the root's
-    real path raises :class:`~tdview.errors.UnsafeCheckpointError`. The store never
-    creates, writes or opens for writing; sizes come from ``os.stat``.
+    Every key is checked (no ``..``, no absolute key). Each directory is listed once
+    (``os.scandir``: names and types, no stat per file) and its real path is its
+    parent's plus its name, so probing a key costs dict lookups; a key that meets a
+    symlink is resolved with :func:`os.path.realpath`, and one that resolves outside
+    the root's real path raises :class:`~tdview.errors.UnsafeCheckpointError`. Files
+    are opened without following a symlink swapped in after the listing. Listings are
+    read once per store: files created later are not seen. The store never creates,
+    writes or opens for writing; sizes come from ``os.stat``.
 
     Parameters
     ----------
