@@ -41,12 +41,29 @@ def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
     return rows_out
 
 
+README = Path(__file__).parents[1] / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def update_readme(report: dict) -> None:
+    """Replace the table between the bench markers of README.md."""
+    text = README.read_text()
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    README.write_text(f"{head}{START}\n{render_markdown(report)}\n{END}{tail}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="small sizes, under two minutes")
     parser.add_argument("--only", help="run cases whose number is in this list, e.g. 1,4")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON report")
+    parser.add_argument("--readme", action="store_true",
+                        help="only put the table of results/latest.json into README.md")
     args = parser.parse_args()
+    if args.readme:
+        update_readme(json.loads((RESULTS / "latest.json").read_text()))
+        return
     sizes = QUICK if args.quick else FULL
     only = set(args.only.split(",")) if args.only else None
     started = time.time()
