@@ -51,11 +51,28 @@ def _build(cls: type, fields: dict[str, Any]) -> Any:
     """Make a frozen record from its complete, already checked fields.
 
     What the generated ``__init__`` does (one ``object.__setattr__`` per field), at a
-    fraction of the cost: the parsers make one record per leaf of a checkpoint.
+    fraction of the cost.
     """
-    obj = _new(cls)
+    obj: Any = _new(cls)
     obj.__dict__.update(fields)
     return obj
+
+
+def _intern(cache: dict[Any, Any], value: Any) -> Any:
+    """One shared copy of an equal value (keys, shapes and devices repeat across the
+    ``meta.json`` files of a checkpoint); the cache is bounded."""
+    found = cache.get(value)
+    if found is None:
+        if len(cache) >= _INTERN_SIZE:
+            cache.clear()
+        cache[value] = found = value
+    return found
+
+
+_INTERN_SIZE = 8192
+_KEYS: dict[str, str] = {}
+_SHAPES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_DEVICES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -95,7 +112,7 @@ class NodeBase:
         return self.class_ref.qualname
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LeafRecord:
     """A tensor leaf stored in ``<name>.memmap``.
 
@@ -135,7 +152,7 @@ class LeafRecord:
         return self.shape[0] * self.shape[1] * 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectionRecord:
     """A nested collection stored in the subdirectory ``<name>/``.
 
@@ -149,6 +166,33 @@ class CollectionRecord:
 
     key: str
     type_hint: str | None
+
+
+_SET_KEY, _SET_DTYPE, _SET_SHAPE, _SET_NESTED, _SET_DEVICE = (
+    LeafRecord.__dict__[name].__set__  # type: ignore[attr-defined]
+    for name in ("key", "dtype", "shape", "is_nested", "device"))
+_SET_CKEY, _SET_HINT = (CollectionRecord.__dict__[name].__set__  # type: ignore[attr-defined]
+                        for name in ("key", "type_hint"))
+
+
+def _leaf_record(key: str, dtype: DTypeInfo, shape: tuple[int, ...], device: str | None
+                 ) -> LeafRecord:
+    """A plain (not nested) leaf record from checked fields, built without ``__init__``
+    (one per leaf of a checkpoint); key, shape and device are shared copies."""
+    obj = _new(LeafRecord)
+    _SET_KEY(obj, _intern(_KEYS, key))
+    _SET_DTYPE(obj, dtype)
+    _SET_SHAPE(obj, _intern(_SHAPES, shape))
+    _SET_NESTED(obj, False)
+    _SET_DEVICE(obj, None if device is None else _intern(_DEVICES, device))
+    return obj
+
+
+def _collection_record(key: str, hint: str | None) -> CollectionRecord:
+    obj = _new(CollectionRecord)
+    _SET_CKEY(obj, _intern(_KEYS, key))
+    _SET_HINT(obj, hint)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -247,8 +291,7 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
         get = value.get
         hint = get("type")
         if hint is not None:
-            record: Any = _build(CollectionRecord, {
-                "key": key, "type_hint": hint if isinstance(hint, str) else None})
+            record: Any = _collection_record(key, hint if isinstance(hint, str) else None)
             collections.append(record)
             entries.append(record)
             continue
@@ -268,9 +311,7 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
                     break
             else:
                 if prod(shape) * info.itemsize < MAX_NBYTES or 0 in shape:
-                    record = _build(LeafRecord, {
-                        "key": key, "dtype": info, "shape": tuple(shape), "is_nested": False,
-                        "device": device})
+                    record = _leaf_record(key, info, tuple(shape), device)
         if record is None:
             record = parse_leaf(key, value, where)
         leaves.append(record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from .._gc import gc_paused
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
+    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
     NonTensorStackNode,
@@ -159,6 +161,18 @@ class Checkpoint:
             else:
                 node.children_cache = {child.path[-1]: child for child in children}
         return list(node.children_cache.values())
+
+    def totals_entries(self, node: Node) -> Iterable[Node | LeafRecord]:
+        """The children of ``node`` as :func:`~tdview.index.rollup` needs them: a plain
+        leaf with a file may come as its :class:`~tdview.format.LeafRecord` instead of a
+        node, so that totalling a large tree builds no leaf nodes (and keeps none)."""
+        meta = node.meta
+        if (node.children_cache is not None or type(meta) is not TensorDictNode
+                or node.dirkey is None or meta.legacy_no_collection_records):
+            return self.children(node)
+        return ch.tensordict_totals_entries(self.store, node.path, node.dirkey, meta,
+                                            self._collection, node.lookup_cache,
+                                            robust=self.robust)
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""

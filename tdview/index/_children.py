@@ -127,6 +127,55 @@ def tensordict_children(
         yield from _listed_collections(store, path, dirkey, meta, make)
 
 
+def tensordict_totals_entries(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    meta: TensorDictNode,
+    make: MakeCollection,
+    known: dict[str, Node],
+    *,
+    robust: bool,
+) -> Iterator[Node | LeafRecord]:
+    """The children of a TensorDict node as a rollup needs them, in load order: a plain
+    leaf whose file exists is its :class:`LeafRecord` (no node is built: it has no
+    problems and its totals come from the record), anything else is its node.
+
+    Collection nodes are taken from, or added to, ``known`` (the parent's lookup cache),
+    so that a later listing returns the same objects with their cached rollups.
+    """
+    is_file = store.is_file
+    files = store.plain_files(dirkey) or _NO_FILES
+    prefix = dirkey + "/" if dirkey else ""
+    leaf_names = _NAMES[robust, False]
+    for record in meta.load_order:
+        key = record.key
+        if type(record) is LeafRecord and not record.is_nested:
+            names = leaf_names.get(key)
+            if names is None:
+                names = _names(key, robust=robust, collection=False)
+            for name in names:
+                if name in files:
+                    yield record
+                    break
+                try:
+                    if is_file(prefix + name):
+                        yield record
+                        break
+                except UnsafeCheckpointError:
+                    pass
+            else:
+                yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+        elif isinstance(record, LeafRecord):
+            yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+        else:
+            found = known.get(key)
+            if found is None:
+                folder = collection_dir(store, dirkey, key, robust=robust)
+                found = known[key] = make((*path, key), folder, record.type_hint)
+            yield found
+
+
 def tensordict_child(
     store: Store,
     path: NestedPath,

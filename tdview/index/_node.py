@@ -33,7 +33,7 @@ def index_kind(meta: NodeMeta) -> str:
     return _FORMAT_KINDS[meta.kind]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """A node of the checkpoint tree.
 

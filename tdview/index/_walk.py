@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from .._gc import gc_paused
+from ..format import LeafRecord
 from ._checkpoint import Checkpoint
 from ._facts import leaf_entry
 from ._node import LEAF, Node
@@ -72,32 +73,41 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
 
 
 def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
-    """Fill ``rollup_cache`` of ``top`` and of every collection below it (post-order)."""
-    children = ckpt.children
-    stack = [(top, iter(children(top)), Rollup(problems=len(top.problems)))]
+    """Fill ``rollup_cache`` of ``top`` and of every collection below it (post-order).
+
+    Plain leaves come as their records (:meth:`Checkpoint.totals_entries`): no leaf node
+    is built for them.
+    """
+    entries = ckpt.totals_entries
+    stack: list[tuple[Node, Iterator[Node | LeafRecord], Rollup]] = [
+        (top, iter(entries(top)), Rollup(problems=len(top.problems)))]
     while stack:
         parent, pending, total = stack[-1]
         by_dtype = total.by_dtype
         for child in pending:
-            if child.kind == LEAF:
-                record = child.record
-                if record is None or record.is_nested:
+            if isinstance(child, LeafRecord):
+                record = child
+            elif child.kind == LEAF:
+                if child.record is None or child.record.is_nested:
                     total.add(rollup(ckpt, child))
                     continue
-                numel = prod(record.shape)
-                nbytes = numel * record.dtype.itemsize
-                total.bytes += nbytes
-                total.numel += numel
-                total.leaves += 1
+                record = child.record
                 if child.problems:
                     total.problems += len(child.problems)
-                name = record.dtype.name
-                by_dtype[name] = by_dtype.get(name, 0) + nbytes
             elif child.rollup_cache is not None:
                 total.add(child.rollup_cache)
+                continue
             else:  # descend; this level resumes from ``pending`` afterwards
-                stack.append((child, iter(children(child)), Rollup(problems=len(child.problems))))
+                stack.append((child, iter(entries(child)), Rollup(problems=len(child.problems))))
                 break
+            numel = prod(record.shape)
+            dtype = record.dtype
+            nbytes = numel * dtype.itemsize
+            total.bytes += nbytes
+            total.numel += numel
+            total.leaves += 1
+            name = dtype.name
+            by_dtype[name] = by_dtype.get(name, 0) + nbytes
         else:
             stack.pop()
             parent.rollup_cache = total

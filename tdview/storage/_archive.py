@@ -1,15 +1,15 @@
 """A checkpoint saved as a zip archive (``.tdz``), mapped once and read lazily.
 
-Opening parses only the central directory (see :mod:`._zip`) and checks every name and
-the layout of all entries; a local header is read the first time its entry is used, so
-opening a 20,000-entry archive touches 20,000 central records and nothing else.
+Opening parses only the central directory (see :mod:`._zip`) and checks the names and
+the layout of all entries (see :mod:`._catalog`: a large archive is kept as arrays and
+its names are found by search, nothing is made per entry); a local header is read the
+first time its entry is used, so opening a 20,000-entry archive touches 20,000 central
+records and nothing else.
 STORED payloads are zero-copy views of the single read-only mapping.
 """
 
 from __future__ import annotations
 
-import bisect
-import operator
 import os
 import zlib
 
@@ -19,7 +19,8 @@ from ..errors import (
     LimitExceededError,
     UnsafeCheckpointError,
 )
-from ._base import EntryInfo, Store, check_key, first_unsafe_name, not_found
+from ._base import EntryInfo, Store, check_key, not_found
+from ._catalog import EagerCatalog, LazyCatalog, layout_error, lazy_catalog
 from ._codecs import STORED, decode, method_name
 from ._mapfile import map_file, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
@@ -28,10 +29,6 @@ from ._zip import parse_central_directory as _parse
 __all__ = ["ArchiveStore"]
 
 META = "meta.json"
-_BY_OFFSET = operator.attrgetter("header_offset")
-_NAME = operator.itemgetter(0)  # CentralEntry.name
-_HEAD = operator.itemgetter(0)
-_RPARTITION = operator.methodcaller("rpartition", "/")
 
 
 class ArchiveStore(Store):
@@ -78,7 +75,6 @@ class ArchiveStore(Store):
             raise
         self._view = memoryview(self.mapping)
         self._offsets: dict[str, int] = {}
-        self._children: dict[str, list[str]] | None = None
 
     # -- opening ---------------------------------------------------------------------
 
@@ -86,98 +82,15 @@ class ArchiveStore(Store):
         if cd is None:
             raise not_a_checkpoint(self.root, "no zip end-of-central-directory record found")
         self.comment = cd.comment
-        entries = cd.entries
-        names = list(map(_NAME, entries))
-        if "/\n" in "\n".join(names) + "\n":  # explicit directory entries ("sub/")
-            files = {e.name: e for e in entries if e.name[-1:] != "/"}
-            explicit = [e.name[:-1] for e in entries if e.name[-1:] == "/"]
-        else:
-            files, explicit = dict(zip(names, entries, strict=True)), []
-        if META not in files:
+        catalog: EagerCatalog | LazyCatalog | None = None
+        if cd.columns is not None:
+            catalog = lazy_catalog(self.root, cd.columns, cd.start)
+        if catalog is None:
+            catalog = EagerCatalog(self.root, cd.records(), cd.start, self.file_size)
+        if not catalog.has_meta():
             raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
-        self._check_names(entries, [*files, *explicit], len(files) + len(set(explicit)))
-        dirs = self._directories(files, explicit)
-        clash = files.keys() & dirs
-        if clash:
-            raise UnsafeCheckpointError(
-                f"refusing archive {self.root}: {min(clash)!r} is both a file entry and a "
-                "directory."
-            )
-        self._files = files
-        self._dirs = dirs
-        layout = cd.layout
-        if layout is not None and all(map(operator.le, layout.ends,
-                                          [*layout.starts[1:], cd.start])):
-            self._starts = [*layout.starts, cd.start]  # checked with whole lists
-        else:
-            self._starts = self._check_layout(entries, cd.start)
-
-    def _check_names(self, entries: list[CentralEntry], names: list[str], unique: int) -> None:
-        """Refuse unsafe names (one batch test, then one by one) and duplicates."""
-        unsafe = first_unsafe_name(names)
-        if unsafe is not None:
-            name, problem = unsafe
-            shown = next(e.name for e in entries if e.name in (name, name + "/"))
-            raise UnsafeCheckpointError(
-                f"refusing archive {self.root}: entry name {shown!r} {problem}."
-            )
-        if unique != len(entries):
-            seen: set[str] = set()
-            for e in entries:
-                if e.name in seen:
-                    raise UnsafeCheckpointError(
-                        f"refusing archive {self.root}: entry name {e.name!r} appears twice."
-                    )
-                seen.add(e.name)
-
-    @staticmethod
-    def _directories(files: dict[str, CentralEntry], explicit: list[str]) -> set[str]:
-        """All directories: the root, explicit directory entries and implicit parents."""
-        dirs = {"", *explicit}
-        # the parent of every name, deduplicated without a Python-level loop
-        parents = set(map(_HEAD, map(_RPARTITION, (*files, *explicit))))
-        for parent in parents:
-            while parent not in dirs:
-                dirs.add(parent)
-                parent = parent.rpartition("/")[0]
-        return dirs
-
-    def _check_layout(self, entries: list[CentralEntry], cd_start: int) -> list[int]:
-        """Check that entries are disjoint and end before the central directory.
-
-        A lower bound: each local region is at least 30 bytes + its name + its stored
-        bytes (the local extra length is only known once the header is read).
-
-        Returns
-        -------
-        list of int
-            The sorted local header offsets, then the central directory start: the
-            bound of each entry is the next value (found by bisection).
-        """
-        order = sorted(entries, key=_BY_OFFSET)
-        starts = [e.header_offset for e in order]
-        starts.append(cd_start)
-        fixed = LOCAL.size
-        for i, e in enumerate(order):
-            end = e.header_offset + fixed + len(e.raw_name) + e.stored_size
-            if end > starts[i + 1]:
-                raise self._layout_error(e, end, starts[i + 1], is_next_entry=i + 1 < len(order))
-        return starts
-
-    def _layout_error(self, e: CentralEntry, end: int, limit: int, *, is_next_entry: bool,
-                      payload: int | None = None) -> Exception:
-        start = f"payload at offset {payload}" if payload is not None else (
-            f"local header at offset {e.header_offset}")
-        where = (f"entry {e.name!r} in {self.root}: its {start} with {e.stored_size} stored "
-                 f"bytes ends at offset {end}")
-        if is_next_entry:
-            return UnsafeCheckpointError(
-                f"refusing {where}, which overlaps the next entry starting at offset {limit}."
-            )
-        return ArchiveError(
-            f"corrupt {where}, past the end of the entry data at offset {limit} "
-            f"(central directory start; file size {self.file_size})."
-        )
+        self._catalog = catalog
+        self._file = catalog.file
 
     # -- the Store interface -----------------------------------------------------------
 
@@ -185,45 +98,33 @@ class ArchiveStore(Store):
         return f"{self.root}::{key}" if key else self.root
 
     def is_file(self, key: str) -> bool:
-        if key in self._files:
+        if self._file(key) is not None:
             return True
         check_key(key, self.root)  # an unsafe key is an error, not just "absent"
         return False
 
     def is_dir(self, key: str) -> bool:
-        if key in self._dirs:
+        if self._catalog.is_dir(key):
             return True
         check_key(key, self.root)
         return False
 
     def list_dir(self, key: str) -> list[str]:
-        if key not in self._dirs:
-            check_key(key, self.root)
-            if key in self._files:
+        if not self.is_dir(key):
+            if self._file(key) is not None:
                 raise NotADirectoryError(f"{self.display(key)} is not a directory")
             raise not_found(self.display(key))
-        if self._children is None:
-            self._children = self._index_children()
-        return list(self._children.get(key, ()))
-
-    def _index_children(self) -> dict[str, list[str]]:
-        """Build, once, the sorted child names of every directory."""
-        children: dict[str, set[str]] = {}
-        for name in (*self._files, *self._dirs):
-            if name:
-                parent, _, child = name.rpartition("/")
-                children.setdefault(parent, set()).add(child)
-        return {parent: sorted(names) for parent, names in children.items()}
+        return self._catalog.children(key)
 
     def keys(self) -> list[str]:
         """Return every file key, in central-directory order."""
-        return list(self._files)
+        return self._catalog.keys()
 
     def _central(self, key: str) -> CentralEntry:
-        e = self._files.get(key)
+        e = self._file(key)
         if e is None:
             check_key(key, self.root)
-            if key in self._dirs:
+            if self._catalog.is_dir(key):
                 raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
             raise not_found(self.display(key))
         return e
@@ -242,7 +143,7 @@ class ArchiveStore(Store):
         )
 
     def read_bytes(self, key: str, limit: int) -> bytes:
-        e = self._files.get(key)
+        e = self._file(key)
         if (e is not None and e.method == STORED and e.size <= limit and e.size == e.stored_size
                 and not e.flags & FLAG_ENCRYPTED):
             # a stored file (every meta.json): one copy out of the mapping, CRC-checked
@@ -325,10 +226,10 @@ class ArchiveStore(Store):
             )
         payload = at + LOCAL.size + name_len + extra_len
         end = payload + e.stored_size
-        i = bisect.bisect_right(self._starts, at)
-        if end > self._starts[i]:
-            raise self._layout_error(e, end, self._starts[i], payload=payload,
-                                     is_next_entry=i + 1 < len(self._starts))
+        limit, is_next_entry = self._catalog.next_start(at)
+        if end > limit:
+            raise layout_error(self.root, e, end, limit, payload=payload,
+                               is_next_entry=is_next_entry, file_size=self.file_size)
         return payload
 
     def stored_span(self, key: str) -> tuple[int, int] | None:
@@ -339,7 +240,7 @@ class ArchiveStore(Store):
         :meth:`entry` and :meth:`payload`, which says what is wrong. Reads the local
         header the first time (see :meth:`payload_offset`).
         """
-        e = self._files.get(key)
+        e = self._file(key)
         if (e is None or e.method != STORED or e.flags & FLAG_ENCRYPTED
                 or e.stored_size != e.size):
             return None

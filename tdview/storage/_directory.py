@@ -19,7 +19,10 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _MISSING = object()  # no directory of that name
 _SLOW = object()  # reached through a symlink, or unreadable: answer per key
 _REGULAR = object()  # a listed regular file (no symlink)
-_Listing = tuple[str, set[str], dict[str, os.DirEntry[str]]]
+_Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str]]
+# Listings kept per store, counted in names: enough for the folders a walk is in, bounded
+# for a checkpoint of 100,000 files (a listing dropped is read again when needed).
+_HELD_NAMES = 16384
 
 
 class DirectoryStore(Store):
@@ -54,10 +57,10 @@ class DirectoryStore(Store):
             raise NotADirectoryError(f"{self.root} is not a directory")
         self._real_root = os.path.realpath(self.root)
         self._prefix = self._real_root.rstrip(os.sep) + os.sep
-        # dirkey -> (real path + os.sep, {name: DirEntry}), _MISSING or _SLOW; see _listing
-        self._listings: dict[str, tuple[str, dict[str, os.DirEntry[str]]] | object] = {}
+        # dirkey -> a _Listing, _MISSING or _SLOW (see _listing); bounded by _HELD_NAMES
+        self._listings: dict[str, _Listing | object] = {}
+        self._held = 0
         self._noatime = _NOATIME
-        self._plain: dict[str, frozenset[str]] = {}
         self._display = os.path.join(self.root, "")
 
     def display(self, key: str) -> str:
@@ -73,9 +76,10 @@ class DirectoryStore(Store):
     # confinement check), so every guarantee of that path holds for them.
 
     def _listing(self, dirkey: str) -> _Listing | object:
-        """``(real path + sep, regular file names, {other name: DirEntry})`` of a directory
-        key, or ``_MISSING`` (not a directory) or ``_SLOW`` (reached through a symlink, or
-        unreadable). Cached. ``dirkey`` is a checked key."""
+        """``(real path + sep, regular file names, {other name: DirEntry}, plain names)``
+        of a directory key (plain names: see :meth:`plain_files`), or ``_MISSING`` (not a
+        directory) or ``_SLOW`` (reached through a symlink, or unreadable). Cached, up to
+        ``_HELD_NAMES`` names in all. ``dirkey`` is a checked key."""
         found = self._listings.get(dirkey)
         if found is not None:
             return found
@@ -98,40 +102,29 @@ class DirectoryStore(Store):
                     real = up[0] + name + os.sep
                 else:
                     found = _MISSING
+        held = 1
         if real is not None:
             try:
-                files: set[str] = set()
-                others: dict[str, os.DirEntry[str]] = {}
-                with os.scandir(real) as it:
-                    for entry in it:  # the type comes with the name (no stat)
-                        if entry.is_file(follow_symlinks=False):
-                            files.add(entry.name)
-                        else:
-                            others[entry.name] = entry
-                found = (real, files, others)
+                found = _scan(real, dirkey)
+                held += len(found[1]) + len(found[2])
             except OSError:  # unreadable (only searchable) or changed: the per-key path
                 found = _SLOW
-        self._listings[dirkey] = found
+        listings = self._listings
+        self._held += held
+        while self._held > _HELD_NAMES and listings:  # drop the oldest
+            old = listings.pop(next(iter(listings)))
+            self._held -= 1 + (len(old[1]) + len(old[2]) if type(old) is tuple else 0)
+        listings[dirkey] = found
         return found
 
     def plain_files(self, key: str) -> frozenset[str] | None:
         """The regular files of a directory that the listing shows (no symlinks, only names
         that need no per-key check); None for a directory answered per key."""
-        found = self._plain.get(key)
-        if found is None:
+        listing = self._listings.get(key)
+        if listing is None:
             check_key(key, self.root)
             listing = self._listing(key)
-            if type(listing) is not tuple:
-                return None
-            files = listing[1]
-            joined = "\n" + "\n".join(files)
-            if "\n." in joined or "\\" in joined or "\x00" in joined or (
-                    not key and ":" in joined):
-                found = frozenset(name for name in files if _plain_name(name, key))
-            else:
-                found = frozenset(files)
-            self._plain[key] = found
-        return found
+        return listing[3] if type(listing) is tuple else None
 
     def _probe(self, key: str) -> tuple[str, object] | object:
         """``(real path, what)`` of a key whose directory lists fast and that is no
@@ -302,6 +295,23 @@ class DirectoryStore(Store):
     def writable(self, key: str | None = None) -> bool:
         target = self._real_root if key is None else self.file_path(key)
         return os.access(target, os.W_OK)
+
+
+def _scan(real: str, dirkey: str) -> _Listing:
+    """List one directory (``os.scandir``: the type comes with the name, no stat)."""
+    files: list[str] = []
+    others: dict[str, os.DirEntry[str]] = {}
+    with os.scandir(real) as it:
+        for entry in it:
+            if entry.is_file(follow_symlinks=False):
+                files.append(entry.name)
+            else:
+                others[entry.name] = entry
+    joined = "\n" + "\n".join(files)
+    found = frozenset(files)
+    if "\n." in joined or "\\" in joined or "\x00" in joined or (not dirkey and ":" in joined):
+        return real, found, others, frozenset(name for name in files if _plain_name(name, dirkey))
+    return real, found, others, found
 
 
 def _plain_name(name: str, dirkey: str) -> bool:

@@ -76,4 +76,4 @@ def is_archive(path: str | os.PathLike[str]) -> bool:
             mapping.close()
     except (OSError, ValueError):  # ValueError covers every tdview parsing error
         return False
-    return cd is not None and any(e.name == META for e in cd.entries)
+    return cd is not None and cd.has_name(META)

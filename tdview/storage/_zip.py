@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import ArchiveError
 
-__all__ = ["CentralDirectory", "CentralEntry", "LOCAL", "Layout", "parse_central_directory"]
+if TYPE_CHECKING:
+    from ._columns import Columns
+
+__all__ = ["CentralDirectory", "CentralEntry", "LOCAL", "parse_central_directory"]
 
 EOCD = struct.Struct("<IHHHHIIH")  # end of central directory, 22 bytes
 ZIP64_LOCATOR = struct.Struct("<IIQI")  # 20 bytes
@@ -58,44 +60,43 @@ class CentralEntry(NamedTuple):
 
 
 @dataclass
-class Layout:
-    """What the layout check needs, as sorted lists (made by the fast parse).
-
-    Attributes
-    ----------
-    starts : list of int
-        Local header offsets in increasing order.
-    ends : list of int
-        For each of them, ``offset + 30 + name length + stored size``.
-    """
-
-    starts: list[int]
-    ends: list[int]
-
-
-@dataclass
 class CentralDirectory:
     """The parsed central directory of an archive.
 
     Attributes
     ----------
-    entries : list of CentralEntry
-        The records in central-directory order (directory entries included).
+    entries : list of CentralEntry or None
+        The records in central-directory order (directory entries included); None when
+        the parse kept them as :attr:`columns` (large archives).
     start : int
         Position of the first central record in the buffer.
     shift : int
         Bytes found before the archive's own offset 0 (prepended data).
     comment : bytes
         The archive comment.
-    layout : Layout or None
-        Sorted offsets and minimal ends, when the parse made them (large archives).
+    columns : Columns or None
+        The records as arrays, when the fast parse made them.
     """
 
-    entries: list[CentralEntry]
+    entries: list[CentralEntry] | None
     start: int
     shift: int
     comment: bytes
-    layout: Layout | None = None
+    columns: Columns | None = None
+
+    def records(self) -> list[CentralEntry]:
+        """Every record, built now if the parse kept them as columns."""
+        if self.entries is None:
+            assert self.columns is not None
+            self.entries = self.columns.entries()
+        return self.entries
+
+    def has_name(self, name: str) -> bool:
+        """Whether some record is named ``name`` (checks no other name)."""
+        if self.entries is None:
+            assert self.columns is not None
+            return b"\0" + name.encode() + b"\0" in self.columns.text
+        return any(e.name == name for e in self.entries)
 
 
 def parse_central_directory(buf, size: int, where: str) -> CentralDirectory | None:
@@ -127,7 +128,7 @@ def parse_central_directory(buf, size: int, where: str) -> CentralDirectory | No
     >>> with zipfile.ZipFile(out, "w") as zf:
     ...     zf.writestr("meta.json", b"{}")
     >>> data = out.getvalue()
-    >>> [e.name for e in parse_central_directory(data, len(data), "x.zip").entries]
+    >>> [e.name for e in parse_central_directory(data, len(data), "x.zip").records()]
     ['meta.json']
     """
     found = _find_eocd(buf, size)
@@ -145,10 +146,12 @@ def parse_central_directory(buf, size: int, where: str) -> CentralDirectory | No
             f"corrupt zip archive {where}: a central directory of {cd_size} bytes at offset "
             f"{cd_offset} does not fit before its end record at offset {record_pos}."
         )
-    fast = _read_entries_fast(buf, start, record_pos, shift) if (
+    from ._columns import read_columns  # numpy, for large archives only
+
+    fast = read_columns(buf, start, record_pos, shift) if (
         record_pos - start >= _FAST_BYTES) else None
     if fast is not None:
-        return CentralDirectory(fast[0], start, shift, comment, fast[1])
+        return CentralDirectory(None, start, shift, comment, fast)
     entries = _read_entries(buf, start, record_pos, shift, where)
     return CentralDirectory(entries, start, shift, comment)
 
@@ -244,82 +247,6 @@ def _read_entries(buf, start: int, end: int, shift: int, where: str) -> list[Cen
 
 # Central directories from this size on (about 1,000 records) are parsed with numpy.
 _FAST_BYTES = 64 << 10
-
-
-def _read_entries_fast(buf, start: int, end: int,
-                       shift: int) -> tuple[list[CentralEntry], Layout] | None:
-    """Parse a large central directory with whole-array operations, or return None.
-
-    The records are found by their signature, then checked to chain exactly (each one
-    ends where the next begins, the last at ``end``): a name that happens to hold the
-    signature, a zip64 record or anything unusual breaks the chain or is refused here,
-    and the record-by-record parse (:func:`_read_entries`) takes over, with its checks
-    and messages. On success the result is what that parse gives.
-    """
-    import numpy as np  # only here: small archives and the metadata layers stay light
-
-    data = bytes(buf[start:end])
-    size = len(data)
-    if size < CENTRAL.size:
-        return None
-    arr = np.frombuffer(data, dtype=np.uint8)
-    # signature candidates: compare 4-byte words at each of the 4 alignments
-    hits = np.sort(np.concatenate([
-        np.flatnonzero(np.frombuffer(data, "<u4", (size - k) // 4, k) == CENTRAL_SIG) * 4 + k
-        for k in range(4)]))
-    if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
-        return None
-
-    def field(offset: int, width: int) -> Any:
-        value = arr[hits + offset].astype(np.int64)
-        for i in range(1, width):
-            value |= arr[hits + offset + i].astype(np.int64) << (8 * i)
-        return value
-
-    name_len = field(28, 2)
-    name_start = hits + CENTRAL.size
-    nxt = name_start + name_len + field(30, 2) + field(32, 2)
-    if (nxt[:-1] != hits[1:]).any() or int(nxt[-1]) != size:
-        return None
-    csize, usize, offset = field(20, 4), field(24, 4), field(42, 4)
-    if ((csize == _FFFF) | (usize == _FFFF) | (offset == _FFFF)).any():
-        return None  # zip64 sizes or offsets: read from each record's extra field
-    raws, names = _names(arr, name_start, name_len)
-    if names is None:
-        return None  # a name with NUL, or not UTF-8: decoded record by record
-    shifted = offset + shift
-    make = partial(tuple.__new__, CentralEntry)
-    entries = list(map(make, zip(names, raws, field(8, 2).tolist(), field(10, 2).tolist(),
-                                 field(16, 4).tolist(), csize.tolist(), usize.tolist(),
-                                 shifted.tolist(), strict=True)))
-    order = np.argsort(shifted, kind="stable")
-    ends = shifted + LOCAL.size + name_len + csize
-    return entries, Layout(shifted[order].tolist(), ends[order].tolist())
-
-
-def _names(arr: Any, start: Any, length: Any) -> tuple[list[bytes], list[str] | None]:
-    """Every name (raw and decoded), cut out of one buffer where they are NUL-separated.
-
-    Returns ``(raws, None)`` when a name holds a NUL byte or is not UTF-8 (UTF-8 never
-    puts a NUL inside a character, so splitting the decoded text is exact).
-    """
-    import numpy as np
-
-    slots = length + 1  # each name and its separator
-    out_start = np.cumsum(slots) - slots
-    total = int(slots.sum())
-    src = np.arange(total) + np.repeat(start - out_start, slots)
-    gathered = arr[np.minimum(src, arr.size - 1)]
-    gathered[out_start + length] = 0
-    joined = gathered.tobytes()[:-1]
-    raws = joined.split(b"\x00")
-    if len(raws) != len(start):
-        return raws, None
-    try:
-        names = joined.decode().split("\x00")
-    except UnicodeDecodeError:
-        return raws, None
-    return raws, names
 
 
 def _decode_name(raw: bytes, flags: int, where: str) -> str:

@@ -1,0 +1,322 @@
+"""The names of an archive: which keys are files (and their central records), which are
+directories, and where each entry's region must end.
+
+Two catalogs answer the same questions. :class:`EagerCatalog` checks every name, the
+layout and duplicates when the archive is opened (small archives, and any archive with
+an odd name). :class:`LazyCatalog` serves a large archive whose names all passed one
+whole-text safety check at open: it keeps the central directory as arrays
+(:class:`~._zip.Columns`) and finds a name with a substring search, so that opening
+makes nothing per entry. What cannot be checked for all names at once (a name given
+twice, a name that is both a file and a directory) is checked for each name when it is
+looked up as a file or listed: every entry is reached through a key looked up here, so
+no entry of such a name is ever read (the entries below a directory that shares its name
+with a file have names of their own, and stay readable). After ``_SEARCHES`` look-ups it
+builds the dictionaries that the eager catalog builds at open (and checks every name
+then).
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+from typing import Any
+
+from ..errors import ArchiveError, UnsafeCheckpointError
+from ._base import first_unsafe_name
+from ._columns import Columns
+from ._zip import LOCAL, CentralEntry
+
+__all__ = ["EagerCatalog", "LazyCatalog", "lazy_catalog"]
+
+_BY_OFFSET = operator.attrgetter("header_offset")
+_HEAD = operator.itemgetter(0)
+_RPARTITION = operator.methodcaller("rpartition", "/")
+# Look-ups answered by searching the names before the dictionaries are built.
+_SEARCHES = 48
+
+
+class EagerCatalog:
+    """Every name checked at open: files by name, all directories, sorted offsets."""
+
+    def __init__(self, root: str, entries: list[CentralEntry], cd_start: int,
+                 file_size: int) -> None:
+        self.root = root
+        self.file_size = file_size
+        names = [e.name for e in entries]
+        if "/\n" in "\n".join(names) + "\n":  # explicit directory entries ("sub/")
+            files = {e.name: e for e in entries if e.name[-1:] != "/"}
+            explicit = [e.name[:-1] for e in entries if e.name[-1:] == "/"]
+        else:
+            files, explicit = dict(zip(names, entries, strict=True)), []
+        self.files = files
+        self._check_names(entries, [*files, *explicit], len(files) + len(set(explicit)))
+        self.dirs = directories(files, explicit)
+        clash = files.keys() & self.dirs
+        if clash:
+            raise UnsafeCheckpointError(
+                f"refusing archive {root}: {min(clash)!r} is both a file entry and a "
+                "directory."
+            )
+        self.starts = self._check_layout(entries, cd_start)
+        self._children: dict[str, list[str]] | None = None
+
+    def _check_names(self, entries: list[CentralEntry], names: list[str], unique: int) -> None:
+        """Refuse unsafe names (one batch test, then one by one) and duplicates."""
+        unsafe = first_unsafe_name(names)
+        if unsafe is not None:
+            name, problem = unsafe
+            shown = next(e.name for e in entries if e.name in (name, name + "/"))
+            raise UnsafeCheckpointError(
+                f"refusing archive {self.root}: entry name {shown!r} {problem}."
+            )
+        if unique != len(entries):
+            seen: set[str] = set()
+            for e in entries:
+                if e.name in seen:
+                    raise _twice(self.root, e.name)
+                seen.add(e.name)
+
+    def _check_layout(self, entries: list[CentralEntry], cd_start: int) -> list[int]:
+        """Check that entries are disjoint and end before the central directory.
+
+        A lower bound: each local region is at least 30 bytes + its name + its stored
+        bytes (the local extra length is only known once the header is read).
+
+        Returns
+        -------
+        list of int
+            The sorted local header offsets, then the central directory start: the
+            bound of each entry is the next value (found by bisection).
+        """
+        order = sorted(entries, key=_BY_OFFSET)
+        starts = [e.header_offset for e in order]
+        starts.append(cd_start)
+        fixed = LOCAL.size
+        for i, e in enumerate(order):
+            end = e.header_offset + fixed + len(e.raw_name) + e.stored_size
+            if end > starts[i + 1]:
+                raise layout_error(self.root, e, end, starts[i + 1],
+                                   is_next_entry=i + 1 < len(order),
+                                   file_size=self.file_size)
+        return starts
+
+    def file(self, key: str) -> CentralEntry | None:
+        return self.files.get(key)
+
+    def has_meta(self) -> bool:
+        return "meta.json" in self.files
+
+    def is_dir(self, key: str) -> bool:
+        return key in self.dirs
+
+    def children(self, key: str) -> list[str]:
+        """The sorted child names of directory ``key``."""
+        if self._children is None:
+            self._children = index_children(self.files, self.dirs)
+        return list(self._children.get(key, ()))
+
+    def keys(self) -> list[str]:
+        return list(self.files)
+
+    def next_start(self, at: int) -> tuple[int, bool]:
+        """The first local header offset after ``at`` (or the central directory start),
+        and whether it is an entry's."""
+        i = bisect.bisect_right(self.starts, at)
+        return self.starts[i], i + 1 < len(self.starts)
+
+
+def lazy_catalog(root: str, columns: Columns, cd_start: int) -> LazyCatalog | None:
+    """A :class:`LazyCatalog`, when every name passes the whole-text checks and the
+    entries are laid out apart; None otherwise (the eager catalog then says why)."""
+    import numpy as np
+
+    text = columns.text
+    if b"\\" in text or b":" in text:
+        return None
+    # an empty, "." or ".." component, or an absolute name: a separator (NUL or "/")
+    # followed by a separator or a dot
+    arr = np.frombuffer(text, dtype=np.uint8)
+    sep = (arr == 0) | (arr == 0x2F)
+    if (sep[:-1] & (sep[1:] | (arr[1:] == 0x2E))).any():
+        return None
+    starts = columns.layout(cd_start)
+    if starts is None:
+        return None
+    return LazyCatalog(root, columns, starts)
+
+
+class LazyCatalog:
+    """Names searched in the central directory's name text; see the module docstring."""
+
+    def __init__(self, root: str, columns: Columns, starts: Any) -> None:
+        self.root = root
+        self.columns = columns
+        self.text = columns.text
+        self.starts = starts
+        self._searches = 0
+        self._found: dict[str, CentralEntry] = {}
+        # built after _SEARCHES look-ups: name -> row, directories, names refused and why
+        self._rows: dict[str, int] | None = None
+        self._dirs: set[str] | None = None
+        self._refused: dict[str, str] = {}
+        self._children: dict[str, list[str]] | None = None
+
+    # -- look-ups ---------------------------------------------------------------------
+
+    def has_meta(self) -> bool:
+        return self.file("meta.json") is not None
+
+    def file(self, key: str) -> CentralEntry | None:
+        found = self._found.get(key)
+        if found is not None:
+            return found
+        if self._rows is None and self._searches < _SEARCHES:
+            self._searches += 1
+            row = self._search_file(key)
+        else:
+            self._build()
+            assert self._rows is not None
+            row = self._rows.get(key)
+            if row is not None and key in self._refused:
+                raise UnsafeCheckpointError(self._refused[key])
+        if row is None:
+            return None
+        found = self._found[key] = self.columns.entry(row, key, lists=self._rows is not None)
+        return found
+
+    def _search_file(self, key: str) -> int | None:
+        """The row of file ``key``, found in one pass over the names: every name that
+        starts with it is looked at, so a second file of that name, or a directory of
+        that name, refuses it."""
+        needle = _frame(key)
+        if needle is None:
+            return None
+        text, find, size = self.text, self.text.find, len(needle)
+        row, folder = None, False
+        at = find(needle)
+        while at >= 0:
+            after = text[at + size]
+            if after == 0:
+                if row is not None:
+                    raise _twice(self.root, key)
+                row = self.columns.row_at(at + 1)
+            elif after == 0x2F:
+                folder = True
+            at = find(needle, at + size)
+        if row is not None and folder:
+            raise _clash(self.root, key)
+        return row
+
+    def is_dir(self, key: str) -> bool:
+        if not key:
+            return True
+        if self._rows is None and self._searches < _SEARCHES:
+            self._searches += 1
+            # a file of this name too is refused where it is looked up (``file``)
+            needle = _frame(key)
+            return needle is not None and needle + b"/" in self.text
+        self._build()
+        assert self._dirs is not None
+        return key in self._dirs
+
+    def children(self, key: str) -> list[str]:
+        """The sorted child names of directory ``key``; a name refused (given twice, or
+        both a file and a directory) is refused here too."""
+        self._build()
+        if self._children is None:
+            assert self._rows is not None and self._dirs is not None
+            self._children = index_children(self._rows, self._dirs)
+        names = self._children.get(key, [])
+        prefix = key + "/" if key else ""
+        for name in names:
+            reason = self._refused.get(prefix + name)
+            if reason is not None:
+                raise UnsafeCheckpointError(reason)
+        return list(names)
+
+    def keys(self) -> list[str]:
+        self._build()
+        assert self._rows is not None
+        return list(self._rows)
+
+    def next_start(self, at: int) -> tuple[int, bool]:
+        i = int(self.starts.searchsorted(at, side="right"))
+        return int(self.starts[i]), i + 1 < len(self.starts)
+
+    # -- the dictionaries -------------------------------------------------------------
+
+    def _build(self) -> None:
+        """Build name -> row and the directories once (what the eager catalog builds at
+        open), noting every name given twice or both a file and a directory."""
+        if self._rows is not None:
+            return
+        names = self.columns.names()
+        rows = dict(zip(names, range(len(names)), strict=True))
+        if len(rows) != len(names):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    self._refused[name] = str(_twice(self.root, name))
+                seen.add(name)
+        dirs = directories(rows, [])
+        for name in rows.keys() & dirs:
+            self._refused[name] = str(_clash(self.root, name))
+        self._rows, self._dirs = rows, dirs
+
+
+def _frame(key: str) -> bytes | None:
+    """``key`` as the name text frames it (NUL first), or None for a key no name can be."""
+    if not key or "\0" in key:
+        return None
+    try:
+        return b"\0" + key.encode()
+    except UnicodeEncodeError:  # lone surrogates: no UTF-8 name is spelled so
+        return None
+
+
+def _twice(root: str, name: str) -> UnsafeCheckpointError:
+    return UnsafeCheckpointError(f"refusing archive {root}: entry name {name!r} appears twice.")
+
+
+def _clash(root: str, name: str) -> UnsafeCheckpointError:
+    return UnsafeCheckpointError(
+        f"refusing archive {root}: {name!r} is both a file entry and a directory.")
+
+
+def directories(files: Any, explicit: list[str]) -> set[str]:
+    """All directories: the root, explicit directory entries and implicit parents."""
+    dirs = {"", *explicit}
+    # the parent of every name, deduplicated without a Python-level loop
+    parents = set(map(_HEAD, map(_RPARTITION, (*files, *explicit))))
+    for parent in parents:
+        while parent not in dirs:
+            dirs.add(parent)
+            parent = parent.rpartition("/")[0]
+    return dirs
+
+
+def index_children(files: Any, dirs: set[str]) -> dict[str, list[str]]:
+    """The sorted child names of every directory."""
+    children: dict[str, set[str]] = {}
+    for name in (*files, *dirs):
+        if name:
+            parent, _, child = name.rpartition("/")
+            children.setdefault(parent, set()).add(child)
+    return {parent: sorted(names) for parent, names in children.items()}
+
+
+def layout_error(root: str, e: CentralEntry, end: int, limit: int, *, is_next_entry: bool,
+                 file_size: int, payload: int | None = None) -> Exception:
+    """The error for an entry whose region ends past ``limit``."""
+    start = f"payload at offset {payload}" if payload is not None else (
+        f"local header at offset {e.header_offset}")
+    where = (f"entry {e.name!r} in {root}: its {start} with {e.stored_size} stored "
+             f"bytes ends at offset {end}")
+    if is_next_entry:
+        return UnsafeCheckpointError(
+            f"refusing {where}, which overlaps the next entry starting at offset {limit}."
+        )
+    return ArchiveError(
+        f"corrupt {where}, past the end of the entry data at offset {limit} "
+        f"(central directory start; file size {file_size})."
+    )

@@ -1,0 +1,169 @@
+"""A large central directory as arrays (numpy): found, checked and kept without making
+anything per record (see :class:`Columns`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._zip import _FFFF, CENTRAL, CENTRAL_SIG, LOCAL, CentralEntry
+
+__all__ = ["Columns", "read_columns"]
+
+
+class Columns:
+    """The central records of a large archive as arrays, one row per record.
+
+    Nothing is made per record: ``text`` holds every raw name, each framed by NUL bytes
+    (``b"\0a\0b/c\0"``; the fast parse only keeps archives whose names hold no NUL and
+    are all UTF-8), so a name is found with one substring search and its row with one
+    bisection of ``name_pos``. :meth:`entry` builds the record of one row.
+
+    Attributes
+    ----------
+    text : bytes
+    name_pos, name_len : numpy arrays
+        Where each name lies in ``text``.
+    flags, method, crc32, stored_size, size, header_offset : numpy arrays
+        The record fields (offsets shifted for prepended bytes).
+    """
+
+    def __init__(self, text: bytes, fields: dict[str, Any]) -> None:
+        self.text = text
+        self.name_pos = fields["name_pos"]
+        self.name_len = fields["name_len"]
+        self.flags = fields["flags"]
+        self.method = fields["method"]
+        self.crc32 = fields["crc32"]
+        self.stored_size = fields["stored_size"]
+        self.size = fields["size"]
+        self.header_offset = fields["header_offset"]
+        self.count = len(self.name_pos)
+        self._lists: tuple[list[int], ...] | None = None
+
+    def row_at(self, pos: int) -> int:
+        """The row whose name starts at ``pos`` in :attr:`text`."""
+        return int(self.name_pos.searchsorted(pos))
+
+    def lists(self) -> tuple[list[int], ...]:
+        """The fields as Python lists (made once: building many records is then cheap)."""
+        if self._lists is None:
+            self._lists = tuple(a.tolist() for a in (
+                self.name_pos, self.name_len, self.flags, self.method, self.crc32,
+                self.stored_size, self.size, self.header_offset))
+        return self._lists
+
+    def entry(self, row: int, name: str, *, lists: bool = False) -> CentralEntry:
+        """The record of one row, whose decoded name the caller already has (``lists``:
+        read the fields from :meth:`lists`, cheaper once many records are built)."""
+        if lists:
+            pos, length, flags, method, crc, csize, usize, offset = (
+                column[row] for column in self.lists())
+        else:
+            pos, length, flags, method, crc, csize, usize, offset = (
+                int(column[row]) for column in (
+                    self.name_pos, self.name_len, self.flags, self.method, self.crc32,
+                    self.stored_size, self.size, self.header_offset))
+        raw = self.text[pos : pos + length]
+        return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize,
+                                            offset))
+
+    def names(self) -> list[str]:
+        """Every name, in central-directory order."""
+        return self.text[1:-1].decode().split("\0")
+
+    def entries(self) -> list[CentralEntry]:
+        """Every record, in central-directory order."""
+        return [self.entry(row, name, lists=True) for row, name in enumerate(self.names())]
+
+    def layout(self, cd_start: int) -> Any:
+        """The sorted local header offsets, then ``cd_start``, when every entry's minimal
+        region (30 bytes + name + stored bytes) ends before the next one begins; None
+        when one does not (the record-by-record check then names it)."""
+        import numpy as np
+
+        order = np.argsort(self.header_offset, kind="stable")
+        starts = np.append(self.header_offset[order], cd_start)
+        ends = (self.header_offset + LOCAL.size + self.name_len + self.stored_size)[order]
+        if (ends > starts[1:]).any():
+            return None
+        return starts
+
+
+def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
+    """Parse a large central directory with whole-array operations, or return None.
+
+    The records are found by their signature, then checked to chain exactly (each one
+    ends where the next begins, the last at ``end``): a name that happens to hold the
+    signature, a zip64 record or anything unusual breaks the chain or is refused here,
+    and the record-by-record parse (:func:`_read_entries`) takes over, with its checks
+    and messages. So does a name with a NUL byte or one that is not UTF-8.
+    """
+    import numpy as np  # only here: small archives and the metadata layers stay light
+
+    data = bytes(buf[start:end])
+    size = len(data)
+    if size < CENTRAL.size:
+        return None
+    arr = np.frombuffer(data, dtype=np.uint8)
+    # signature candidates: every "P", then the three bytes after it
+    hits = np.flatnonzero(arr[: size - 3] == CENTRAL_SIG & 0xFF)
+    hits = hits[(arr[hits + 1] == (CENTRAL_SIG >> 8) & 0xFF)
+                & (arr[hits + 2] == (CENTRAL_SIG >> 16) & 0xFF)
+                & (arr[hits + 3] == CENTRAL_SIG >> 24)]
+    if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
+        return None
+    # the 46-byte fixed part of every candidate record, as structured rows
+    rec = arr[hits[:, None] + np.arange(CENTRAL.size)].view(_RECORD)[:, 0]
+    name_len = rec["name_len"].astype(np.int64)
+    name_start = hits + CENTRAL.size
+    nxt = name_start + name_len + rec["extra_len"] + rec["comment_len"]
+    if (nxt[:-1] != hits[1:]).any() or int(nxt[-1]) != size:
+        return None
+    csize, usize = rec["stored_size"].astype(np.int64), rec["size"].astype(np.int64)
+    offset = rec["offset"].astype(np.int64)
+    if ((csize == _FFFF) | (usize == _FFFF) | (offset == _FFFF)).any():
+        return None  # zip64 sizes or offsets: read from each record's extra field
+    found = _name_text(arr, name_start, name_len)
+    if found is None:
+        return None  # a name with NUL, or not UTF-8: decoded record by record
+    text, name_pos = found
+    return Columns(text, {
+        "name_pos": name_pos, "name_len": name_len, "flags": rec["flags"],
+        "method": rec["method"], "crc32": rec["crc32"], "stored_size": csize, "size": usize,
+        "header_offset": offset + shift})
+
+
+# The central file header (CENTRAL), as a numpy record.
+_RECORD = [("sig", "<u4"), ("made_by", "<u2"), ("needed", "<u2"), ("flags", "<u2"),
+           ("method", "<u2"), ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"),
+           ("stored_size", "<u4"), ("size", "<u4"), ("name_len", "<u2"), ("extra_len", "<u2"),
+           ("comment_len", "<u2"), ("disk", "<u2"), ("internal", "<u2"), ("external", "<u4"),
+           ("offset", "<u4")]
+
+
+def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
+    """Every name cut out of the central directory into one buffer, each framed by NUL
+    bytes, and where each begins there; None when a name holds a NUL byte or the names
+    are not UTF-8 (UTF-8 never puts a NUL inside a character, so the framing is exact)."""
+    import numpy as np
+
+    slots = length + 1  # each name and the NUL before it
+    out_start = np.cumsum(slots) - length  # where each name begins in the text
+    # keep the byte before each name (its NUL to be) and the name: runs of bytes to drop
+    # and to keep, alternately
+    runs = np.empty(2 * len(start), dtype=np.int64)
+    runs[0::2] = start - 1 - np.append(0, (start + length)[:-1])
+    runs[1::2] = slots
+    keep = np.repeat(np.tile(np.array([False, True]), len(start)), runs)
+    gathered = np.empty(int(slots.sum()) + 1, dtype=np.uint8)
+    gathered[:-1] = arr[: keep.size][keep]
+    gathered[out_start - 1] = 0
+    gathered[-1] = 0  # the closing NUL
+    text = gathered.tobytes()
+    if text.count(0) != len(length) + 1:
+        return None
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        return None
+    return text, out_start

@@ -1,0 +1,124 @@
+"""Large archives (a central directory of 64 KiB or more): the catalog that opens them
+without making anything per entry must give the answers, and the refusals, of the
+catalog that checks every name at open (see ``tdview/storage/_catalog.py``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tdview.errors import UnsafeCheckpointError
+from tdview.storage import ArchiveStore, open_store
+from tdview.storage._catalog import _SEARCHES, EagerCatalog, LazyCatalog
+from tdview.storage._zip import parse_central_directory
+
+from .test_storage_zipcraft import craft_zip
+
+META = ("meta.json", b'{"_type": "x"}')
+
+
+def many(n: int = 1500) -> list[tuple[str, bytes]]:
+    """``n`` small entries in 30 folders: a central directory above 64 KiB."""
+    return [META] + [(f"group{i % 30:02d}/leaf_{i:05d}.memmap", bytes([i % 251]) * 3)
+                     for i in range(n)]
+
+
+def write(tmp_path: Path, entries: list, name: str = "big.tdz") -> Path:
+    path = tmp_path / name
+    path.write_bytes(craft_zip(entries))
+    return path
+
+
+def refused(*needles: str):
+    return pytest.raises(UnsafeCheckpointError, match="(?s)" + "".join(
+        f"(?=.*{re.escape(n)})" for n in needles))
+
+
+def eager(path: Path) -> EagerCatalog:
+    data = path.read_bytes()
+    cd = parse_central_directory(data, len(data), str(path))
+    assert cd is not None
+    return EagerCatalog(str(path), cd.records(), cd.start, len(data))
+
+
+def test_a_large_archive_opens_lazily_and_answers_like_the_eager_catalog(
+        tmp_path: Path) -> None:
+    path = write(tmp_path, many())
+    with ArchiveStore(path) as store:
+        assert isinstance(store._catalog, LazyCatalog)
+        ref = eager(path)
+        names = ["meta.json", "group03/leaf_00003.memmap", "group03/leaf_00004.memmap",
+                 "group03", "nope", "group03/nope.memmap", "group3/leaf_00003.memmap"]
+        for key in names * 2 + [n for n, _ in many()][: 2 * _SEARCHES]:  # both phases
+            assert store.is_file(key) == (key in ref.files)
+            assert store.is_dir(key) == ref.is_dir(key)
+            if key in ref.files:
+                assert store._catalog.file(key) == ref.files[key]
+                assert store.read_bytes(key, 1 << 20) == dict(many())[key]
+        assert store.list_dir("") == ref.children("")
+        assert store.list_dir("group07") == ref.children("group07")
+        assert store.keys() == ref.keys()
+        assert store._catalog.next_start(0) == ref.next_start(0)
+
+
+@pytest.mark.parametrize("after_build", [False, True])
+def test_a_name_given_twice_is_refused_when_looked_up(tmp_path: Path, after_build: bool) -> None:
+    entries = many()
+    entries.insert(700, ("group05/leaf_00005.memmap", b"evil"))
+    path = write(tmp_path, entries)
+    with ArchiveStore(path) as store:
+        assert isinstance(store._catalog, LazyCatalog)
+        if after_build:
+            store.list_dir("group06")  # builds the dictionaries
+        assert store.is_file("group06/leaf_00006.memmap")
+        with refused(str(path), "'group05/leaf_00005.memmap'", "twice"):
+            store.is_file("group05/leaf_00005.memmap")
+        with refused(str(path), "'group05/leaf_00005.memmap'", "twice"):
+            store.read_bytes("group05/leaf_00005.memmap", 1 << 20)
+        with refused(str(path), "'group05/leaf_00005.memmap'", "twice"):
+            store.list_dir("group05")
+
+
+@pytest.mark.parametrize("after_build", [False, True])
+def test_a_file_named_like_a_directory_is_refused_when_looked_up(
+        tmp_path: Path, after_build: bool) -> None:
+    path = write(tmp_path, [*many(), ("group05", b"x")])
+    with ArchiveStore(path) as store:
+        if after_build:
+            store.keys()
+        with refused(str(path), "'group05'", "both a file"):
+            store.is_file("group05")
+        with refused(str(path), "'group05'", "both a file"):
+            store.list_dir("")
+        # the entries below it have names of their own
+        assert store.read_bytes("group05/leaf_00005.memmap", 10) == bytes([5]) * 3
+
+
+@pytest.mark.parametrize("name", ["../evil.memmap", "group01/../../x", "/abs", "a//b",
+                                  "./a", "C:/x", "a\\b", "a/./b", ""])
+def test_an_unsafe_name_in_a_large_archive_is_refused_at_open(tmp_path: Path,
+                                                                name: str) -> None:
+    path = write(tmp_path, [*many(), (name, b"x")])
+    with pytest.raises(UnsafeCheckpointError, match=re.escape(str(path))):
+        open_store(path)
+
+
+def test_many_lookups_switch_to_dictionaries(tmp_path: Path) -> None:
+    path = write(tmp_path, many())
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        for i in range(3 * _SEARCHES):
+            assert store.is_file(f"group{i % 30:02d}/leaf_{i:05d}.memmap")
+        assert catalog._rows is not None
+        assert not store.is_file("group01/leaf_00000.memmap")
+
+
+def test_explicit_directory_entries_take_the_eager_catalog(tmp_path: Path) -> None:
+    path = write(tmp_path, [*many(), ("group01/", b"")])
+    with ArchiveStore(path) as store:
+        assert isinstance(store._catalog, EagerCatalog)
+        assert store.is_dir("group01") and not store.is_file("group01")
+        assert "leaf_00001.memmap" in store.list_dir("group01")
