@@ -28,13 +28,13 @@ def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN) -> Ite
     def level(node: Node, at: int) -> Iterator[Row]:
         page = ckpt.page(node, 0, limit)
         for child in page.items:
-            yield at, child.key, describe(ckpt, child)
+            yield at, child.key, describe(ckpt, child, rollups=False)
             if at < depth and not child.is_leaf:
                 yield from level(child, at + 1)
         if page.total > len(page.items):
             yield at, f"… {page.total - len(page.items):,} more", ""
 
-    yield 0, "", describe(ckpt, ckpt.root)
+    yield 0, "", describe(ckpt, ckpt.root, rollups=False)
     yield from level(ckpt.root, 1)
 
 
@@ -49,7 +49,8 @@ def render_text(source: str, ckpt: Checkpoint | None, error: str = "") -> str:
     """
     if ckpt is None:
         return f"tdview: {source}: {error}"
-    options = TreeOptions(depth=DEPTH, limit=MAX_CHILDREN)
+    # No subtree totals: they walk the whole tree, and display must stay cheap.
+    options = TreeOptions(depth=DEPTH, limit=MAX_CHILDREN, rollups=False)
     return "\n".join(render_tree(ckpt, ckpt.root, options))
 
 

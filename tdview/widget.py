@@ -95,7 +95,7 @@ class TDView(anywidget.AnyWidget):
         ckpt, error, root = None, "", None
         try:
             ckpt = Checkpoint(source, robust_key=robust_key)
-            root = summary(ckpt, ckpt.root)
+            root = summary(ckpt, ckpt.root, totals=False)  # totals on demand
             if ckpt.root.problems:
                 error = "; ".join(ckpt.root.problems)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised

@@ -148,3 +148,14 @@ def test_paging_and_subpath_forms(demo_paths: dict[str, Path]) -> None:
         assert ckpt.node("rollout/observation").record.shape == (3, 8)
         assert ckpt.node("rollout/_tensordict/observation").record.shape == (3, 8)
         assert ckpt.node("episodes/1/observation").record.shape == (9, 4)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_child_counts_without_reading_children(corpus_root: Path, name: str) -> None:
+    torch.manual_seed(0)
+    path = write(BUILDERS[name](), corpus_root, name, "dir")
+    with Checkpoint(path) as walked, Checkpoint(path) as fresh:
+        for node in [walked.root, *walk(walked, walked.root)]:
+            if not node.is_leaf:
+                untouched = fresh.node(node.path)
+                assert fresh.count_children(untouched) == len(walked.children(node)), node.path

@@ -146,6 +146,16 @@ class Checkpoint:
 
     # -- navigation -----------------------------------------------------------------
 
+    def count_children(self, node: Node) -> int:
+        """How many children :meth:`children` gives, without reading them when the
+        node's own ``meta.json`` tells (a TensorDict lists one record per child)."""
+        if node.children_cache is not None:
+            return len(node.children_cache)
+        meta = node.meta
+        if isinstance(meta, TensorDictNode) and not meta.legacy_no_collection_records:
+            return len(meta.entries)
+        return len(self.children(node))
+
     def children(self, where: object = ()) -> list[Node]:
         """The children of a node in the order tensordict loads them."""
         node = where if isinstance(where, Node) else self.node(where)

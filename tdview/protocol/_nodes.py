@@ -50,10 +50,10 @@ def _pickled(ckpt: Checkpoint, node: Node) -> bool:
 
 
 def _n_children(ckpt: Checkpoint, node: Node) -> int:
-    return 0 if node.is_leaf else len(ckpt.children(node))
+    return 0 if node.is_leaf else ckpt.count_children(node)
 
 
-def summary(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
+def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, Any]:
     """The ``NodeSummary`` of a node (protocol v1).
 
     Leaves report their shape and dtype (``"float32"``, without ``torch.``); other nodes
@@ -66,6 +66,9 @@ def summary(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
     ----------
     ckpt : Checkpoint
     node : Node
+    totals : bool
+        ``False`` reports ``bytes``/``numel`` only when the rollup is already cached
+        (None otherwise): the widget's first paint must not walk a million-key tree.
 
     Returns
     -------
@@ -81,8 +84,8 @@ def summary(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
     """
     record = node.record
     n_children = _n_children(ckpt, node)
-    total = rollup(ckpt, node)
-    holds_tensors = node.is_leaf or total.leaves > 0 or n_children > 0
+    total = rollup(ckpt, node) if totals or node.rollup_cache is not None else None
+    holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)
     stack_dim = getattr(node.meta, "stack_dim", None)
     pickled = _pickled(ckpt, node)
@@ -98,8 +101,8 @@ def summary(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
         "dtype": dtype_name(record.dtype.name) if record is not None else None,
         "batch_size": None if batch is None else list(batch),
         "stack_dim": stack_dim if isinstance(stack_dim, int) else None,
-        "bytes": total.bytes if holds_tensors else None,
-        "numel": total.numel if holds_tensors else None,
+        "bytes": total.bytes if total is not None and holds_tensors else None,
+        "numel": total.numel if total is not None and holds_tensors else None,
         "pickled": pickled,
         "problems": _problems(ckpt, node, pickled),
     }
