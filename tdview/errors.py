@@ -51,3 +51,26 @@ class PickleRefusedError(TDViewError, RuntimeError):
 
 class SubpathError(TDViewError, ValueError):
     """A subpath (nested key or ``"a/b"`` path) names nothing loadable in the checkpoint."""
+
+
+# -- the widget protocol's own errors (their class names travel as the reply's error type)
+
+
+class RequestError(TDViewError, ValueError):
+    """A message that is not a valid protocol v1 request (or cancel)."""
+
+
+class Cancelled(TDViewError):
+    """The client cancelled the request."""
+
+
+class NoCheckpointError(TDViewError):
+    """The widget's checkpoint could not be opened; every request answers this."""
+
+
+class PreviewUnsupportedError(TDViewError, TypeError):
+    """The leaf's dtype has no display form (quantized, bit or sub-byte dtypes)."""
+
+
+class ArchiveModeError(TDViewError, RuntimeError):
+    """An archive entry cannot be mapped with ``mode="r+"`` (compressed, unaligned or nested)."""

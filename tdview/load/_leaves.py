@@ -22,7 +22,7 @@ from math import prod
 import torch
 from tensordict import MemoryMappedTensor
 
-from ..errors import LeafDataError, UnsafeCheckpointError
+from ..errors import ArchiveModeError, LeafDataError, UnsafeCheckpointError
 from ..format import LeafRecord, torch_dtype
 from ..index import Node, show_path
 from ._context import LoadContext, user_stacklevel
@@ -246,12 +246,12 @@ def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
         offset = store.payload_offset(key)  # type: ignore[attr-defined]
         aligned = offset % dtype.itemsize == 0
         if not aligned and ctx.mode == "r+":
-            raise RuntimeError(_UNALIGNED.format(root=store.root, name=key))
+            raise ArchiveModeError(_UNALIGNED.format(root=store.root, name=key))
         flat = ctx.mapping()[offset : offset + need]
         # a view needs an offset that is a multiple of the item size: copy otherwise
         return (flat if aligned else flat.clone()).view(dtype)
     if ctx.mode == "r+":
-        raise RuntimeError(_COMPRESSED.format(root=store.root, name=key))
+        raise ArchiveModeError(_COMPRESSED.format(root=store.root, name=key))
     data = ctx.prefetch.take(key) if ctx.prefetch is not None else None
     if data is None:
         data = store.decompress(key, max_size=entry.size)  # type: ignore[attr-defined]
@@ -298,7 +298,7 @@ def _nested(ctx: LoadContext, node: Node, dtype: torch.dtype) -> torch.Tensor:
             + ("; ".join(node.problems) or "its sizes file is missing") + "."
         )
     if ctx.is_archive and ctx.mode == "r+":
-        raise RuntimeError(_NESTED.format(root=ctx.store.root, name=node.file))
+        raise ArchiveModeError(_NESTED.format(root=ctx.store.root, name=node.file))
     sizes = _sizes(ctx, node)
     numel = _nested_numel(sizes, ctx.store.display(node.sizes_file))
     if ctx.is_archive:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import TDViewError
+from ..errors import Cancelled, NoCheckpointError, TDViewError
 from ..index import Checkpoint
 from . import _load, _nodes, _preview
 from ._messages import (
@@ -40,14 +40,6 @@ Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
 _MAX_MARKS = 4096
 _SLOW = frozenset({"preview", "load"})
-
-
-class Cancelled(TDViewError):
-    """The client cancelled the request."""
-
-
-class NoCheckpointError(TDViewError):
-    """The widget's checkpoint could not be opened; every request answers this."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ import keyword
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TDViewError
+from ..errors import RequestError
 
 PROTOCOL_VERSION = 1
 REQUEST, REPLY = "tdview:request", "tdview:reply"
@@ -26,10 +26,6 @@ MAX_PAGE = 10_000
 MAX_ROWS = 100
 _MAX_SAFE_INT = 2**53 - 1
 _MAX_TEXT = 4096
-
-
-class RequestError(TDViewError, ValueError):
-    """A message that is not a valid protocol v1 request (or cancel)."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..errors import TDViewError
+from ..errors import PreviewUnsupportedError
 from ..index import Checkpoint
 from ._json import finite_or_none
 from ._nodes import dtype_name
@@ -51,10 +51,6 @@ _AS_IS = {torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, to
           torch.int64, torch.uint16, torch.uint32, torch.uint64}
 _COMPLEX = {torch.complex32: torch.float32, torch.complex64: torch.float32,
             torch.complex128: torch.float64}
-
-
-class PreviewUnsupportedError(TDViewError, TypeError):
-    """The leaf's dtype has no display form (quantized, bit or sub-byte dtypes)."""
 
 
 def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
