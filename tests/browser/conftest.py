@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter import JupyterLabServer, start_jupyterlab
+from .jupyter import JupyterLabServer, start_jupyterlab, start_server
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = [
@@ -58,6 +58,14 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory, demo_paths: dict[str, Pat
 @pytest.fixture(scope="session")
 def lab(lab_root: Path) -> Iterator[JupyterLabServer]:
     server = start_jupyterlab(lab_root, lab_root.parent / "jupyterlab.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def notebook7(lab_root: Path) -> Iterator[JupyterLabServer]:
+    """Jupyter Notebook 7 serving the same root as ``lab``."""
+    server = start_server("notebook", lab_root, lab_root.parent / "notebook7.log")
     yield server
     server.stop()
 

@@ -1,4 +1,4 @@
-"""A JupyterLab server (the `jupyter lab` of this environment) started for browser tests."""
+"""A JupyterLab or Notebook 7 server of this environment, started for browser tests."""
 
 from __future__ import annotations
 
@@ -53,6 +53,12 @@ class JupyterLabServer:
 
 def start_jupyterlab(root: Path, log: Path, timeout: float = 90.0) -> JupyterLabServer:
     """Start JupyterLab on a free loopback port with a token; wait until it answers."""
+    return start_server("jupyterlab", root, log, timeout)
+
+
+def start_server(app: str, root: Path, log: Path, timeout: float = 90.0) -> JupyterLabServer:
+    """Start ``python -m <app>`` (``jupyterlab`` or ``notebook``, i.e. Notebook 7) on a
+    free loopback port with a token; wait until it answers."""
     port, token = free_port(), secrets.token_hex(16)
     settings = root / ".settings"
     # Keep the news prompt out of screenshots (it would also try the outside network).
@@ -60,15 +66,20 @@ def start_jupyterlab(root: Path, log: Path, timeout: float = 90.0) -> JupyterLab
     news.parent.mkdir(parents=True, exist_ok=True)
     news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser",
+        sys.executable, "-m", app, "--no-browser",
         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
         # No workspace or news fetches: the test machine has no outside network.
-        "--LabApp.news_url=", "--LabServerApp.workspaces_dir=" + str(root / ".workspaces"),
+        "--LabServerApp.workspaces_dir=" + str(root / ".workspaces"),
         f"--LabServerApp.user_settings_dir={settings}",
         "--ServerApp.disable_check_xsrf=True",
     ]
+    if app == "jupyterlab":
+        command += ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url="]
+    elif app == "notebook":
+        command.append("--JupyterNotebookApp.expose_app_in_browser=True")
+    else:
+        raise ValueError(f"unknown app {app!r}")
     if os.geteuid() == 0:  # CI and containers run as root
         command.append("--allow-root")
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
@@ -78,11 +89,11 @@ def start_jupyterlab(root: Path, log: Path, timeout: float = 90.0) -> JupyterLab
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited early:\n{log.read_text()[-4000:]}")
+            raise RuntimeError(f"{app} exited early:\n{log.read_text()[-4000:]}")
         try:
             server.api("/api/status")
             return server
         except OSError:
             time.sleep(0.5)
     server.stop()
-    raise RuntimeError(f"jupyter lab did not answer within {timeout}s:\n{log.read_text()[-4000:]}")
+    raise RuntimeError(f"{app} did not answer within {timeout}s:\n{log.read_text()[-4000:]}")

@@ -1,0 +1,52 @@
+"""TDView in Jupyter Notebook 7 (not only JupyterLab): the tree renders, expands by
+click, and the selection made in the UI reaches Python."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .notebook import RUN_TIMEOUT_MS, wait_until_executed, write_notebook
+from .test_widget import OPEN, TIMEOUT, row, run_cell
+
+
+def open_and_run(page: Any, server: Any, name: str) -> None:
+    """Open ``name`` in Notebook 7 (app exposed as ``window.jupyterapp``), wait for an
+    idle kernel, run every cell."""
+    page.goto(server.url(f"/notebooks/{name}"), wait_until="domcontentloaded")
+    page.wait_for_function(
+        """(name) => {
+            const app = window.jupyterapp;
+            const w = app && app.shell && app.shell.currentWidget;
+            const k = w && w.context && w.context.path.endsWith(name) && w.sessionContext
+                && w.sessionContext.session && w.sessionContext.session.kernel;
+            return k && k.status === 'idle';
+        }""",
+        arg=name, timeout=RUN_TIMEOUT_MS,
+    )
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    wait_until_executed(page)
+
+
+def test_widget_in_notebook7(notebook7, page, artifacts) -> None:
+    from playwright.sync_api import expect
+
+    name = write_notebook(notebook7.root, "tdview_notebook7.ipynb", [OPEN])
+    open_and_run(page, notebook7, name)
+    assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+    widget = page.locator(".tdview-root")
+    widget.wait_for(timeout=TIMEOUT)
+    assert row(page, "demo_ckpt.tdz", 1).count() == 1
+
+    # Expand by clicking the twisty.
+    replay = row(page, "replay", 2)
+    replay.wait_for(timeout=TIMEOUT)
+    replay.locator(".tdview-twisty").click()
+    for child in ("observation", "action", "reward"):
+        row(page, child, 3).first.wait_for(timeout=TIMEOUT)
+    assert replay.get_attribute("aria-expanded") == "true"
+
+    # Select in the UI; the selection reaches Python.
+    replay.locator(".tdview-key").click()
+    expect(replay).to_have_attribute("aria-selected", "true", timeout=TIMEOUT)
+    page.screenshot(path=str(artifacts / "notebook7-light.png"))
+    assert "('replay',)" in run_cell(page, "print(v.selected)")
