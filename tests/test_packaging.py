@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -40,7 +39,10 @@ def install_alone(wheel: Path, venv: Path) -> Path:
     purelib = Path(subprocess.check_output(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         text=True).strip())
-    (purelib / "_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # Every site directory this interpreter sees (a venv made with --system-site-packages
+    # has two); the .pth files inside them are not read, so no editable tdview leaks in.
+    sites = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    (purelib / "_deps.pth").write_text("\n".join(sites) + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
                    check=True)
     return python
