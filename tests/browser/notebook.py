@@ -22,10 +22,15 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> str:
     return name
 
 
-def open_and_run(page: Any, lab: JupyterLabServer, name: str, theme: str = "light") -> None:
-    """Open ``name`` in JupyterLab, wait for its kernel, and run every cell."""
-    # ?reset: start from an empty workspace, not the previous test's open panels.
-    page.goto(lab.url(f"/lab/tree/{name}?reset"), wait_until="domcontentloaded")
+def open_and_run(page: Any, server: JupyterLabServer, name: str, theme: str = "light",
+                 url: str | None = None) -> None:
+    """Open ``name`` alone, wait for its kernel, and run every cell.
+
+    ``url`` defaults to JupyterLab's ``/lab/tree/<name>?reset`` (``?reset``: the
+    server-side workspace would otherwise restore the panels of earlier tests beside it);
+    Notebook 7 passes ``/notebooks/<name>``.
+    """
+    page.goto(server.url(url or f"/lab/tree/{name}?reset"), wait_until="domcontentloaded")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
     if theme == "dark":
         page.wait_for_function(
@@ -35,15 +40,16 @@ def open_and_run(page: Any, lab: JupyterLabServer, name: str, theme: str = "ligh
             " {theme: 'JupyterLab Dark'})"
         )
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    # A notebook's kernel is ready when the session context reports an idle kernel.
+    # Ready when this notebook's session context reports an idle kernel.
     page.wait_for_function(
-        """() => {
-            const w = window.jupyterapp.shell.currentWidget;
-            const k = w && w.sessionContext && w.sessionContext.session
-                && w.sessionContext.session.kernel;
+        """(name) => {
+            const app = window.jupyterapp;
+            const w = app && app.shell && app.shell.currentWidget;
+            const k = w && w.context && w.context.path.endsWith(name) && w.sessionContext
+                && w.sessionContext.session && w.sessionContext.session.kernel;
             return k && k.status === 'idle';
         }""",
-        timeout=RUN_TIMEOUT_MS,
+        arg=name, timeout=RUN_TIMEOUT_MS,
     )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_until_executed(page)

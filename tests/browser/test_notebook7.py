@@ -3,35 +3,15 @@ click, and the selection made in the UI reaches Python."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from .notebook import RUN_TIMEOUT_MS, wait_until_executed, write_notebook
+from .notebook import open_and_run, write_notebook
 from .test_widget import OPEN, TIMEOUT, row, run_cell
-
-
-def open_and_run(page: Any, server: Any, name: str) -> None:
-    """Open ``name`` in Notebook 7 (app exposed as ``window.jupyterapp``), wait for an
-    idle kernel, run every cell."""
-    page.goto(server.url(f"/notebooks/{name}"), wait_until="domcontentloaded")
-    page.wait_for_function(
-        """(name) => {
-            const app = window.jupyterapp;
-            const w = app && app.shell && app.shell.currentWidget;
-            const k = w && w.context && w.context.path.endsWith(name) && w.sessionContext
-                && w.sessionContext.session && w.sessionContext.session.kernel;
-            return k && k.status === 'idle';
-        }""",
-        arg=name, timeout=RUN_TIMEOUT_MS,
-    )
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    wait_until_executed(page)
 
 
 def test_widget_in_notebook7(notebook7, page, artifacts) -> None:
     from playwright.sync_api import expect
 
     name = write_notebook(notebook7.root, "tdview_notebook7.ipynb", [OPEN])
-    open_and_run(page, notebook7, name)
+    open_and_run(page, notebook7, name, url=f"/notebooks/{name}")
     assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
     widget = page.locator(".tdview-root")
     widget.wait_for(timeout=TIMEOUT)

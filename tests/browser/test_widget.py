@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .notebook import RUN_TIMEOUT_MS, wait_until_executed, write_notebook
+from .notebook import RUN_TIMEOUT_MS, open_and_run, write_notebook
 
 TIMEOUT = 60_000
 OPEN = 'from tdview import TDView\nv = TDView("demo_ckpt.tdz")\nv'
@@ -57,24 +57,6 @@ def set_theme(page: Any, theme: str) -> None:
     light = "false" if theme == "dark" else "true"
     page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light",
                            arg=light, timeout=TIMEOUT)
-
-
-def open_and_run(page: Any, lab: Any, name: str) -> None:
-    """Open ``name`` alone (``?reset``: the server-side workspace would otherwise restore
-    the notebooks of earlier tests beside it), wait for its kernel, run every cell."""
-    page.goto(lab.url(f"/lab/tree/{name}?reset"), wait_until="domcontentloaded")
-    page.wait_for_function(
-        """(name) => {
-            const app = window.jupyterapp;
-            const w = app && app.shell && app.shell.currentWidget;
-            const k = w && w.context && w.context.path.endsWith(name) && w.sessionContext
-                && w.sessionContext.session && w.sessionContext.session.kernel;
-            return k && k.status === 'idle';
-        }""",
-        arg=name, timeout=RUN_TIMEOUT_MS,
-    )
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    wait_until_executed(page)
 
 
 def open_widget(page: Any, lab: Any, name: str, theme: str = "light") -> Any:

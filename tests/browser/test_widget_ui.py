@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .notebook import RUN_TIMEOUT_MS, write_notebook
-from .test_widget import TIMEOUT, open_and_run, row, run_cell, set_theme
+from .notebook import RUN_TIMEOUT_MS, open_and_run, write_notebook
+from .test_widget import TIMEOUT, row, run_cell, set_theme
 
 DEMO = (
     "from tdview._demo import Trajectory  # defines the demo's tensorclass\n"
