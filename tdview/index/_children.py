@@ -9,7 +9,7 @@ nodes, which recorded no collections, need a listing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 from ..errors import UnsafeCheckpointError
 from ..format import (
@@ -83,6 +83,16 @@ def _exists(probe: Callable[[str], bool], key: str) -> bool:
         return False
 
 
+def _plain_leaf_file(is_file: Callable[[str], bool], files: Collection[str],
+                     prefix: str, names: tuple[str, ...]) -> str | None:
+    """The store key of the first candidate name that exists: looked up in the folder's
+    listing (``files``) first, then asked of the store; a refused name counts as absent."""
+    for name in names:
+        if name in files or _exists(is_file, prefix + name):
+            return prefix + name
+    return None
+
+
 def tensordict_children(
     store: Store,
     path: NestedPath,
@@ -101,21 +111,11 @@ def tensordict_children(
         key = record.key
         child_path = (*path, key)
         if type(record) is LeafRecord and not record.is_nested:
-            # the common leaf, inline: the first candidate file that exists
-            names = leaf_names.get(key)
-            if names is None:
-                names = _names(key, robust=robust, collection=False)
-            for name in names:
-                if name in files:
-                    found = True
-                else:
-                    try:
-                        found = is_file(prefix + name)
-                    except UnsafeCheckpointError:
-                        found = False
-                if found:
-                    yield Node(child_path, LEAF, None, None, record, prefix + name)
-                    break
+            # the common leaf: its file found in the folder's listing, without a node check
+            file = _plain_leaf_file(is_file, files, prefix, leaf_names.get(key)
+                                    or _names(key, robust=robust, collection=False))
+            if file is not None:
+                yield Node(child_path, LEAF, None, None, record, file)
             else:
                 yield _leaf(store, child_path, dirkey, record, robust=robust)
         elif isinstance(record, LeafRecord):
@@ -151,19 +151,9 @@ def tensordict_totals_entries(
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord and not record.is_nested:
-            names = leaf_names.get(key)
-            if names is None:
-                names = _names(key, robust=robust, collection=False)
-            for name in names:
-                if name in files:
-                    yield record
-                    break
-                try:
-                    if is_file(prefix + name):
-                        yield record
-                        break
-                except UnsafeCheckpointError:
-                    pass
+            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
+            if _plain_leaf_file(is_file, files, prefix, names) is not None:
+                yield record
             else:
                 yield _leaf(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, LeafRecord):
