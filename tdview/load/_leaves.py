@@ -255,7 +255,7 @@ def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
     data = ctx.prefetch.take(key) if ctx.prefetch is not None else None
     if data is None:
         data = store.decompress(key, max_size=entry.size)  # type: ignore[attr-defined]
-    return torch.frombuffer(data, dtype=torch.uint8)[:need].view(dtype)
+    return torch.from_numpy(data)[:need].view(dtype)
 
 
 def _sizes(ctx: LoadContext, node: Node) -> torch.Tensor:

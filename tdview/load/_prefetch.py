@@ -3,13 +3,16 @@
 Every compressed entry the load will read is submitted to a thread pool up front, in load
 order; the loader then takes each result when it reaches that leaf. zlib, bz2 and lzma
 release the GIL while they work, so the threads run in parallel, and a large entry
-occupies one thread while the others go on with the rest.
+occupies one thread while the others go on with the rest; a thread that is free checks
+the CRC of the large entry's finished chunks meanwhile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
 
 from ..storage import ArchiveStore
 
@@ -30,12 +33,12 @@ class Prefetcher:
     Examples
     --------
     >>> with Prefetcher(store, ["a.memmap", "b.memmap"], 4) as pre:   # doctest: +SKIP
-    ...     data = pre.take("a.memmap")   # a CRC-checked bytearray, or None
+    ...     data = pre.take("a.memmap")   # a CRC-checked uint8 array, or None
     """
 
     def __init__(self, store: ArchiveStore, keys: Iterable[str], num_threads: int) -> None:
         self._executor = ThreadPoolExecutor(num_threads, thread_name_prefix="tdview-inflate")
-        self._futures: dict[str, Future[bytearray]] = {}
+        self._futures: dict[str, Future[np.ndarray]] = {}
         try:
             for key in keys:
                 if key in self._futures:
@@ -45,12 +48,13 @@ class Prefetcher:
                     store.payload_offset(key)
                 except Exception:
                     continue  # the loader meets (and raises) the problem if it needs the leaf
-                self._futures[key] = self._executor.submit(store.decompress, key)
+                self._futures[key] = self._executor.submit(
+                    store.decompress, key, None, self._executor)
         except BaseException:
             self.close()
             raise
 
-    def take(self, key: str) -> bytearray | None:
+    def take(self, key: str) -> np.ndarray | None:
         """The decompressed bytes of ``key`` (waiting for them), or None if not scheduled.
 
         The result is handed over once: the prefetcher keeps no reference to it.

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import zlib
+from concurrent.futures import Executor
+
+import numpy as np
 
 from ..errors import (
     ArchiveError,
@@ -158,7 +161,7 @@ class ArchiveStore(Store):
             raise LimitExceededError(
                 f"{self.display(key)} is {e.size} bytes, above the limit of {limit} bytes."
             )
-        return bytes(self.decompress(key))
+        return self.decompress(key).tobytes()
 
     def writable(self, key: str | None = None) -> bool:
         """Whether the archive file is writable: every entry lives in that one file."""
@@ -278,8 +281,10 @@ class ArchiveStore(Store):
             )
         return self.raw_payload(key)
 
-    def decompress(self, key: str, max_size: int | None = None) -> bytearray:
-        """Return a fresh, writable copy of the entry's uncompressed bytes, CRC-checked.
+    def decompress(self, key: str, max_size: int | None = None,
+                   pool: Executor | None = None) -> np.ndarray:
+        """Return a fresh, writable uint8 array of the entry's uncompressed bytes,
+        CRC-checked.
 
         Parameters
         ----------
@@ -287,6 +292,8 @@ class ArchiveStore(Store):
             A file key.
         max_size : int, optional
             Refuse (``LimitExceededError``) an entry whose declared size is larger.
+        pool : Executor, optional
+            Threads that may check the CRC of a large entry's chunks in parallel.
 
         Raises
         ------
@@ -302,7 +309,7 @@ class ArchiveStore(Store):
         src = self.raw_payload(key)
         try:
             return decode(e.method, e.flags, src, e.size, e.crc32,
-                          f"entry {key!r} in {self.root}")
+                          f"entry {key!r} in {self.root}", pool)
         finally:
             src.release()
 

@@ -1,9 +1,13 @@
 """Decompress one zip entry, bounded by its declared size and checked by CRC-32.
 
 The heavy work runs in zlib, bz2 and lzma, which release the GIL, so several entries
-can be inflated by a thread pool. Input is fed in slices and each call may produce at
-most one byte more than the declared size: a "zip bomb" whose declared size is small
-stops after that many bytes instead of filling memory.
+can be inflated by a thread pool, and the CRC-32 of a large entry's finished chunks is
+checked on that pool while the rest is still inflating. Output goes in fixed-size
+chunks straight into one preallocated array (no growing buffer, no final copy). Input
+is fed in slices and the calls together produce at most one byte more than the declared
+size: a "zip bomb" whose declared size is small stops after that many bytes instead of
+filling memory, and one whose declared size is huge allocates only what its stored bytes
+can expand to.
 """
 
 from __future__ import annotations
@@ -11,19 +15,27 @@ from __future__ import annotations
 import bz2
 import lzma
 import struct
-import sys
 import zlib
+from concurrent.futures import Executor, Future
+
+import numpy as np
 
 from ..errors import ArchiveError, LeafDataError
+from ._crc import crc32_combine
 
 __all__ = ["METHODS", "STORED", "decode", "method_name"]
 
 STORED, DEFLATE, BZIP2, LZMA = 0, 8, 12, 14
 METHODS = {STORED: "stored", DEFLATE: "deflate", BZIP2: "bzip2", LZMA: "lzma"}
 
-# Input slice per call: big enough that the Python loop is negligible, small enough
-# that zlib's copy of an unconsumed tail stays cheap.
-_IN_CHUNK = 8 << 20
+# Input slice and output limit per call: big enough that the Python loop is
+# negligible, small enough that zlib's copy of an unconsumed tail stays cheap and each
+# output chunk is still in the cache when it is copied and checked.
+_IN_CHUNK = 1 << 20
+_OUT_CHUNK = 4 << 20
+# Entries at least this large have their chunks checked on the pool, when there is one.
+_PARALLEL_CRC_MIN = 3 * _OUT_CHUNK
+_EMPTY = np.empty(0, dtype=np.uint8)
 _LZMA_HEADER = struct.Struct("<BBH")  # version major, version minor, properties size
 _FLAG_LZMA_EOS = 0x2  # general-purpose bit 1: the LZMA stream has an end marker
 _DECODE_ERRORS = (zlib.error, lzma.LZMAError, OSError, EOFError, ValueError)
@@ -41,7 +53,7 @@ def method_name(method: int) -> str:
 
 
 def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
-           what: str) -> bytearray:
+           what: str, pool: Executor | None = None) -> np.ndarray:
     """Return the uncompressed content of an entry, fully checked.
 
     Parameters
@@ -58,11 +70,14 @@ def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
         The recorded CRC-32 of the uncompressed bytes.
     what : str
         ``"entry 'a.memmap' in /x.tdz"``, used in messages.
+    pool : Executor, optional
+        Threads that may check the CRC of finished chunks of a large entry while the
+        rest is still being decompressed (the load's ``num_threads`` pool).
 
     Returns
     -------
-    bytearray
-        A fresh, writable buffer of ``size`` bytes.
+    numpy.ndarray
+        A fresh, writable uint8 array of ``size`` bytes.
 
     Raises
     ------
@@ -77,7 +92,7 @@ def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
     >>> import zlib
     >>> c = zlib.compressobj(wbits=-15)
     >>> raw = c.compress(b"abc") + c.flush()
-    >>> bytes(decode(8, 0, memoryview(raw), 3, zlib.crc32(b"abc"), "entry 'x'"))
+    >>> decode(8, 0, memoryview(raw), 3, zlib.crc32(b"abc"), "entry 'x'").tobytes()
     b'abc'
     """
     if method == STORED:
@@ -86,18 +101,98 @@ def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
                 f"{what}: stored entry has {len(src)} stored bytes but a declared size of "
                 f"{size} bytes."
             )
-        out = bytearray(src)
+        out = np.frombuffer(src, dtype=np.uint8).copy()
+        actual = zlib.crc32(out)
     elif size == 0 and len(src) == 0:
-        out = bytearray()  # some writers store an empty file with no stream at all
+        out = np.empty(0, dtype=np.uint8)  # some writers store an empty file with no stream
+        actual = 0
     else:
-        out = _decompress(_decompressor(method, flags, src, what), src, size, flags, what)
-    actual = zlib.crc32(out)
+        decomp, start = _decompressor(method, flags, src, what)
+        sink = _Sink(size, _capacity(method, len(src) - start, size), pool)
+        try:
+            pos = _inflate(decomp, src, start, size, sink, what)
+            _check_end(decomp, flags, len(src) - pos, sink.pos, size, what)
+            actual = sink.crc32()
+        finally:
+            sink.cancel()
+        out = sink.buf
     if actual != crc:
         raise LeafDataError(
             f"{what}: CRC-32 mismatch, computed {actual:#010x} but the archive records "
             f"{crc:#010x}."
         )
     return out
+
+
+def _capacity(method: int, stored: int, size: int) -> int:
+    """How much output to allocate up front: the declared size, unless the stored bytes
+    cannot expand that far (deflate stays under 1032:1), so that a false declared size
+    does not allocate memory the data will never fill; the buffer grows past it."""
+    bound = stored * 1032 + (64 << 10) if method == DEFLATE else max(stored * 64, 64 << 20)
+    return min(size, bound)
+
+
+class _Sink:
+    """The output buffer of one entry, filled chunk after chunk, and its running CRC-32
+    (computed inline, or on ``pool`` threads and combined at the end)."""
+
+    def __init__(self, size: int, capacity: int, pool: Executor | None) -> None:
+        self.size = size
+        self._capacity = capacity
+        self.buf = _EMPTY  # allocated at the first write (after zlib's own buffer: faster)
+        self._view = memoryview(self.buf)
+        self.pos = 0
+        self._crc = 0
+        self._pool = pool if size >= _PARALLEL_CRC_MIN else None
+        self._parts: list[tuple[Future[int], memoryview]] = []
+
+    def write(self, piece: bytes) -> None:
+        end = self.pos + len(piece)
+        if end > len(self.buf):
+            if not self.pos:  # not zeroed: every byte will be written
+                self.buf = np.empty(max(self._capacity, end), dtype=np.uint8)
+                self._view = memoryview(self.buf)
+            else:
+                self._grow(end)
+        chunk = self._view[self.pos : end]
+        chunk[:] = piece
+        self.pos = end
+        if self._pool is not None:
+            try:
+                self._parts.append((self._pool.submit(zlib.crc32, chunk), chunk))
+                return
+            except RuntimeError:  # the pool is shutting down: go on inline
+                self._pool = None
+        self._crc = self._combined() if self._parts else self._crc
+        self._crc = zlib.crc32(chunk, self._crc)
+
+    def _grow(self, end: int) -> None:
+        bigger = np.empty(min(self.size, max(end, 2 * len(self.buf))), dtype=np.uint8)
+        bigger[: self.pos] = self.buf[: self.pos]
+        self.buf, self._view = bigger, memoryview(bigger)
+
+    def _combined(self) -> int:
+        """Fold the CRCs of the chunks checked on the pool into the running CRC."""
+        crc = self._crc
+        for future, chunk in self._parts:
+            # a chunk no thread has taken yet is checked here: waiting for it could
+            # deadlock when every pool thread is itself an entry waiting like this one
+            part = zlib.crc32(chunk) if future.cancel() else future.result()
+            crc = crc32_combine(crc, part, len(chunk))
+        self._parts.clear()
+        return crc
+
+    def crc32(self) -> int:
+        """The CRC-32 of everything written."""
+        self._crc = self._combined()
+        if self.pos != len(self.buf):
+            self.buf = self.buf[: self.pos] if self.pos else np.empty(0, dtype=np.uint8)
+        return self._crc
+
+    def cancel(self) -> None:
+        for future, _ in self._parts:
+            future.cancel()
+        self._parts.clear()
 
 
 def _decompressor(method: int, flags: int, src: memoryview, what: str):
@@ -134,27 +229,41 @@ def _lzma_decompressor(src: memoryview, what: str):
         raise LeafDataError(f"{what}: invalid lzma properties {props.hex()}: {exc}") from None
 
 
-def _decompress(made, src: memoryview, size: int, flags: int, what: str) -> bytearray:
-    """Feed ``src`` to the decompressor in slices, never producing more than size + 1."""
-    decomp, start = made
-    out = bytearray()
+def _inflate(decomp, src: memoryview, pos: int, size: int, sink: _Sink, what: str) -> int:
+    """Feed ``src`` from ``pos`` to the decompressor in slices, taking at most
+    ``_OUT_CHUNK`` bytes of output per call and never more than ``size + 1`` in all.
+    Returns how far ``src`` was fed."""
     total = len(src)
-    pos = start
+    is_zlib = not hasattr(decomp, "needs_input")  # zlib keeps its unused input apart
+    full = False  # the last call filled its output limit: more may be pending
     try:
-        while pos < total and not decomp.eof:
-            piece = src[pos : pos + _IN_CHUNK]
-            pos += len(piece)
-            # zip64 sizes reach 2**64; the C decoders take at most sys.maxsize.
-            out += decomp.decompress(piece, min(size + 1 - len(out), sys.maxsize))
-            if len(out) > size:
+        while not decomp.eof:
+            if is_zlib:
+                data = decomp.unconsumed_tail
+                hungry = not data and not full
+            else:
+                data = b""
+                hungry = decomp.needs_input
+            if hungry:
+                if pos >= total:
+                    break  # input exhausted before the end marker: _check_end says so
+                data = src[pos : pos + _IN_CHUNK]
+                pos += len(data)
+            limit = min(_OUT_CHUNK, size + 1 - sink.pos)
+            piece = decomp.decompress(data, limit)
+            if len(piece) + sink.pos > size:
                 raise LeafDataError(
                     f"{what}: the data expands beyond its declared size of {size} bytes "
                     f"(from {total} stored bytes)."
                 )
+            full = len(piece) == limit
+            if piece:
+                sink.write(piece)
+            elif not data and not hungry:
+                break  # no input and no output: nothing more will come
     except _DECODE_ERRORS as exc:
         raise LeafDataError(f"{what}: corrupt compressed data: {exc}") from None
-    _check_end(decomp, flags, total - pos, len(out), size, what)
-    return out
+    return pos
 
 
 def _check_end(decomp, flags: int, unfed: int, produced: int, size: int, what: str) -> None:
