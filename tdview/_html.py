@@ -9,49 +9,113 @@ problems); the HTML escapes everything that comes from the checkpoint.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from ._tree_text import TreeOptions, describe, render_tree
+from ._tree_text import describe
+from .format import CollectionRecord, TensorDictNode
 from .index import Checkpoint, Node
 
 #: Levels shown below the root, and children shown per level.
 DEPTH = 2
 MAX_CHILDREN = 30
+#: ``meta.json`` bytes the static renderings may parse. Past it, collections are named
+#: by their recorded type alone, so that displaying the widget stays fast on any tree (a
+#: level of 10,000 leaves is a 650 kB ``meta.json``).
+META_BUDGET = 512 << 10
 
 Row = tuple[int, str, str]  # depth, key, description
 
 
-def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN) -> Iterator[Row]:
+def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN,
+         budget: int = META_BUDGET) -> Iterator[Row]:
     """The rows of the static tree: the root, then ``depth`` levels of at most ``limit``
-    children each (a ``"… n more"`` row stands for the rest of a level)."""
+    children each (a ``"… n more"`` row stands for the rest of a level), reading at most
+    about ``budget`` bytes of ``meta.json`` beyond the root's."""
+    start = ckpt.meta_bytes_read
+
+    def affordable() -> bool:
+        return ckpt.meta_bytes_read - start < budget
 
     def level(node: Node, at: int) -> Iterator[Row]:
-        page = ckpt.page(node, 0, limit)
-        for child in page.items:
-            yield at, child.key, describe(ckpt, child, rollups=False)
-            if at < depth and not child.is_leaf:
+        items, total = _first_children(ckpt, node, limit, affordable)
+        shown = 0
+        for key, child, hint in items:  # read lazily: a subtree is shown before its sibling
+            shown += 1
+            if child is None:
+                yield at, key, f"{hint or 'TensorDict'}  (not read here: open the widget)"
+                continue
+            yield at, key, describe(ckpt, child, rollups=False)
+            if at < depth and not child.is_leaf and affordable():
                 yield from level(child, at + 1)
-        if page.total > len(page.items):
-            yield at, f"… {page.total - len(page.items):,} more", ""
+        if total > shown:
+            yield at, f"… {total - shown:,} more", ""
 
     yield 0, "", describe(ckpt, ckpt.root, rollups=False)
     yield from level(ckpt.root, 1)
 
 
-def render_text(source: str, ckpt: Checkpoint | None, error: str = "") -> str:
-    """The ``text/plain`` rendering: the tree as ``tdview tree`` prints it, two levels
-    deep and :data:`MAX_CHILDREN` children per level, or the error.
+Item = tuple[str, "Node | None", "str | None"]  # key, node (None: not read), type hint
+
+
+def _first_children(ckpt: Checkpoint, node: Node, limit: int, affordable: Callable[[], bool]
+                    ) -> tuple[Iterator[Item], int]:
+    """The first ``limit`` children of ``node`` (read as they are taken), and how many
+    there are. A TensorDict's children are read one by one (its other children and their
+    ``meta.json`` untouched); a collection is left unread (None) once the budget is
+    spent. Other kinds, which are small, are read whole while the budget lasts."""
+    meta = node.meta
+    if (node.children_cache is None and type(meta) is TensorDictNode
+            and not meta.legacy_no_collection_records):
+        def one_by_one() -> Iterator[Item]:
+            for record in meta.load_order[:limit]:
+                if isinstance(record, CollectionRecord) and not affordable():
+                    yield record.key, None, record.type_hint
+                    continue
+                child = ckpt.lookup(node, record.key)
+                if child is not None:
+                    yield record.key, child, None
+        return one_by_one(), len(meta.entries)
+    if not affordable() and node.children_cache is None:
+        return iter(()), 0
+    page = ckpt.page(node, 0, limit)
+    return ((child.key, child, None) for child in page.items), page.total
+
+
+def render_text(source: str, table: list[Row], error: str = "") -> str:
+    """The ``text/plain`` rendering: the rows of :func:`rows` drawn as ``tdview tree``
+    draws a tree, or the error.
 
     Examples
     --------
-    >>> render_text("missing.tdz", None, "NotACheckpointError: missing.tdz")
+    >>> render_text("missing.tdz", [], "NotACheckpointError: missing.tdz")
     'tdview: missing.tdz: NotACheckpointError: missing.tdz'
+    >>> print(render_text("c", [(0, "", "TensorDict"), (1, "a", "x"), (2, "b", "y"),
+    ...                         (1, "c", "z")]))
+    c  TensorDict
+    ├── a  x
+    │   └── b  y
+    └── c  z
     """
-    if ckpt is None:
+    if error or not table:
         return f"tdview: {source}: {error}"
-    # No subtree totals: they walk the whole tree, and display must stay cheap.
-    options = TreeOptions(depth=DEPTH, limit=MAX_CHILDREN, rollups=False)
-    return "\n".join(render_tree(ckpt, ckpt.root, options))
+    lines = [f"{source}  {table[0][2]}"]
+    open_levels: list[bool] = []  # per depth above the row: whether more siblings follow
+    for i, (depth, key, text) in enumerate(table[1:], start=1):
+        last = _is_last(table, i)
+        del open_levels[depth - 1 :]
+        indent = "".join("│   " if more else "    " for more in open_levels)
+        lines.append(f"{indent}{'└── ' if last else '├── '}{key}" + (f"  {text}" if text else ""))
+        open_levels.append(not last)
+    return "\n".join(lines)
+
+
+def _is_last(table: list[Row], i: int) -> bool:
+    """Whether no later row at the depth of row ``i`` follows before its level ends."""
+    depth = table[i][0]
+    for later, _, _ in table[i + 1 :]:
+        if later <= depth:
+            return later < depth
+    return True
 
 
 def render_html(source: str, table: list[Row], error: str = "") -> str:

@@ -180,7 +180,7 @@ class TDView(anywidget.AnyWidget):
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
         data = dict(data)
         try:
-            data["text/plain"] = _html.render_text(self.source, self.checkpoint, self.error)
+            data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
             data["text/html"] = _html.render_html(self.source, self._table(), self.error)
         except Exception as error:  # noqa: BLE001 - a repr must not raise
             text = f"tdview: {self.source}: {type(error).__name__}: {error}"

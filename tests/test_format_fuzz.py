@@ -324,3 +324,29 @@ def test_decode_any_name(name):
     assert isinstance(key, str)
     if is_canonical_name(name):
         assert encode_key(key) == name
+
+
+def _depth(value: object) -> int:
+    """The nesting depth of a decoded JSON value (a scalar is 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+bracket_text = st.text(alphabet='[]{}"\\ab\n', max_size=8)
+nested_values = st.recursive(
+    st.none() | st.integers() | bracket_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(bracket_text, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@FUZZ
+@given(nested_values, st.booleans())
+def test_json_depth_is_the_real_depth(value, ascii_only):
+    """Both scans (escape-free text split on quotes, and the regex for text with escapes)
+    give the depth of the decoded value, whatever brackets and quotes the strings hold."""
+    data = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert json_depth(data) == _depth(value)

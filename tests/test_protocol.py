@@ -234,6 +234,32 @@ def test_paging_5000_keys(wide: Session) -> None:
     assert node["n_children"] == 5000 and node["rollup"]["bytes"] == 5000 * 2 * 4
 
 
+def test_children_without_totals_walks_nothing(session: Session) -> None:
+    """``totals: false`` (the widget's first paint): collections whose rollup is not
+    cached come without bytes/numel, leaves with theirs; a later page with totals fills
+    them in, and from then on they are cached for pages without totals too."""
+    first = ok(session, "children", path=[], offset=0, limit=50, totals=False)
+    collections = [c for c in first["children"] if c["has_children"]]
+    assert collections and all(c["bytes"] is None and c["numel"] is None for c in collections)
+    assert all(session.ckpt.node(tuple(c["path"])).rollup_cache is None for c in collections)
+    leaf = ok(session, "children", path=["replay"], offset=0, limit=50, totals=False)
+    assert all(c["bytes"] is not None for c in leaf["children"] if c["kind"] == "leaf")
+    full = ok(session, "children", path=[], offset=0, limit=50, totals=True)
+    assert all(c["bytes"] is not None for c in full["children"] if c["has_children"]
+               and c["kind"] != "non_tensor")
+    again = ok(session, "children", path=[], offset=0, limit=50, totals=False)
+    assert again == full
+    assert ok(session, "children", path=[], offset=0, limit=50) == full  # default: totals
+
+
+def test_node_without_totals(session: Session) -> None:
+    bare = ok(session, "node", path=["replay"], totals=False)
+    assert bare["rollup"] is None and bare["bytes"] is None and bare["n_children"] > 0
+    full = ok(session, "node", path=["replay"])
+    assert full["rollup"]["leaves"] > 0 and full["bytes"] == full["rollup"]["bytes"]
+    assert ok(session, "node", path=["replay"], totals=False) == full  # cached now
+
+
 def test_page_limit_is_capped(wide: Session) -> None:
     parsed = parse_request(request("children", {"path": ["wide"], "offset": 0,
                                                 "limit": 10**9}))
@@ -279,6 +305,8 @@ def test_bad_path(session: Session) -> None:
          "params": {"path": [], "offset": -1, "limit": 5}},
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
          "params": {"path": [], "offset": 0, "limit": False}},
+        {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
+         "params": {"path": [], "offset": 0, "limit": 5, "totals": "no"}},
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "search",
          "params": {"pattern": 3, "limit": 5}},
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "preview",

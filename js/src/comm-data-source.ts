@@ -17,6 +17,7 @@ import {
   type ProgressInfo,
   ProtocolError,
   resolvePreview,
+  type TotalsOptions,
 } from "./data-source";
 import {
   type ChildrenResult,
@@ -133,12 +134,19 @@ export class CommDataSource implements DataSource {
     });
   }
 
-  children(path: Path, offset: number, limit: number, opts?: CallOptions): Promise<ChildrenResult> {
-    return this.#result("children", { path, offset, limit }, opts);
+  children(
+    path: Path,
+    offset: number,
+    limit: number,
+    opts?: TotalsOptions,
+  ): Promise<ChildrenResult> {
+    const params =
+      opts?.totals === false ? { path, offset, limit, totals: false } : { path, offset, limit };
+    return this.#result("children", params, opts);
   }
 
-  node(path: Path, opts?: CallOptions): Promise<NodeDetails> {
-    return this.#result("node", { path }, opts);
+  node(path: Path, opts?: TotalsOptions): Promise<NodeDetails> {
+    return this.#result("node", opts?.totals === false ? { path, totals: false } : { path }, opts);
   }
 
   search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult> {

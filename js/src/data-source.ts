@@ -55,6 +55,14 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+export interface TotalsOptions extends CallOptions {
+  /**
+   * false: collections whose subtree totals the kernel has not computed yet come with
+   * `bytes`/`numel` null (a first paint that walks nothing). Default true.
+   */
+  totals?: boolean;
+}
+
 export interface ProgressInfo {
   done: number;
   total: number;
@@ -79,8 +87,13 @@ export interface PreviewData {
 }
 
 export interface DataSource {
-  children(path: Path, offset: number, limit: number, opts?: CallOptions): Promise<ChildrenResult>;
-  node(path: Path, opts?: CallOptions): Promise<NodeDetails>;
+  children(
+    path: Path,
+    offset: number,
+    limit: number,
+    opts?: TotalsOptions,
+  ): Promise<ChildrenResult>;
+  node(path: Path, opts?: TotalsOptions): Promise<NodeDetails>;
   search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult>;
   preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData>;
   devices(opts?: CallOptions): Promise<DevicesResult>;

@@ -14,6 +14,7 @@ import {
   type PreviewData,
   type ProgressInfo,
   ProtocolError,
+  type TotalsOptions,
   throwIfAborted,
 } from "./data-source";
 import type {
@@ -171,17 +172,29 @@ export class MemoryDataSource implements DataSource {
     return this.log.filter((e) => e.method === method);
   }
 
-  children(path: Path, offset: number, limit: number, opts?: CallOptions): Promise<ChildrenResult> {
-    return this.#answer("children", { path, offset, limit }, opts, () => {
+  children(
+    path: Path,
+    offset: number,
+    limit: number,
+    opts?: TotalsOptions,
+  ): Promise<ChildrenResult> {
+    const totals = opts?.totals !== false;
+    const params = totals ? { path, offset, limit } : { path, offset, limit, totals };
+    return this.#answer("children", params, opts, () => {
       const { node } = this.#lookup(path);
       const all = node.children ?? [];
-      const children = all.slice(offset, offset + limit).map((c) => summarize(c, [...path, c.key]));
+      const children = all.slice(offset, offset + limit).map((c) => {
+        const summary = summarize(c, [...path, c.key]);
+        // like the kernel: without totals, a collection's subtree sums are not there yet
+        return totals || !c.children ? summary : { ...summary, bytes: null, numel: null };
+      });
       return { path, offset, total: all.length, children };
     });
   }
 
-  node(path: Path, opts?: CallOptions): Promise<NodeDetails> {
-    return this.#answer("node", { path }, opts, () => {
+  node(path: Path, opts?: TotalsOptions): Promise<NodeDetails> {
+    const totals = opts?.totals !== false;
+    return this.#answer("node", totals ? { path } : { path, totals }, opts, () => {
       const { node, summary } = this.#lookup(path);
       return {
         ...summary,
@@ -191,7 +204,9 @@ export class MemoryDataSource implements DataSource {
         storage: node.storage ?? null,
         value: node.value ?? null,
         pickle: node.pickle ?? null,
-        rollup: node.rollup ?? null,
+        // like the kernel: without totals, a collection's subtree sums are not there yet
+        rollup: totals || !node.children ? (node.rollup ?? null) : null,
+        ...(totals || !node.children ? {} : { bytes: null, numel: null }),
       };
     });
   }

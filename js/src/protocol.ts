@@ -145,6 +145,8 @@ export interface ChildrenParams {
   path: Path;
   offset: number;
   limit: number;
+  /** false: collections whose totals are not cached come with bytes/numel null. */
+  totals?: boolean;
 }
 export interface ChildrenResult {
   path: Path;
@@ -154,6 +156,8 @@ export interface ChildrenResult {
 }
 export interface NodeParams {
   path: Path;
+  /** false: a collection's bytes/numel/rollup are null unless cached. */
+  totals?: boolean;
 }
 export interface SearchParams {
   pattern: string;

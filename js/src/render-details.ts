@@ -7,7 +7,7 @@
  */
 
 import { CopyButton } from "./clipboard";
-import { type DataSource, isCancelled } from "./data-source";
+import { cancelledError, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, formatShape, humanBytes } from "./format";
 import type { NodeDetails, Options, Path, StorageInfo } from "./protocol";
@@ -26,6 +26,8 @@ export interface DetailsPanelOptions {
   options?: Options;
   /** Rows of a preview table. */
   previewRows?: number;
+  /** Quiet time before a node's subtree totals are asked for; 500 ms by default. */
+  totalsDelayMs?: number;
 }
 
 const DEFAULT_OPTIONS: Options = {
@@ -167,6 +169,22 @@ function lockBox(
   return box;
 }
 
+/** Resolves after `ms`, or rejects as cancelled when `signal` aborts first. */
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(cancelledError());
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(cancelledError());
+      },
+      { once: true },
+    );
+  });
+}
+
 export class DetailsPanel {
   readonly element: HTMLElement;
   readonly preview: PreviewSection;
@@ -178,8 +196,12 @@ export class DetailsPanel {
   #details: NodeDetails | null = null;
   #lock: HTMLElement | null = null;
 
+  /** Quiet time before a node's subtree totals are asked for (see `show`). */
+  readonly totalsDelayMs: number;
+
   constructor(source: DataSource, options: DetailsPanelOptions = {}) {
     this.#source = source;
+    this.totalsDelayMs = options.totalsDelayMs ?? 500;
     this.element = el("section", "tdview-details");
     this.element.setAttribute("aria-label", "Details");
     this.#info = el("div", "tdview-details-info");
@@ -215,8 +237,15 @@ export class DetailsPanel {
     this.#abort = abort;
     this.#info.classList.add("tdview-loading");
     try {
-      const details = await this.#source.node(path, { signal: abort.signal });
-      if (!abort.signal.aborted) this.#renderDetails(details);
+      // Without subtree totals first (summing a large subtree takes the kernel a while),
+      // then, after a quiet time, with them.
+      const details = await this.#source.node(path, { signal: abort.signal, totals: false });
+      if (abort.signal.aborted) return;
+      this.#renderDetails(details);
+      if (details.bytes !== null || !details.has_children) return;
+      await delay(this.totalsDelayMs, abort.signal);
+      const full = await this.#source.node(path, { signal: abort.signal });
+      if (!abort.signal.aborted) this.#renderDetails(full);
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
       this.#info.replaceChildren(alertBox(errorText(error)));

@@ -47,6 +47,11 @@ export interface TreeModelOptions {
   lookahead?: number;
   /** Label of the root row (its key is ""). */
   rootLabel?: string;
+  /**
+   * Quiet time before the subtree totals a page left out are asked for (see
+   * `SerialQueue`): a click right after a page is answered without waiting for them.
+   */
+  totalsDelayMs?: number;
 }
 
 type PageState = "loading" | "loaded" | { error: string };
@@ -74,6 +79,8 @@ interface Pos {
 interface PageRef {
   level: Level;
   page: number;
+  /** Set for a background task: fetch the subtree totals of this child index. */
+  totalsOf?: number;
 }
 
 const ROOT: Pos = { level: null, index: 0 };
@@ -91,7 +98,7 @@ export class TreeModel {
   #flat: Pos[] | null = null;
   #sel: Pos = ROOT;
   #selIndex = 0;
-  readonly #pages = new SerialQueue<PageRef>((ref) => this.#load(ref));
+  readonly #pages: SerialQueue<PageRef>;
   #levelCount = 0;
   #revealToken = 0;
 
@@ -101,6 +108,7 @@ export class TreeModel {
     this.pageSize = options.pageSize ?? 200;
     this.#lookahead = options.lookahead ?? 50;
     this.#rootLabel = options.rootLabel ?? (root.key || "(root)");
+    this.#pages = new SerialQueue<PageRef>((ref) => this.#load(ref), options.totalsDelayMs ?? 500);
   }
 
   subscribe(listener: (change: TreeChange) => void): () => void {
@@ -361,20 +369,47 @@ export class TreeModel {
     return this.#pages.add(`${level.id}:${page}`, { level, page }, pinned);
   }
 
-  async #load({ level, page }: PageRef): Promise<void> {
+  async #load({ level, page, totalsOf }: PageRef): Promise<void> {
+    if (totalsOf !== undefined) return this.#loadTotals(level, totalsOf);
     if (level.pages.get(page) === "loaded" || this.#abort.signal.aborted) return;
     level.pages.set(page, "loading");
     const { pageSize } = this;
     const signal = this.#abort.signal;
+    let result: ChildrenResult;
     try {
-      this.#fill(
-        level,
-        page,
-        await this.#source.children(level.path, page * pageSize, pageSize, { signal }),
-      );
+      result = await this.#source.children(level.path, page * pageSize, pageSize, {
+        signal,
+        totals: false,
+      });
+      this.#fill(level, page, result);
     } catch (error) {
       this.#failPage(level, page, error);
+      return;
     }
+    // Subtree totals the reply left out (collections the kernel had not summed yet):
+    // asked one child at a time, in the background, so that summing a large subtree
+    // never holds up what the user asks for next.
+    for (const [i, child] of result.children.entries()) {
+      if (child.bytes !== null || !child.has_children) continue;
+      const index = result.offset + i;
+      void this.#pages.add(`${level.id}:t${index}`, { level, page, totalsOf: index }, false, true);
+    }
+  }
+
+  async #loadTotals(level: Level, index: number): Promise<void> {
+    const current = level.items[index];
+    if (!current || current.bytes !== null || this.#abort.signal.aborted) return;
+    let answer: ChildrenResult;
+    try {
+      answer = await this.#source.children(level.path, index, 1, { signal: this.#abort.signal });
+    } catch {
+      return; // the row stays without totals; the node's details still give them
+    }
+    const now = level.items[index];
+    const fresh = answer.children[0];
+    if (!now || !fresh || fresh.key !== now.key) return;
+    level.items[index] = { ...now, bytes: fresh.bytes, numel: fresh.numel };
+    this.#emit({ rows: true, selection: false });
   }
 
   #failPage(level: Level, page: number, error: unknown): void {

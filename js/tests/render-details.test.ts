@@ -41,6 +41,7 @@ function setup() {
   const panel = new DetailsPanel(source, {
     source: "ckpt.tdz",
     options: { device: "cpu", mode: "r", allow_pickle: false, robust_key: true },
+    totalsDelayMs: 0,
   });
   document.body.append(panel.element);
   return { source, panel, el: panel.element };
@@ -102,6 +103,34 @@ describe("DetailsPanel", () => {
     const text = el.querySelector("dl")?.textContent ?? "";
     expect(text).toContain("8.00 KB (8,000 B) in 1 tensor");
     expect(text).not.toContain("Subtree");
+  });
+
+  it("shows a node at once, then its subtree totals after a quiet time", async () => {
+    const source = new MemoryDataSource(tree(), { source: "ckpt.tdz" });
+    const panel = new DetailsPanel(source, { source: "ckpt.tdz", totalsDelayMs: 40 });
+    document.body.append(panel.element);
+    const shown = panel.show(["replay"]);
+    await tick(10);
+    const first = panel.element.querySelector("dl")?.textContent ?? "";
+    expect(first).toContain("replay");
+    expect(first).not.toContain("8,000 B");
+    expect(source.calls("node").map((c) => c.params)).toEqual([
+      { path: ["replay"], totals: false },
+    ]);
+    await shown;
+    expect(panel.element.querySelector("dl")?.textContent).toContain(
+      "8.00 KB (8,000 B) in 1 tensor",
+    );
+    expect(source.calls("node").map((c) => c.params)).toEqual([
+      { path: ["replay"], totals: false },
+      { path: ["replay"] },
+    ]);
+    // a node shown meanwhile cancels the wait: no totals are asked for the first one
+    const again = panel.show(["replay"]);
+    await tick(5);
+    await panel.show(["a/b"]);
+    await again;
+    expect(source.calls("node")).toHaveLength(4);
   });
 
   it("locks a pickled value, lists its imports, and unlocks it for the load only", async () => {

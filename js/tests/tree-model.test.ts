@@ -3,11 +3,12 @@ import { MemoryDataSource } from "../src/memory-data-source";
 import { TreeModel, type TreeRow } from "../src/tree-model";
 import { sampleTree, tick, WIDE, wideKey } from "./trees";
 
-function setup(options: { latencyMs?: number; pageSize?: number } = {}) {
+function setup(options: { latencyMs?: number; pageSize?: number; totalsDelayMs?: number } = {}) {
   const source = new MemoryDataSource(sampleTree(), { latencyMs: options.latencyMs ?? 0 });
   const tree = new TreeModel(source, source.root, {
     rootLabel: "ckpt",
     pageSize: options.pageSize ?? 200,
+    totalsDelayMs: options.totalsDelayMs ?? 0,
   });
   return { source, tree };
 }
@@ -18,9 +19,18 @@ function labels(tree: TreeModel): string[] {
   return out;
 }
 
+/** The page requests (made without totals); the background totals requests apart. */
 function children(source: MemoryDataSource) {
   return source
     .calls("children")
+    .filter((c) => c.params.totals === false)
+    .map((c) => c.params as { path: string[]; offset: number; limit: number });
+}
+
+function totalsRequests(source: MemoryDataSource) {
+  return source
+    .calls("children")
+    .filter((c) => c.params.totals !== false)
     .map((c) => c.params as { path: string[]; offset: number; limit: number });
 }
 
@@ -50,7 +60,55 @@ describe("TreeModel", () => {
     expect(labels(tree)).toEqual(["ckpt", "a", "wide", "zeta", "zulu"]);
     expect(tree.row(2)).toMatchObject({ depth: 2, posInSet: 2, setSize: 4, expandable: true });
     expect(tree.row(3)).toMatchObject({ expandable: false, expanded: false });
-    expect(children(source)).toEqual([{ path: [], offset: 0, limit: 200 }]);
+    expect(children(source)).toEqual([{ path: [], offset: 0, limit: 200, totals: false }]);
+  });
+
+  it("fills in a collection's subtree totals in the background, after its page", async () => {
+    const source = new MemoryDataSource({
+      key: "",
+      children: [
+        { key: "sub", bytes: 123, numel: 45, children: [{ key: "x", shape: [3] }] },
+        { key: "leaf", shape: [2], dtype: "float32" },
+      ],
+    });
+    const tree = new TreeModel(source, source.root, { rootLabel: "ckpt", totalsDelayMs: 0 });
+    await tree.expand(0);
+    expect(tree.row(1)?.node).toMatchObject({ key: "sub", bytes: null, numel: null });
+    expect(tree.row(2)?.node).toMatchObject({ key: "leaf", bytes: 8 });
+    await tick();
+    expect(tree.row(1)?.node).toMatchObject({ key: "sub", bytes: 123, numel: 45 });
+    expect(totalsRequests(source)).toEqual([{ path: [], offset: 0, limit: 1 }]);
+  });
+
+  it("sends a page the user asks for before the waiting background totals", async () => {
+    const { source, tree } = setup({ latencyMs: 20 });
+    await tree.expand(0); // "a" and "wide" have no totals yet: two background requests
+    const opened = tree.expand(2); // "wide", while the first of them runs
+    while (source.inFlight > 0 || totalsRequests(source).length < 2) await tick(5);
+    await opened;
+    const order = source.calls("children").map((c) => [c.params.path, c.params.offset]);
+    expect(order).toEqual([
+      [[], 0],
+      [[], 0],
+      [["wide"], 0],
+      [[], 1],
+    ]);
+    expect(source.maxInFlight).toBe(1);
+  });
+
+  it("asks for background totals only after a quiet time", async () => {
+    const { source, tree } = setup({ totalsDelayMs: 60 });
+    await tree.expand(0);
+    await tree.expand(1); // a page soon after: it goes first, and restarts the quiet time
+    await tick(30);
+    expect(totalsRequests(source)).toEqual([]);
+    expect(children(source).map((c) => c.path)).toEqual([[], ["a"]]);
+    while (totalsRequests(source).length < 3) await tick(10); // "a", "wide", then "y"
+    expect(totalsRequests(source).map((c) => [c.path, c.offset])).toEqual([
+      [[], 0],
+      [[], 1],
+      [["a"], 1],
+    ]);
   });
 
   it("keeps fetched children when collapsed and expanded again", async () => {
@@ -88,7 +146,12 @@ describe("TreeModel", () => {
       expect(tree.row(3 + 199)?.node?.key).toBe(wideKey(199));
       expect(tree.row(3 + 200)?.node).toBeNull();
       expect(tree.row(3 + WIDE - 1)).toMatchObject({ posInSet: WIDE, setSize: WIDE, node: null });
-      expect(children(source).at(-1)).toEqual({ path: ["wide"], offset: 0, limit: 200 });
+      expect(children(source).at(-1)).toEqual({
+        path: ["wide"],
+        offset: 0,
+        limit: 200,
+        totals: false,
+      });
     });
 
     it("fetches the page of rows scrolled into view, and nothing for loaded rows", async () => {
@@ -130,6 +193,7 @@ describe("TreeModel", () => {
       const { source, tree } = setup({ latencyMs: 20 });
       await tree.expand(0);
       await tree.expand(2);
+      while (source.inFlight > 0 || totalsRequests(source).length < 2) await tick(5);
       for (let k = 1; k <= 10; k++) tree.ensureRange(3 + k * 5000, 3 + k * 5000 + 30);
       while (source.inFlight > 0) await tick(5);
       const offsets = children(source)
@@ -241,10 +305,10 @@ describe("TreeModel", () => {
     expect(tree.row(2)).toMatchObject({ node: null, error: "broken: CheckpointFormatError" });
     tree.ensureRange(0, 10);
     await tick();
-    expect(source.calls("children")).toHaveLength(2);
+    expect(children(source)).toHaveLength(2);
     tree.collapse(1);
     await tree.expand(1);
-    expect(source.calls("children")).toHaveLength(3);
+    expect(children(source)).toHaveLength(3);
   });
 
   it("cancels its request on dispose and stops notifying", async () => {

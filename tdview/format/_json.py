@@ -32,6 +32,7 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # Openers count +1 and closers -1 (0xFF as a signed byte); everything else 0.
 _DEPTH_TABLE = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
 _BRACKETS = re.compile(rb"[^\[\]{}]+")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _decode = json.JSONDecoder().decode  # what json.loads(text) uses, without its checks
 
 
@@ -56,7 +57,12 @@ def json_depth(data: bytes) -> int:
     >>> json_depth(b'{"a": [1, {"b": "[[["}]}')
     3
     """
-    skeleton = _BRACKETS.sub(b"", _STRING.sub(b"", data))
+    if b"\\" not in data:
+        # no escapes: every '"' opens or closes a string, so the text outside strings is
+        # every other piece between quotes (several times faster than the regex)
+        skeleton = b"".join(data.split(b'"')[0::2]).translate(None, _NOT_BRACKETS)
+    else:
+        skeleton = _BRACKETS.sub(b"", _STRING.sub(b"", data))
     if not skeleton:
         return 0
     steps = array("b")

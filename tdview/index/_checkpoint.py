@@ -65,6 +65,8 @@ class Checkpoint:
         self.store: Store = open_store(prefix)
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
+        #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
+        self.meta_bytes_read = 0
         self.root = self._collection((), "", None)
 
     @property
@@ -93,6 +95,7 @@ class Checkpoint:
             where = self.store.display(key)
             try:
                 data = self.store.read_bytes(key, MAX_META_BYTES)
+                self.meta_bytes_read += len(data)
                 found = parse_node(parse_meta_json(data, where), where)
             except (TDViewError, OSError) as error:
                 found = error

@@ -88,9 +88,10 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
     check = lambda: session.check(request.id)  # noqa: E731
     method = request.method
     if method == "children":
-        return _nodes.children_page(ckpt, params["path"], params["offset"], params["limit"]), []
+        return _nodes.children_page(ckpt, params["path"], params["offset"], params["limit"],
+                                    totals=params["totals"]), []
     if method == "node":
-        return _nodes.details(ckpt, ckpt.node(params["path"])), []
+        return _nodes.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
     if method == "search":
         return _nodes.search_result(ckpt, params["pattern"], params["limit"]), []
     if method == "devices":

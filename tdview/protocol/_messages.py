@@ -85,6 +85,13 @@ def _bool(params: dict[str, Any], key: str, method: str) -> bool:
     return value
 
 
+def _totals(params: dict[str, Any], method: str) -> bool:
+    """``totals`` of ``children`` and ``node`` (optional, default true): false leaves the
+    bytes/numel (and rollup) of a collection whose totals are not cached yet null, so
+    that a first paint walks nothing."""
+    return _bool(params, "totals", method) if "totals" in params else True
+
+
 def _variable(params: dict[str, Any]) -> str | None:
     name = _text(params, "variable", "load", nullable=True)
     if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
@@ -95,9 +102,10 @@ def _variable(params: dict[str, Any]) -> str | None:
 def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     if method == "children":
         return {"path": _path(params, method), "offset": _count(params, "offset", method),
-                "limit": min(_count(params, "limit", method), MAX_PAGE)}
+                "limit": min(_count(params, "limit", method), MAX_PAGE),
+                "totals": _totals(params, method)}
     if method == "node":
-        return {"path": _path(params, method)}
+        return {"path": _path(params, method), "totals": _totals(params, method)}
     if method == "search":
         return {"pattern": _text(params, "pattern", method),
                 "limit": min(_count(params, "limit", method), MAX_PAGE)}

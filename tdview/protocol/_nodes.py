@@ -67,8 +67,9 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     ckpt : Checkpoint
     node : Node
     totals : bool
-        ``False`` reports ``bytes``/``numel`` only when the rollup is already cached
-        (None otherwise): the widget's first paint must not walk a million-key tree.
+        ``False`` reports a collection's ``bytes``/``numel`` only when its rollup is
+        already cached (None otherwise): the widget's first paint must not walk a
+        million-key tree. A leaf always reports its own.
 
     Returns
     -------
@@ -84,7 +85,9 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     """
     record = node.record
     n_children = _n_children(ckpt, node)
-    total = rollup(ckpt, node) if totals or node.rollup_cache is not None else None
+    # a leaf's totals are its own (no walk): always there
+    total = (rollup(ckpt, node) if totals or node.is_leaf or node.rollup_cache is not None
+             else None)
     holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)
     stack_dim = getattr(node.meta, "stack_dim", None)
@@ -152,10 +155,11 @@ def _device(ckpt: Checkpoint, node: Node) -> str | None:
     return found
 
 
-def details(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
+def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, Any]:
     """The ``NodeDetails`` of a node: its summary plus names, device, ``"a/b"`` subpath,
     storage facts (where the bytes are, what loading them costs), the inline JSON value
-    of a non-tensor node (JSON-safe and bounded), pickle facts and the subtree rollup.
+    of a non-tensor node (JSON-safe and bounded), pickle facts and the subtree rollup
+    (``totals=False``: only when it is cached, see :func:`summary`).
 
     Examples
     --------
@@ -163,7 +167,7 @@ def details(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
     >>> details(ckpt, ckpt.node("replay"))["rollup"]["leaves"]          # doctest: +SKIP
     5
     """
-    result = summary(ckpt, node)
+    result = summary(ckpt, node, totals=totals)
     names = None if node.is_leaf else ckpt.names(node)
     problems = result["problems"]
     total = None
@@ -188,9 +192,11 @@ def details(ckpt: Checkpoint, node: Node) -> dict[str, Any]:
     return result
 
 
-def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int) -> dict:
+def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int, *,
+                  totals: bool = True) -> dict:
     """One page of a node's children as ``ChildrenResult``: ``{path, offset, total,
-    children}``; ``total`` counts every child, ``children`` at most ``limit`` summaries.
+    children}``; ``total`` counts every child, ``children`` at most ``limit`` summaries
+    (``totals=False``: without the rollups not cached yet, see :func:`summary`).
 
     Examples
     --------
@@ -202,7 +208,7 @@ def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: i
     page = ckpt.page(node, offset, limit) if node.kind != LEAF else None
     items = page.items if page is not None else []
     return {"path": list(path), "offset": offset, "total": page.total if page else 0,
-            "children": [summary(ckpt, child) for child in items]}
+            "children": [summary(ckpt, child, totals=totals) for child in items]}
 
 
 def search_result(ckpt: Checkpoint, pattern: str, limit: int) -> dict[str, Any]:

@@ -242,9 +242,37 @@ class DirectoryStore(Store):
                 f"refusing {self.display(key)}: not a regular file (mode {st.st_mode:#o})."
             )
 
+    def _unlisted_dir(self, dirkey: str) -> str | None:
+        """The real path (with a trailing separator) of directory ``dirkey`` when it is
+        not listed yet but its parent's listing shows it as a plain directory (no
+        symlink): a file in it can then be opened without listing it (a folder of
+        10,000 leaves need not be listed to read its ``meta.json``). None otherwise."""
+        if dirkey in self._listings:
+            return None
+        if not dirkey:
+            return self._prefix
+        parent, _, name = dirkey.rpartition("/")
+        up = self._listing(parent)
+        if type(up) is not tuple:
+            return None
+        entry = up[2].get(name)
+        if entry is None or entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+            return None
+        return up[0] + name + os.sep
+
     def read_bytes(self, key: str, limit: int) -> bytes:
-        found = self._probe(key)
         fd = -1
+        if type(key) is str and _NOFOLLOW:  # the final name must not be a symlink
+            dirkey, _, name = key.rpartition("/")
+            if _plain_name(name, dirkey) and dirkey not in self._listings:
+                check_key(key, self.root)
+                real_dir = self._unlisted_dir(dirkey)
+                if real_dir is not None:
+                    try:
+                        fd = self._open(real_dir + name, _NOFOLLOW)
+                    except OSError:
+                        fd = -1  # absent, a symlink...: the listed path decides
+        found = self._probe(key) if fd < 0 else None
         if type(found) is tuple and found[1] is _REGULAR:
             # a listed regular file: open it without following a symlink swapped in since
             try:
