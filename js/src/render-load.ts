@@ -40,10 +40,12 @@ export function memoryFit(
   bytes: number | null,
   device: DeviceInfo | undefined,
   mode: Mode,
+  pending = false,
 ): { text: string; warning: string | null } {
   const name = device?.name ?? "";
   if (name === "meta")
     return { text: "meta: shapes and dtypes only, no data is read", warning: null };
+  if (bytes === null && pending) return { text: "Summing the subtree's size…", warning: null };
   if (bytes === null) return { text: "No tensor data", warning: null };
   const need = `Needs ${humanBytes(bytes)}`;
   const free = device?.free_bytes ?? null;
@@ -360,7 +362,9 @@ export class LoadPanel {
       free_bytes: null,
       total_bytes: null,
     };
-    const fit = memoryFit(bytes, device, this.#args().mode);
+    // a collection whose subtree totals the details have not brought yet
+    const pending = node !== null && bytes === null && node.has_children && node.rollup === null;
+    const fit = memoryFit(bytes, device, this.#args().mode, pending);
     this.#memory.replaceChildren(el("span", "", fit.text));
     if (fit.warning) this.#memory.append(alertBox(`⚠ ${fit.warning}`, "tdview-warning"));
     this.#code.textContent = node ? this.code : "";

@@ -78,6 +78,12 @@ afterEach(() => {
 });
 
 describe("memoryFit", () => {
+  it("says the size is being summed while a subtree's totals are on their way", () => {
+    const cpu = { name: "cpu", free_bytes: 1000, total_bytes: 2000 };
+    expect(memoryFit(null, cpu, "r", true).text).toBe("Summing the subtree's size…");
+    expect(memoryFit(null, cpu, "r").text).toBe("No tensor data");
+  });
+
   const cuda = DEVICES[1];
 
   it("compares the bytes with the device's free memory", () => {

@@ -133,7 +133,8 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
                  .some(o => o.value === 'meta')""", timeout=TIMEOUT)
     form.locator(".tdview-device").select_option("cpu")
     form.locator(".tdview-mode").select_option("r")
-    assert "free" in form.locator(".tdview-memory").inner_text()
+    # the subtree's size comes with the details' background totals
+    form.locator(".tdview-memory", has_text="free").wait_for(timeout=TIMEOUT)
     # An invalid name is refused before anything is sent.
     form.locator(".tdview-variable").fill("2x")
     assert form.locator(".tdview-load-button").is_disabled()
