@@ -110,7 +110,7 @@ export class LoadPanel {
   onPickleChange: ((allowed: boolean) => void) | null = null;
   readonly #data: DataSource;
   readonly #source: string;
-  readonly #defaults: Options;
+  #defaults: Options;
   readonly #toggle: HTMLButtonElement;
   readonly #body: HTMLElement;
   readonly #device: HTMLSelectElement;
@@ -215,6 +215,22 @@ export class LoadPanel {
     this.#toggle.setAttribute("aria-expanded", String(open));
     this.#body.hidden = !open;
     if (open) void this.refreshDevices();
+  }
+
+  /**
+   * New defaults (the widget's `options` trait changed in the kernel): the device, mode
+   * and pickle pickers follow them.
+   */
+  setDefaults(options: Options): void {
+    this.#defaults = options;
+    if (![...this.#device.options].some((o) => o.value === options.device)) {
+      this.#device.append(option(options.device, options.device));
+    }
+    this.#device.value = options.device;
+    this.#mode.value = MODES.find((m) => m.mode === options.mode)?.value ?? "r";
+    this.#unlock.checked = options.allow_pickle;
+    this.onPickleChange?.(this.allowPickle);
+    this.#update();
   }
 
   /** Points the form at a node (null: nothing selected, or its details failed). */

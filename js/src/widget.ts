@@ -2,7 +2,8 @@
  * The anywidget entry point: wires the model's traits and custom messages to an `App`.
  *
  * The view is rebuilt when a trait that shapes it changes (`_protocol_version`,
- * `source`, `root`, `error`); `selected` is synced both ways without a rebuild.
+ * `source`, `root`, `error`); `selected` is synced both ways without a rebuild, and a
+ * new `options` trait resets the load form's defaults.
  */
 
 import { CommDataSource, type CommModel } from "./comm-data-source";
@@ -67,13 +68,21 @@ function render({ model, el }: RenderProps): () => void {
     void app?.reveal(path.map(String));
   };
 
+  // New load defaults from the kernel reach the form without a rebuild.
+  const onOptionsTrait = () => {
+    const state = readState(model);
+    if (!(state instanceof HTMLElement)) app?.details?.loader.setDefaults(state.options);
+  };
+
   for (const name of REBUILD_ON) model.on(`change:${name}`, build);
   model.on("change:selected", onSelectedTrait);
+  model.on("change:options", onOptionsTrait);
   build();
 
   return () => {
     for (const name of REBUILD_ON) model.off(`change:${name}`, build);
     model.off("change:selected", onSelectedTrait);
+    model.off("change:options", onOptionsTrait);
     app?.dispose();
     source.dispose();
     container.remove();

@@ -178,6 +178,20 @@ describe("widget", () => {
     );
   });
 
+  it("follows new load defaults from the options trait without a rebuild", async () => {
+    const { el, model } = setup();
+    await settle();
+    const tree = el.querySelector('[role="tree"]');
+    const options = { device: "meta", mode: null, allow_pickle: true, robust_key: true };
+    model.change("options", options);
+    expect(el.querySelector('[role="tree"]')).toBe(tree); // the same view
+    expect(el.querySelector<HTMLSelectElement>(".tdview-device")?.value).toBe("meta");
+    expect(el.querySelector<HTMLInputElement>(".tdview-unlock")?.checked).toBe(true);
+    expect(el.querySelector(".tdview-code")?.textContent).toContain('device="meta"');
+    expect(el.querySelector(".tdview-code")?.textContent).toContain("allow_pickle=True");
+    expect(el.querySelector(".tdview-code")?.textContent).toContain("mode=None");
+  });
+
   it("cleans up: listeners, DOM and pending requests", async () => {
     const { el, model, cleanup } = setup();
     model.onSend = null;
