@@ -149,11 +149,7 @@ class _Sink:
     def write(self, piece: bytes) -> None:
         end = self.pos + len(piece)
         if end > len(self.buf):
-            if not self.pos:  # not zeroed: every byte will be written
-                self.buf = np.empty(max(self._capacity, end), dtype=np.uint8)
-                self._view = memoryview(self.buf)
-            else:
-                self._grow(end)
+            self._grow(end)
         chunk = self._view[self.pos : end]
         chunk[:] = piece
         self.pos = end
@@ -163,11 +159,13 @@ class _Sink:
                 return
             except RuntimeError:  # the pool is shutting down: go on inline
                 self._pool = None
-        self._crc = self._combined() if self._parts else self._crc
-        self._crc = zlib.crc32(chunk, self._crc)
+        self._crc = zlib.crc32(chunk, self._combined())
 
     def _grow(self, end: int) -> None:
-        bigger = np.empty(min(self.size, max(end, 2 * len(self.buf))), dtype=np.uint8)
+        """A bigger buffer, not zeroed (every byte will be written): ``capacity`` at the
+        first write, then doubling, never past the declared size."""
+        want = max(end, self._capacity, 2 * len(self.buf))
+        bigger = np.empty(min(self.size, want), dtype=np.uint8)
         bigger[: self.pos] = self.buf[: self.pos]
         self.buf, self._view = bigger, memoryview(bigger)
 
