@@ -106,6 +106,82 @@ def test_index_agrees_with_tensordict(corpus_root: Path, name: str, container: s
         assert not [n.problems for n in walk(ckpt, ckpt.root) if n.problems]
 
 
+def walked_rollup(ckpt: Checkpoint, top) -> tuple:
+    """The totals of ``top`` added up node by node over :func:`walk` (every child a node)."""
+    nbytes = numel = leaves = 0
+    problems = len(top.problems)
+    by_dtype: dict[str, int] = {}
+    for node in walk(ckpt, top):
+        if node.is_leaf:
+            own = rollup(ckpt, node)  # a leaf's own totals, its problems included
+            nbytes, numel, leaves = nbytes + own.bytes, numel + own.numel, leaves + 1
+            problems += own.problems
+            for name, size in own.by_dtype.items():
+                by_dtype[name] = by_dtype.get(name, 0) + size
+        else:
+            problems += len(node.problems)
+    return nbytes, numel, leaves, by_dtype, problems
+
+
+def totals(total) -> tuple:
+    return total.bytes, total.numel, total.leaves, total.by_dtype, total.problems
+
+
+@pytest.mark.parametrize("container", ["dir", "tdz"])
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_rollup_equals_the_sum_over_every_node(corpus_root: Path, name: str,
+                                               container: str) -> None:
+    """A rollup totals plain TensorDict folders without making their child nodes: it
+    agrees with the node-by-node sum, at the root and at every collection, whether it is
+    asked before or after the nodes exist."""
+    torch.manual_seed(0)
+    path = write(BUILDERS[name](), corpus_root, name, container)
+    with Checkpoint(path) as walked, Checkpoint(path) as fresh:
+        collections = [n for n in walk(walked, walked.root) if not n.is_leaf]
+        assert totals(rollup(fresh, fresh.root)) == walked_rollup(walked, walked.root)
+        for node in collections:
+            expected = walked_rollup(walked, node)
+            assert totals(rollup(walked, node)) == expected, node.path
+            # the first checkpoint made no node of this path: its folder's rollup serves
+            assert totals(rollup(fresh, fresh.node(node.path))) == expected, node.path
+
+
+def test_rollup_of_a_damaged_tree_equals_the_sum_over_every_node(tmp_path: Path) -> None:
+    td = RefTensorDict(
+        a=torch.ones(3), gone=torch.ones(2), nested=torch.nested.nested_tensor(
+            [torch.ones(2, 3), torch.ones(4, 3)]),
+        sub=RefTensorDict(x=torch.ones(5, dtype=torch.int16), lost=RefTensorDict(y=torch.ones(1))),
+        bad=RefTensorDict(z=torch.ones(1)),
+    )
+    root = tmp_path / "ckpt"
+    td.memmap(root)
+    (root / "gone.memmap").unlink()
+    (root / "bad" / "meta.json").write_text("{")
+    for path in (root / "sub" / "lost").iterdir():
+        path.unlink()
+    (root / "sub" / "lost").rmdir()
+    with Checkpoint(root) as walked, Checkpoint(root) as fresh:
+        expected = walked_rollup(walked, walked.root)
+        assert expected[4] == 3  # the missing file, the unreadable meta.json, the lost folder
+        assert totals(rollup(fresh, fresh.root)) == expected
+        assert totals(rollup(fresh, fresh.node("sub"))) == walked_rollup(walked,
+                                                                        walked.node("sub"))
+
+
+def test_identical_meta_files_are_parsed_once(tmp_path: Path) -> None:
+    layer = {"w": torch.ones(4, 2), "b": torch.zeros(2)}
+    td = RefTensorDict(layers=RefTensorDict({str(i): RefTensorDict(layer) for i in range(4)}),
+                       other=RefTensorDict(w=torch.ones(3)))
+    td.memmap(tmp_path / "ckpt")
+    with Checkpoint(tmp_path / "ckpt") as ckpt:
+        metas = [ckpt.node(f"layers/{i}").meta for i in range(4)]
+        assert all(meta is metas[0] for meta in metas)  # one parse, shared
+        assert ckpt.node("other").meta is not metas[0]
+        assert [c.path for c in ckpt.children("layers/2")] == [
+            ("layers", "2", "w"), ("layers", "2", "b")]
+        assert ckpt.node("layers/3/w").file == "layers/3/w.memmap"
+
+
 @pytest.mark.parametrize("container", ["dir", "packed", "deflate"])  # save() reloads: fails
 def test_dtypes_the_reference_cannot_load(corpus_root: Path, container: str) -> None:
     path = write(dtypes(EXTRA_DTYPES), corpus_root, "extra_dtypes", container)

@@ -19,7 +19,7 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._walk import Rollup, path_matcher, rollup, search, walk
+from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
 
 __all__ = [
     "LAZY_STACK",
@@ -35,6 +35,7 @@ __all__ = [
     "Node",
     "Page",
     "Rollup",
+    "cached_rollup",
     "leaf_storage",
     "needs_unpickling",
     "normalize_subpath",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +10,6 @@ from .._gc import gc_paused
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
-    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
     NonTensorStackNode,
@@ -25,6 +23,10 @@ from ..storage import Store, open_store
 from . import _children as ch
 from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, Node, index_kind
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
+
+# Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
+_SHARED_METAS = 4096
+_SHARED_META_BYTES = 16384
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,13 @@ class Checkpoint:
         self.store: Store = open_store(prefix)
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
+        self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
         #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
         self.meta_bytes_read = 0
-        self.root = self._collection((), "", None)
+        #: the cached rollup of each folder totalled so far (see :func:`~tdview.index.rollup`):
+        #: a folder is one node's, so its totals hold whichever node object asks
+        self.folder_rollups: dict[str, Any] = {}
+        self.root = self.make_collection((), "", None)
 
     @property
     def path(self) -> str:
@@ -96,7 +102,10 @@ class Checkpoint:
             try:
                 data = self.store.read_bytes(key, MAX_META_BYTES)
                 self.meta_bytes_read += len(data)
-                found = parse_node(parse_meta_json(data, where), where)
+                found = self._parsed.get(data)
+                if found is None:
+                    found = parse_node(parse_meta_json(data, where), where)
+                    self._remember(data, found)
             except (TDViewError, OSError) as error:
                 found = error
             self._metas[dirkey] = found
@@ -104,7 +113,16 @@ class Checkpoint:
             raise found
         return found
 
-    def _collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None) -> Node:
+    def _remember(self, data: bytes, meta: NodeMeta) -> None:
+        """Keep a parsed TensorDict node by its ``meta.json`` bytes: the layers and
+        experts of a model repeat the same file, which is then parsed once. Only
+        TensorDict nodes (immutable records) are shared; the cache is bounded."""
+        if type(meta) is TensorDictNode and len(data) <= _SHARED_META_BYTES:
+            if len(self._parsed) >= _SHARED_METAS:
+                self._parsed.clear()
+            self._parsed[data] = meta
+
+    def make_collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None) -> Node:
         """The node of a sub-folder; reading problems are recorded on it, not raised."""
         node = Node(path=path, kind=TENSORDICT, dirkey=dirkey, type_hint=type_hint)
         if dirkey is None:
@@ -145,7 +163,7 @@ class Checkpoint:
         folder = join_key(node.dirkey, ch.TENSORCLASS_INNER)
         if not self.store.is_dir(folder):
             return None
-        return self._collection(node.path + (ch.TENSORCLASS_INNER,), folder, None)
+        return self.make_collection(node.path + (ch.TENSORCLASS_INNER,), folder, None)
 
     # -- navigation -----------------------------------------------------------------
 
@@ -174,18 +192,6 @@ class Checkpoint:
             else:
                 node.children_cache = {child.path[-1]: child for child in children}
         return list(node.children_cache.values())
-
-    def totals_entries(self, node: Node) -> Iterable[Node | LeafRecord]:
-        """The children of ``node`` as :func:`~tdview.index.rollup` needs them: a plain
-        leaf with a file may come as its :class:`~tdview.format.LeafRecord` instead of a
-        node, so that totalling a large tree builds no leaf nodes (and keeps none)."""
-        meta = node.meta
-        if (node.children_cache is not None or type(meta) is not TensorDictNode
-                or node.dirkey is None or meta.legacy_no_collection_records):
-            return self.children(node)
-        return ch.tensordict_totals_entries(self.store, node.path, node.dirkey, meta,
-                                            self._collection, node.lookup_cache,
-                                            robust=self.robust)
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""
@@ -221,7 +227,7 @@ class Checkpoint:
         meta, dirkey = node.meta, node.dirkey
         if meta is None or dirkey is None:
             return None
-        make = self._collection
+        make = self.make_collection
         if isinstance(meta, TensorDictNode):
             found = ch.tensordict_child(self.store, node.path, dirkey, meta, key, make,
                                         robust=self.robust)
@@ -269,7 +275,7 @@ class Checkpoint:
         meta, dirkey = node.meta, node.dirkey
         if meta is None or dirkey is None:
             return []
-        make = self._collection
+        make = self.make_collection
         if isinstance(meta, TensorDictNode):
             return list(ch.tensordict_children(self.store, node.path, dirkey, meta, make,
                                                robust=self.robust))

@@ -10,6 +10,7 @@ nodes, which recorded no collections, need a listing.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
+from math import prod
 
 from ..errors import UnsafeCheckpointError
 from ..format import (
@@ -32,6 +33,8 @@ VIEW_SOURCE = "_source"
 
 # Makes the node of a sub-folder: (path, folder key or None when missing, type hint).
 MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
+# A sub-folder not made into a node yet: (path, folder key or None when missing, type hint).
+Folder = tuple[NestedPath, "str | None", "str | None"]
 
 
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
@@ -127,43 +130,49 @@ def tensordict_children(
         yield from _listed_collections(store, path, dirkey, meta, make)
 
 
-def tensordict_totals_entries(
+def tensordict_totals(
     store: Store,
     path: NestedPath,
     dirkey: str,
     meta: TensorDictNode,
-    make: MakeCollection,
-    known: dict[str, Node],
     *,
     robust: bool,
-) -> Iterator[Node | LeafRecord]:
-    """The children of a TensorDict node as a rollup needs them, in load order: a plain
-    leaf whose file exists is its :class:`LeafRecord` (no node is built: it has no
-    problems and its totals come from the record), anything else is its node.
+) -> tuple[int, int, int, dict[str, int], list[Node | Folder]]:
+    """What a rollup needs of a TensorDict folder, without building a node per child.
 
-    Collection nodes are taken from, or added to, ``known`` (the parent's lookup cache),
-    so that a later listing returns the same objects with their cached rollups.
+    Returns ``(bytes, numel, leaves, bytes per dtype)`` of its plain leaves whose file
+    exists, then what is left to total, in load order: a node for each other leaf
+    (nested, or with a missing file: its node carries the problem) and a
+    :data:`Folder` ``(path, folder key or None when missing, type hint)`` for each
+    collection.
     """
     is_file = store.is_file
     files = store.plain_files(dirkey) or _NO_FILES
     prefix = dirkey + "/" if dirkey else ""
     leaf_names = _NAMES[robust, False]
+    nbytes = numel = leaves = 0
+    by_dtype: dict[str, int] = {}
+    rest: list[Node | Folder] = []
     for record in meta.load_order:
         key = record.key
-        if type(record) is LeafRecord and not record.is_nested:
-            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
-            if _plain_leaf_file(is_file, files, prefix, names) is not None:
-                yield record
+        if type(record) is LeafRecord:
+            if not record.is_nested and _plain_leaf_file(
+                    is_file, files, prefix,
+                    leaf_names.get(key) or _names(key, robust=robust, collection=False)):
+                dtype = record.dtype
+                count = prod(record.shape)
+                size = count * dtype.itemsize
+                nbytes += size
+                numel += count
+                leaves += 1
+                name = dtype.name
+                by_dtype[name] = by_dtype.get(name, 0) + size
             else:
-                yield _leaf(store, (*path, key), dirkey, record, robust=robust)
-        elif isinstance(record, LeafRecord):
-            yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+                rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
         else:
-            found = known.get(key)
-            if found is None:
-                folder = collection_dir(store, dirkey, key, robust=robust)
-                found = known[key] = make((*path, key), folder, record.type_hint)
-            yield found
+            rest.append(((*path, key), collection_dir(store, dirkey, key, robust=robust),
+                         record.type_hint))  # type: ignore[union-attr]
+    return nbytes, numel, leaves, by_dtype, rest
 
 
 def tensordict_child(

@@ -9,13 +9,14 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from math import prod
 
 from .._gc import gc_paused
-from ..format import LeafRecord
+from ..errors import TDViewError
+from ..format import TensorclassNode, TensorDictNode
 from ._checkpoint import Checkpoint
+from ._children import Folder, json_field_children, tensordict_totals
 from ._facts import leaf_entry
-from ._node import LEAF, Node
+from ._node import Node
 from ._paths import NestedPath
 
 _GLOB = set("*?[")
@@ -56,10 +57,13 @@ def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
 def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
     """The cached totals of ``node``'s subtree.
 
-    The walk is iterative (a deep tree cannot exhaust the stack) and adds each plain leaf
-    in place; only collection nodes keep a cached rollup (a leaf's is computed on demand).
+    The walk is iterative (a deep tree cannot exhaust the stack). A plain TensorDict
+    folder is totalled from its parsed ``meta.json`` without a node per child (its plain
+    leaves added in place, its sub-folders followed by key); other nodes by their
+    children. Each folder's rollup is cached on the checkpoint, so it holds for any node
+    object of that folder, made before or after.
     """
-    cached = node.rollup_cache
+    cached = cached_rollup(ckpt, node)
     if cached is not None:
         return cached
     if node.is_leaf:
@@ -72,47 +76,93 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
     return node.rollup_cache
 
 
-def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
-    """Fill ``rollup_cache`` of ``top`` and of every collection below it (post-order).
+def cached_rollup(ckpt: Checkpoint, node: Node) -> Rollup | None:
+    """The rollup of ``node`` if it is known already (None otherwise); walks nothing."""
+    cached = node.rollup_cache
+    if cached is None and node.dirkey is not None and not node.is_leaf:
+        cached = node.rollup_cache = ckpt.folder_rollups.get(node.dirkey)
+    return cached
 
-    Plain leaves come as their records (:meth:`Checkpoint.totals_entries`): no leaf node
-    is built for them.
-    """
-    entries = ckpt.totals_entries
-    stack: list[tuple[Node, Iterator[Node | LeafRecord], Rollup]] = [
-        (top, iter(entries(top)), Rollup(problems=len(top.problems)))]
+
+# One level of the walk: the node (None for a folder totalled without one), its folder,
+# what is left to total below it, and its running total.
+_Frame = tuple["Node | None", "str | None", Iterator["Node | Folder"], Rollup]
+
+
+def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
+    """Fill the rollup of ``top`` and of every folder below it (post-order)."""
+    folder_rollups = ckpt.folder_rollups
+    stack: list[_Frame] = [_node_frame(ckpt, top)]
     while stack:
-        parent, pending, total = stack[-1]
-        by_dtype = total.by_dtype
-        for child in pending:
-            if isinstance(child, LeafRecord):
-                record = child
-            elif child.kind == LEAF:
-                if child.record is None or child.record.is_nested:
-                    total.add(rollup(ckpt, child))
+        node, dirkey, pending, total = stack[-1]
+        for item in pending:
+            if type(item) is tuple:  # a sub-folder of a plain TensorDict
+                path, folder, hint = item
+                if folder is None:
+                    total.problems += 1  # its folder is missing
                     continue
-                record = child.record
-                if child.problems:
-                    total.problems += len(child.problems)
-            elif child.rollup_cache is not None:
-                total.add(child.rollup_cache)
-                continue
-            else:  # descend; this level resumes from ``pending`` afterwards
-                stack.append((child, iter(entries(child)), Rollup(problems=len(child.problems))))
+                cached = folder_rollups.get(folder)
+                if cached is not None:
+                    total.add(cached)
+                    continue
+                stack.append(_folder_frame(ckpt, path, folder, hint))
                 break
-            numel = prod(record.shape)
-            dtype = record.dtype
-            nbytes = numel * dtype.itemsize
-            total.bytes += nbytes
-            total.numel += numel
-            total.leaves += 1
-            name = dtype.name
-            by_dtype[name] = by_dtype.get(name, 0) + nbytes
+            if item.is_leaf:
+                total.add(rollup(ckpt, item))
+                continue
+            cached = cached_rollup(ckpt, item)
+            if cached is not None:
+                total.add(cached)
+                continue
+            stack.append(_node_frame(ckpt, item))
+            break  # descend; this level resumes from ``pending`` afterwards
         else:
             stack.pop()
-            parent.rollup_cache = total
+            if node is not None:
+                node.rollup_cache = total
+            if dirkey is not None:
+                folder_rollups[dirkey] = total
             if stack:
-                stack[-1][2].add(total)
+                stack[-1][3].add(total)
+
+
+def _plain(meta: object) -> bool:
+    """Whether a folder's node is a TensorDict whose children its ``meta.json`` lists."""
+    return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
+
+
+def _plain_frame(ckpt: Checkpoint, node: Node | None, path: NestedPath, dirkey: str,
+                 meta: TensorDictNode, problems: int = 0) -> _Frame:
+    nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
+        ckpt.store, path, dirkey, meta, robust=ckpt.robust)
+    return node, dirkey, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
+
+
+def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | None) -> _Frame:
+    """A sub-folder met by key: a plain TensorDict is totalled without a node."""
+    try:
+        meta = ckpt.read_meta(folder)
+    except (TDViewError, OSError):
+        meta = None  # the node made below records the problem
+    if _plain(meta):
+        return _plain_frame(ckpt, None, path, folder, meta)  # type: ignore[arg-type]
+    return _node_frame(ckpt, ckpt.make_collection(path, folder, hint))
+
+
+def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
+    meta, dirkey, problems = node.meta, node.dirkey, len(node.problems)
+    if dirkey is not None and _plain(meta) and node.children_cache is None:
+        return _plain_frame(ckpt, node, node.path, dirkey, meta, problems)  # type: ignore[arg-type]
+    if isinstance(meta, TensorclassNode) and node.children_cache is None:
+        inner = ckpt.inner(node)
+        if inner is not None and inner.dirkey is not None and _plain(inner.meta):
+            # its fields: the inner TensorDict's entries, then the JSON fields
+            nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
+                ckpt.store, node.path, inner.dirkey, inner.meta,  # type: ignore[arg-type]
+                robust=ckpt.robust)
+            rest.extend(json_field_children(node.path, meta))
+            return node, dirkey, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
+    return node, dirkey, iter(ckpt.children(node)), Rollup(problems=problems)
 
 
 def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:

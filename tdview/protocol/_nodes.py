@@ -13,6 +13,7 @@ from ..index import (
     LEAF,
     Checkpoint,
     Node,
+    cached_rollup,
     leaf_storage,
     needs_unpickling,
     pickle_info,
@@ -86,7 +87,8 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     record = node.record
     n_children = _n_children(ckpt, node)
     # a leaf's totals are its own (no walk): always there
-    total = (rollup(ckpt, node) if totals or node.is_leaf or node.rollup_cache is not None
+    total = (rollup(ckpt, node) if totals or node.is_leaf
+             or cached_rollup(ckpt, node) is not None
              else None)
     holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)

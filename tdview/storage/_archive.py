@@ -94,6 +94,7 @@ class ArchiveStore(Store):
             raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
         self._catalog = catalog
         self._file = catalog.file
+        self._has_file = catalog.has_file
 
     # -- the Store interface -----------------------------------------------------------
 
@@ -101,7 +102,7 @@ class ArchiveStore(Store):
         return f"{self.root}::{key}" if key else self.root
 
     def is_file(self, key: str) -> bool:
-        if self._file(key) is not None:
+        if self._has_file(key):
             return True
         check_key(key, self.root)  # an unsafe key is an error, not just "absent"
         return False

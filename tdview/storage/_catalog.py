@@ -103,6 +103,9 @@ class EagerCatalog:
     def file(self, key: str) -> CentralEntry | None:
         return self.files.get(key)
 
+    def has_file(self, key: str) -> bool:
+        return key in self.files
+
     def has_meta(self) -> bool:
         return "meta.json" in self.files
 
@@ -183,6 +186,19 @@ class LazyCatalog:
             return None
         found = self._found[key] = self.columns.entry(row, key, lists=self._rows is not None)
         return found
+
+    def has_file(self, key: str) -> bool:
+        """Whether ``key`` is a file entry (what :meth:`file` finds), without building
+        its record once the dictionaries exist."""
+        rows = self._rows
+        if rows is None or key in self._found:
+            return self.file(key) is not None
+        if key in rows:
+            reason = self._refused.get(key)
+            if reason is not None:
+                raise UnsafeCheckpointError(reason)
+            return True
+        return False
 
     def _search_file(self, key: str) -> int | None:
         """The row of file ``key``, found in one pass over the names: every name that
