@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from .._gc import gc_paused
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
+    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
     NonTensorStackNode,
@@ -193,6 +195,18 @@ class Checkpoint:
                 node.children_cache = {child.path[-1]: child for child in children}
         return list(node.children_cache.values())
 
+    def load_items(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]]:
+        """The children of ``node`` as a loader needs them, in load order: a plain leaf
+        whose file exists may come as ``(record, file)`` instead of a node, so that
+        loading a large tree builds (and keeps) no node per leaf."""
+        meta = node.meta
+        if (node.children_cache is not None or type(meta) is not TensorDictNode
+                or node.dirkey is None or meta.legacy_no_collection_records):
+            return self.children(node)
+        return ch.tensordict_children(self.store, node.path, node.dirkey, meta,
+                                      self.make_collection, robust=self.robust,
+                                      plain_leaf=_pair)
+
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""
         node = where if isinstance(where, Node) else self.node(where)
@@ -373,6 +387,10 @@ class Checkpoint:
         from ..load._api import load_leaf
 
         return load_leaf(self, subpath, device=device, mode=mode)
+
+
+def _pair(record: LeafRecord, file: str) -> tuple[LeafRecord, str]:
+    return record, file
 
 
 def _list_shape(value: object) -> tuple[int, ...]:

@@ -104,8 +104,13 @@ def tensordict_children(
     make: MakeCollection,
     *,
     robust: bool,
+    plain_leaf: Callable[[LeafRecord, str], object] | None = None,
 ) -> Iterator[Node]:
-    """Children of a TensorDict node in load order: leaves first, then collections."""
+    """Children of a TensorDict node in load order: leaves first, then collections.
+
+    ``plain_leaf``, if given, stands for a plain leaf whose file exists: what it returns
+    for ``(record, file)`` comes instead of a node (a loader needs nothing more).
+    """
     is_file = store.is_file
     files = store.plain_files(dirkey) or _NO_FILES
     prefix = dirkey + "/" if dirkey else ""
@@ -118,7 +123,8 @@ def tensordict_children(
             file = _plain_leaf_file(is_file, files, prefix, leaf_names.get(key)
                                     or _names(key, robust=robust, collection=False))
             if file is not None:
-                yield Node(child_path, LEAF, None, None, record, file)
+                yield (Node(child_path, LEAF, None, None, record, file) if plain_leaf is None
+                       else plain_leaf(record, file))  # type: ignore[misc]
             else:
                 yield _leaf(store, child_path, dirkey, record, robust=robust)
         elif isinstance(record, LeafRecord):

@@ -122,17 +122,22 @@ class LoadContext:
 
     def prefix_path(self, dirkey: str) -> Path:
         """``Path`` of a directory store's folder (what tensordict records as a loaded
-        tensordict's ``_memmap_prefix``), made from its parent's when known."""
+        tensordict's ``_memmap_prefix``), made from its parent's (children are built
+        before their parent, so the missing ancestors are made on the way down)."""
         found = self._prefixes.get(dirkey)
+        if found is not None:
+            return found
+        missing = []
+        key = dirkey
+        while key and (found := self._prefixes.get(key)) is None:
+            missing.append(key)
+            key = key.rpartition("/")[0]
         if found is None:
-            parent, _, name = dirkey.rpartition("/")
-            up = self._prefixes.get(parent) if dirkey else None
-            child = getattr(up, "_make_child_relpath", None)  # CPython's cheap child path
-            if child is not None and name:
-                found = child(name)
-            else:
-                found = Path(self.store.display(dirkey))
-            self._prefixes[dirkey] = found
+            found = self._prefixes[""] = Path(self.store.root)
+        for key in reversed(missing):
+            name = key.rpartition("/")[2]
+            child = getattr(found, "_make_child_relpath", None)  # CPython's cheap child path
+            found = self._prefixes[key] = child(name) if child is not None else found / name
         return found
 
     def file(self, key: str) -> str:

@@ -27,7 +27,7 @@ from ..format import LeafRecord, torch_dtype
 from ..index import Node, show_path
 from ._context import LoadContext, user_stacklevel
 
-__all__ = ["leaf_tensor"]
+__all__ = ["file_leaf_tensor", "leaf_tensor"]
 
 _R_PLUS = "Cannot open {root} with mode='r+': "
 _COMPRESSED = (_R_PLUS + "entry {name!r} is compressed, so in-place writes cannot propagate "
@@ -75,22 +75,11 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     """
     record = node.record
     assert record is not None
+    if node.file is not None and not record.is_nested:
+        return file_leaf_tensor(ctx, record, node.file, device, node.path)
     dtype = ctx.dtypes.get(record.dtype.name)
     if dtype is None:
-        dtype = _dtype(ctx, node, record)
-    file = node.file
-    if file is not None and not record.is_nested:
-        # the common leaf: a file of a plain tensor
-        if not ctx.read_data:
-            # shapes only (meta or fake tensors): no values to fill
-            return torch.empty(record.shape, dtype=dtype, device=device)
-        numel = prod(record.shape)
-        if numel:
-            if ctx.is_archive:
-                tensor = _archive_leaf(ctx, file, dtype, record, numel)
-            else:
-                tensor = _directory_leaf(ctx, file, dtype, record, numel)
-            return tensor if device is None else tensor.to(device, non_blocking=True)
+        dtype = _dtype(ctx, node.path, record)
     if not record.is_nested and record.numel == 0:
         # no file is written for a tensor without elements: rebuild it from its shape
         return torch.empty(record.shape, dtype=dtype, device=device)
@@ -104,12 +93,31 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     return tensor
 
 
-def _dtype(ctx: LoadContext, node: Node, record: LeafRecord) -> torch.dtype:
+def file_leaf_tensor(ctx: LoadContext, record: LeafRecord, file: str,
+                     device: torch.device | None, path: tuple[str, ...]) -> torch.Tensor:
+    """Load a plain (not nested) leaf whose file (store key) exists; ``path``, its nested
+    key, names it in errors. What :func:`leaf_tensor` does for such a leaf, without a node."""
+    dtype = ctx.dtypes.get(record.dtype.name)
+    if dtype is None:
+        dtype = _dtype(ctx, path, record)
+    if ctx.read_data:
+        numel = prod(record.shape)
+        if numel:
+            if ctx.is_archive:
+                tensor = _archive_leaf(ctx, file, dtype, record, numel)
+            else:
+                tensor = _directory_leaf(ctx, file, dtype, record, numel)
+            return tensor if device is None else tensor.to(device, non_blocking=True)
+    # shapes only (meta or fake tensors), or no elements (no values to read)
+    return torch.empty(record.shape, dtype=dtype, device=device)
+
+
+def _dtype(ctx: LoadContext, path: tuple[str, ...], record: LeafRecord) -> torch.dtype:
     found = ctx.dtypes.get(record.dtype.name)
     if found is None:
         if not record.dtype.loadable:
             raise LeafDataError(
-                f"leaf {show_path(node.path)!r} in {ctx.ckpt.path}: dtype {record.dtype.name} "
+                f"leaf {show_path(path)!r} in {ctx.ckpt.path}: dtype {record.dtype.name} "
                 "cannot be loaded (quantized dtypes record no scale or zero point, and "
                 "sub-byte integers cannot be copied by torch)."
             )

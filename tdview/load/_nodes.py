@@ -31,7 +31,7 @@ from ._classes import (
     resolve_class,
 )
 from ._context import LoadContext, user_stacklevel
-from ._leaves import leaf_tensor
+from ._leaves import file_leaf_tensor, leaf_tensor
 from ._pickles import non_tensor_extras
 from ._stacks import stack_values
 
@@ -112,7 +112,19 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
     # does once it skips validation, which tensordict's loader also skips for leaves).
     direct = result._tensordict if out is None and type(result) is TensorDict else None
     loaded: set[str] = set()
-    for child in ctx.ckpt.children(node) if children is None else children:
+    for child in ctx.ckpt.load_items(node) if children is None else children:
+        if type(child) is tuple:  # a plain leaf with its file: (record, file)
+            record, file = child
+            key = record.key
+            tensor = file_leaf_tensor(ctx, record, file, device, (*node.path, key))
+            if direct is not None:
+                direct[key] = tensor
+            else:
+                result._set_str(key, tensor, validated=True, inplace=False)
+            if ctx.progress is not None:
+                ctx.progress((*node.path, key))
+            loaded.add(key)
+            continue
         key = child.path[-1]
         if child.kind == LEAF:
             tensor = leaf_tensor(ctx, child, device)

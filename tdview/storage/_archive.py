@@ -250,7 +250,7 @@ class ArchiveStore(Store):
             return None
         offset = self._offsets.get(key)
         if offset is None:
-            offset = self.payload_offset(key)
+            offset = self._offsets[key] = self._read_local_header(e)
         return offset, e.size
 
     def raw_payload(self, key: str) -> memoryview:

@@ -32,7 +32,7 @@ _BY_OFFSET = operator.attrgetter("header_offset")
 _HEAD = operator.itemgetter(0)
 _RPARTITION = operator.methodcaller("rpartition", "/")
 # Look-ups answered by searching the names before the dictionaries are built.
-_SEARCHES = 48
+_SEARCHES = 16
 
 
 class EagerCatalog:
@@ -163,6 +163,7 @@ class LazyCatalog:
         self._dirs: set[str] | None = None
         self._refused: dict[str, str] = {}
         self._children: dict[str, list[str]] | None = None
+        self._start_list: list[int] | None = None
 
     # -- look-ups ---------------------------------------------------------------------
 
@@ -256,8 +257,11 @@ class LazyCatalog:
         return list(self._rows)
 
     def next_start(self, at: int) -> tuple[int, bool]:
-        i = int(self.starts.searchsorted(at, side="right"))
-        return int(self.starts[i]), i + 1 < len(self.starts)
+        if self._start_list is None:  # a list bisects faster than numpy searches one value
+            self._start_list = self.starts.tolist()
+        starts = self._start_list
+        i = bisect.bisect_right(starts, at)
+        return starts[i], i + 1 < len(starts)
 
     # -- the dictionaries -------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class Columns:
         self.header_offset = fields["header_offset"]
         self.count = len(self.name_pos)
         self._lists: tuple[list[int], ...] | None = None
+        self._rows: list[tuple[int, ...]] | None = None
 
     def row_at(self, pos: int) -> int:
         """The row whose name starts at ``pos`` in :attr:`text`."""
@@ -52,12 +53,17 @@ class Columns:
                 self.stored_size, self.size, self.header_offset))
         return self._lists
 
+    def rows(self) -> list[tuple[int, ...]]:
+        """The fields of :meth:`lists`, one tuple per row (made once)."""
+        if self._rows is None:
+            self._rows = list(zip(*self.lists(), strict=True))
+        return self._rows
+
     def entry(self, row: int, name: str, *, lists: bool = False) -> CentralEntry:
         """The record of one row, whose decoded name the caller already has (``lists``:
         read the fields from :meth:`lists`, cheaper once many records are built)."""
         if lists:
-            pos, length, flags, method, crc, csize, usize, offset = (
-                column[row] for column in self.lists())
+            pos, length, flags, method, crc, csize, usize, offset = self.rows()[row]
         else:
             pos, length, flags, method, crc, csize, usize, offset = (
                 int(column[row]) for column in (
