@@ -122,3 +122,51 @@ def test_explicit_directory_entries_take_the_eager_catalog(tmp_path: Path) -> No
         assert isinstance(store._catalog, EagerCatalog)
         assert store.is_dir("group01") and not store.is_file("group01")
         assert "leaf_00001.memmap" in store.list_dir("group01")
+
+
+def _damage(data: bytearray, store_path: Path, key: str, how: str) -> None:
+    """Spoil the local header of ``key`` in the archive bytes ``data``."""
+    with ArchiveStore(store_path) as store:
+        at = store._central(key).header_offset
+    if how == "signature":
+        data[at] ^= 0xFF
+    elif how == "name":
+        data[at + 30] ^= 0x01  # first byte of the local name
+    else:  # an extra field that runs into the next entry
+        data[at + 28 : at + 30] = (4000).to_bytes(2, "little")
+
+
+@pytest.mark.parametrize("how", ["signature", "name", "extra"])
+def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
+                                                               how: str) -> None:
+    """``prepare`` reads the local headers below a folder at once: the same payload
+    offsets as reading them one by one, and a spoiled header is left to the one-by-one
+    path, which refuses it with its own message."""
+    path = write(tmp_path, many(3000))
+    bad = "group07/leaf_00037.memmap"
+    data = bytearray(path.read_bytes())
+    _damage(data, path, bad, how)
+    path.write_bytes(bytes(data))
+    keys = [n for n, _ in many(3000)[1:]]
+    with ArchiveStore(path) as one_by_one:
+        expected = {}
+        for key in keys:
+            try:
+                expected[key] = one_by_one.payload_offset(key)
+            except Exception as error:  # noqa: BLE001 - the message is compared below
+                expected[key] = (type(error), str(error))
+    assert isinstance(expected[bad], tuple)
+    with ArchiveStore(path) as store:
+        store.prepare("group07", payloads=True)
+        assert len(store._offsets) == 100 - 1  # the folder's entries, less the spoiled one
+        assert "group08/leaf_00008.memmap" not in store._offsets  # below that folder only
+        store.prepare("", payloads=False)  # meta.json entries only (here, one)
+        assert "meta.json" not in store._offsets  # too few to read in one pass
+        store.prepare("", payloads=True)
+        assert len(store._offsets) == len(keys)  # all leaves, less one, and meta.json
+        for key in keys:
+            if isinstance(expected[key], tuple):
+                with pytest.raises(expected[key][0], match=re.escape(expected[key][1])):
+                    store.payload_offset(key)
+            else:
+                assert store.payload_offset(key) == expected[key]

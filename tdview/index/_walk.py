@@ -71,6 +71,8 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
         total.add(_leaf_rollup(ckpt, node))
         node.rollup_cache = total
         return total
+    if node.dirkey is not None:
+        ckpt.store.prepare(node.dirkey, payloads=False)
     with gc_paused():
         _rollup_tree(ckpt, node)
     return node.rollup_cache

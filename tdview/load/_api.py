@@ -93,6 +93,8 @@ def load_checkpoint(
     device = _device(device)
     node = resolve_subpath(ckpt, subpath)
     ctx = _context(ckpt, device, mode, allow_pickle, progress)
+    if node.dirkey is not None:
+        ckpt.store.prepare(node.dirkey, payloads=ctx.read_data)
     if num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
         ctx.prefetch = _prefetcher(ckpt, node, num_threads)
     try:

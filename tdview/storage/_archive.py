@@ -25,6 +25,7 @@ from ..errors import (
 from ._base import EntryInfo, Store, check_key, not_found
 from ._catalog import EagerCatalog, LazyCatalog, layout_error, lazy_catalog
 from ._codecs import STORED, decode, method_name
+from ._columns import payload_offsets
 from ._mapfile import map_file, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
@@ -32,6 +33,8 @@ from ._zip import parse_central_directory as _parse
 __all__ = ["ArchiveStore"]
 
 META = "meta.json"
+# Entries from which reading their local headers in one pass (prepare) pays off.
+_BULK = 64
 
 
 class ArchiveStore(Store):
@@ -78,6 +81,7 @@ class ArchiveStore(Store):
             raise
         self._view = memoryview(self.mapping)
         self._offsets: dict[str, int] = {}
+        self._prepared: set[tuple[str, bool]] = set()  # see prepare
 
     # -- opening ---------------------------------------------------------------------
 
@@ -235,6 +239,37 @@ class ArchiveStore(Store):
             raise layout_error(self.root, e, end, limit, payload=payload,
                                is_next_entry=is_next_entry, file_size=self.file_size)
         return payload
+
+    def prepare(self, dirkey: str, *, payloads: bool) -> None:
+        """Read in one pass the local headers of the entries below ``dirkey`` that a walk
+        is about to use: every ``meta.json``, and every entry when ``payloads``. Only for
+        large archives kept as arrays; a header that is not right is left to
+        :meth:`payload_offset`, which raises its error if the entry is used."""
+        catalog = self._catalog
+        if not isinstance(catalog, LazyCatalog) or self._prepared_above(dirkey, payloads):
+            return
+        self._prepared.add((dirkey, payloads))
+        names, rows = catalog.rows_below(dirkey, "" if payloads else META)
+        offsets = self._offsets
+        fresh = [(name, row) for name, row in zip(names, rows, strict=True)
+                 if name not in offsets]
+        if len(fresh) < _BULK:
+            return
+        found = payload_offsets(self.mapping, catalog.columns, [row for _, row in fresh],
+                                catalog.starts)
+        for (name, _), offset in zip(fresh, found, strict=True):
+            if offset is not None:
+                offsets[name] = offset
+
+    def _prepared_above(self, dirkey: str, payloads: bool) -> bool:
+        """Whether :meth:`prepare` already ran for ``dirkey`` or a folder above it."""
+        prepared = self._prepared
+        while True:
+            if (dirkey, True) in prepared or (dirkey, payloads) in prepared:
+                return True
+            if not dirkey:
+                return False
+            dirkey = dirkey.rpartition("/")[0]
 
     def stored_span(self, key: str) -> tuple[int, int] | None:
         """``(payload offset, size)`` of a readable STORED entry, or None.

@@ -204,6 +204,12 @@ class Store(abc.ABC):
     def writable(self, key: str | None = None) -> bool:
         """Return True when the process may write the file (archive: the archive file)."""
 
+    def prepare(self, dirkey: str, *, payloads: bool) -> None:
+        """Get ready to read many entries below directory ``dirkey``: every
+        ``meta.json``, and every payload when ``payloads`` (an archive reads their local
+        headers in one pass). Nothing by default."""
+        return None
+
     def plain_files(self, key: str) -> frozenset[str] | None:
         """Names of files directly in directory ``key`` for which :meth:`is_file` is
         surely True, when the store knows them cheaply; ``None`` when it does not.

@@ -256,6 +256,18 @@ class LazyCatalog:
         assert self._rows is not None
         return list(self._rows)
 
+    def rows_below(self, dirkey: str, suffix: str) -> tuple[list[str], list[int]]:
+        """The file names below directory ``dirkey`` that end with ``suffix``, and their
+        rows (names refused are left out)."""
+        self._build()
+        assert self._rows is not None
+        prefix = dirkey + "/" if dirkey else ""
+        refused = self._refused
+        names = [name for name in self._rows if name.startswith(prefix)
+                 and name.endswith(suffix) and name not in refused]
+        rows = self._rows
+        return names, [rows[name] for name in names]
+
     def next_start(self, at: int) -> tuple[int, bool]:
         if self._start_list is None:  # a list bisects faster than numpy searches one value
             self._start_list = self.starts.tolist()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._zip import _FFFF, CENTRAL, CENTRAL_SIG, LOCAL, CentralEntry
+from ._zip import _FFFF, CENTRAL, CENTRAL_SIG, LOCAL, LOCAL_SIG, CentralEntry
 
-__all__ = ["Columns", "read_columns"]
+__all__ = ["Columns", "payload_offsets", "read_columns"]
 
 
 class Columns:
@@ -173,3 +173,46 @@ def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
     except UnicodeDecodeError:
         return None
     return text, out_start
+
+
+# The local file header (LOCAL), as a numpy record.
+_LOCAL_RECORD = [("sig", "<u4"), ("needed", "<u2"), ("flags", "<u2"), ("method", "<u2"),
+                 ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"), ("stored_size", "<u4"),
+                 ("size", "<u4"), ("name_len", "<u2"), ("extra_len", "<u2")]
+
+
+def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list[int | None]:
+    """The payload offset of each of ``rows``, from their local headers read in one pass
+    (what :meth:`~._archive.ArchiveStore.payload_offset` finds one entry at a time), or
+    None for a row whose header is not exactly right (signature, name as in the central
+    directory, data ending before the next entry): the one-by-one path then says why.
+
+    ``buf`` is the whole archive; ``starts`` the sorted header offsets, then the central
+    directory start (see :meth:`Columns.layout`).
+    """
+    import numpy as np
+
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    index = np.asarray(rows, dtype=np.int64)
+    at = columns.header_offset[index]
+    inside = at + LOCAL.size <= arr.size
+    at = np.where(inside, at, 0)
+    head = arr[at[:, None] + np.arange(LOCAL.size)].view(_LOCAL_RECORD)[:, 0]
+    name_len = columns.name_len[index]
+    good = inside & (head["sig"] == LOCAL_SIG) & (head["name_len"] == name_len)
+    payload = at + LOCAL.size + name_len + head["extra_len"]
+    limit = starts[np.searchsorted(starts, at, side="right")]
+    good &= payload + columns.stored_size[index] <= limit
+    # the local names, byte for byte against the central ones (rows still good)
+    kept = np.flatnonzero(good)
+    if kept.size:
+        lengths = name_len[kept]
+        first = np.cumsum(lengths) - lengths  # where each name begins in the gathered run
+        step = np.arange(int(lengths.sum())) - np.repeat(first, lengths)
+        local = arr[np.repeat(at[kept] + LOCAL.size, lengths) + step]
+        text = np.frombuffer(columns.text, dtype=np.uint8)
+        central = text[np.repeat(columns.name_pos[index[kept]], lengths) + step]
+        same = np.minimum.reduceat((local == central).view(np.uint8), first)
+        good[kept[same == 0]] = False
+    return [int(p) if ok else None for p, ok in zip(payload.tolist(), good.tolist(),
+                                                     strict=True)]
