@@ -11,6 +11,7 @@ import pytest
 
 from tdview.errors import UnsafeCheckpointError
 from tdview.storage import ArchiveStore, open_store
+from tdview.storage._archive import _BULK
 from tdview.storage._catalog import _SEARCHES, EagerCatalog, LazyCatalog
 from tdview.storage._zip import parse_central_directory
 
@@ -157,12 +158,12 @@ def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
                 expected[key] = (type(error), str(error))
     assert isinstance(expected[bad], tuple)
     with ArchiveStore(path) as store:
-        store.prepare("group07", payloads=True)
+        store._read_headers_below("group07", True)
         assert len(store._offsets) == 100 - 1  # the folder's entries, less the spoiled one
         assert "group08/leaf_00008.memmap" not in store._offsets  # below that folder only
-        store.prepare("", payloads=False)  # meta.json entries only (here, one)
-        assert "meta.json" not in store._offsets  # too few to read in one pass
-        store.prepare("", payloads=True)
+        store._read_headers_below("", False)  # meta.json entries only
+        assert set(store._offsets) - set(keys) == {"meta.json"}
+        store._read_headers_below("", True)
         assert len(store._offsets) == len(keys)  # all leaves, less one, and meta.json
         for key in keys:
             if isinstance(expected[key], tuple):
@@ -170,3 +171,15 @@ def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
                     store.payload_offset(key)
             else:
                 assert store.payload_offset(key) == expected[key]
+
+
+def test_a_prepared_walk_reads_the_rest_of_its_headers_in_one_pass(tmp_path: Path) -> None:
+    path = write(tmp_path, many(3000))
+    group = [f"group05/leaf_{i:05d}.memmap" for i in range(5, 3000, 30)]
+    with ArchiveStore(path) as store:
+        store.prepare("group05", payloads=True)
+        for key in group[: _BULK - 1]:
+            store.payload_offset(key)
+        assert len(store._offsets) == _BULK - 1  # a small walk reads only its own
+        store.payload_offset(group[_BULK - 1])
+        assert set(store._offsets) == set(group)  # then the rest of the folder at once

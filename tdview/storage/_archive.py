@@ -33,7 +33,7 @@ from ._zip import parse_central_directory as _parse
 __all__ = ["ArchiveStore"]
 
 META = "meta.json"
-# Entries from which reading their local headers in one pass (prepare) pays off.
+# Local headers read one by one in a walk before the rest are read in one pass (prepare).
 _BULK = 64
 
 
@@ -81,7 +81,11 @@ class ArchiveStore(Store):
             raise
         self._view = memoryview(self.mapping)
         self._offsets: dict[str, int] = {}
-        self._prepared: set[tuple[str, bool]] = set()  # see prepare
+        # see prepare: the walk expected, the headers read one by one since, the folders
+        # whose headers were read in one pass
+        self._expected: tuple[str, bool] | None = None
+        self._single = 0
+        self._prepared: set[tuple[str, bool]] = set()
 
     # -- opening ---------------------------------------------------------------------
 
@@ -209,7 +213,7 @@ class ArchiveStore(Store):
         """
         offset = self._offsets.get(key)
         if offset is None:
-            offset = self._offsets[key] = self._read_local_header(self._central(key))
+            offset = self._local_payload(key, self._central(key))
         return offset
 
     def _read_local_header(self, e: CentralEntry) -> int:
@@ -241,10 +245,31 @@ class ArchiveStore(Store):
         return payload
 
     def prepare(self, dirkey: str, *, payloads: bool) -> None:
-        """Read in one pass the local headers of the entries below ``dirkey`` that a walk
-        is about to use: every ``meta.json``, and every entry when ``payloads``. Only for
-        large archives kept as arrays; a header that is not right is left to
-        :meth:`payload_offset`, which raises its error if the entry is used."""
+        """Expect a walk below ``dirkey`` that uses every ``meta.json`` there, and every
+        entry when ``payloads``: once it has read ``_BULK`` local headers one by one, the
+        rest of them are read in one pass (a small walk reads only its own)."""
+        self._expected = (dirkey, payloads)
+        self._single = 0
+
+    def _local_payload(self, key: str, e: CentralEntry) -> int:
+        """The payload offset of ``key`` from its local header (see :meth:`prepare`)."""
+        expected = self._expected
+        if expected is not None:
+            self._single += 1
+            if self._single >= _BULK:
+                self._expected = None
+                self._read_headers_below(*expected)
+                found = self._offsets.get(key)
+                if found is not None:
+                    return found
+        offset = self._offsets[key] = self._read_local_header(e)
+        return offset
+
+    def _read_headers_below(self, dirkey: str, payloads: bool) -> None:
+        """Read in one pass the local headers below ``dirkey`` (of every ``meta.json``, or
+        of every entry when ``payloads``) not read yet. Only for large archives kept as
+        arrays; a header that is not right is left to the one-by-one path, which raises
+        its error if the entry is used."""
         catalog = self._catalog
         if not isinstance(catalog, LazyCatalog) or self._prepared_above(dirkey, payloads):
             return
@@ -253,7 +278,7 @@ class ArchiveStore(Store):
         offsets = self._offsets
         fresh = [(name, row) for name, row in zip(names, rows, strict=True)
                  if name not in offsets]
-        if len(fresh) < _BULK:
+        if not fresh:
             return
         found = payload_offsets(self.mapping, catalog.columns, [row for _, row in fresh],
                                 catalog.starts)
@@ -285,7 +310,7 @@ class ArchiveStore(Store):
             return None
         offset = self._offsets.get(key)
         if offset is None:
-            offset = self._offsets[key] = self._read_local_header(e)
+            offset = self._local_payload(key, e)
         return offset, e.size
 
     def raw_payload(self, key: str) -> memoryview:
