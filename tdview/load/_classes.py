@@ -27,9 +27,9 @@ from tensordict._lazy import _CustomOpTensorDict
 from tensordict._td import _SubTensorDict
 
 from ..errors import CheckpointFormatError
-from ..format import NodeMeta
+from ..format import NodeMeta, TensorDictNode
 
-__all__ = ["Loader", "class_id", "loader_kind", "resolve_class"]
+__all__ = ["Loader", "class_id", "loader_kind", "resolve_class", "saved_as_tensordict"]
 
 # The loader kinds: how a node of a given class is rebuilt.
 Loader = str
@@ -72,6 +72,13 @@ def _tables() -> tuple[dict[str, type], dict[str, type]]:
             by_name.setdefault(str(cls), cls)
         _lookup = (registry, by_id, by_name)
     return _lookup[1], _lookup[2]
+
+
+def saved_as_tensordict(meta: NodeMeta) -> bool:
+    """Whether a node is a plain TensorDict saved as one: its class and loader are known
+    without a look-up (nearly every node of a checkpoint)."""
+    return type(meta) is TensorDictNode and (
+        meta.type_name == _TD_NAME or meta.class_id == _TD_ID)
 
 
 def resolve_class(meta: NodeMeta, where: str) -> type:

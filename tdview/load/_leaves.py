@@ -76,7 +76,7 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     record = node.record
     assert record is not None
     if node.file is not None and not record.is_nested:
-        return file_leaf_tensor(ctx, record, node.file, device, node.path)
+        return file_leaf_tensor(ctx, record, node.file, device, node.path[:-1])
     dtype = ctx.dtypes.get(record.dtype.name)
     if dtype is None:
         dtype = _dtype(ctx, node.path, record)
@@ -94,12 +94,13 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
 
 
 def file_leaf_tensor(ctx: LoadContext, record: LeafRecord, file: str,
-                     device: torch.device | None, path: tuple[str, ...]) -> torch.Tensor:
-    """Load a plain (not nested) leaf whose file (store key) exists; ``path``, its nested
-    key, names it in errors. What :func:`leaf_tensor` does for such a leaf, without a node."""
+                     device: torch.device | None, parent: tuple[str, ...]) -> torch.Tensor:
+    """Load a plain (not nested) leaf whose file (store key) exists; ``parent``, the nested
+    key of its TensorDict, names it in errors. What :func:`leaf_tensor` does for such a
+    leaf, without a node."""
     dtype = ctx.dtypes.get(record.dtype.name)
     if dtype is None:
-        dtype = _dtype(ctx, path, record)
+        dtype = _dtype(ctx, (*parent, record.key), record)
     if ctx.read_data:
         numel = prod(record.shape)
         if numel:

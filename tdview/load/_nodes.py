@@ -29,6 +29,7 @@ from ._classes import (
     VIEW,
     loader_kind,
     resolve_class,
+    saved_as_tensordict,
 )
 from ._context import LoadContext, user_stacklevel
 from ._leaves import file_leaf_tensor, leaf_tensor
@@ -73,6 +74,8 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     TensorDict(...)
     """
     meta = node_meta(ctx, node)
+    if saved_as_tensordict(meta):
+        return _tensordict(ctx, node, meta, TensorDict, device, out, children)  # type: ignore[arg-type]
     where = ctx.store.display(node.dirkey or "")
     cls = resolve_class(meta, where)
     kind, wrap = loader_kind(cls, meta, where)
@@ -116,14 +119,14 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
         if type(child) is tuple:  # a plain leaf with its file: (record, file)
             record, file = child
             key = record.key
-            tensor = file_leaf_tensor(ctx, record, file, device, (*node.path, key))
+            tensor = file_leaf_tensor(ctx, record, file, device, node.path)
             if direct is not None:
                 direct[key] = tensor
             else:
                 result._set_str(key, tensor, validated=True, inplace=False)
+                loaded.add(key)
             if ctx.progress is not None:
                 ctx.progress((*node.path, key))
-            loaded.add(key)
             continue
         key = child.path[-1]
         if child.kind == LEAF:
