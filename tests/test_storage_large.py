@@ -150,10 +150,11 @@ def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
     path.write_bytes(bytes(data))
     keys = [n for n, _ in many(3000)[1:]]
     with ArchiveStore(path) as one_by_one:
-        expected = {}
+        expected, spans = {}, {}
         for key in keys:
             try:
                 expected[key] = one_by_one.payload_offset(key)
+                spans[key] = one_by_one.stored_span(key)
             except Exception as error:  # noqa: BLE001 - the message is compared below
                 expected[key] = (type(error), str(error))
     assert isinstance(expected[bad], tuple)
@@ -171,6 +172,7 @@ def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
                     store.payload_offset(key)
             else:
                 assert store.payload_offset(key) == expected[key]
+                assert store.stored_span(key) == spans[key]
 
 
 def test_a_prepared_walk_reads_the_rest_of_its_headers_in_one_pass(tmp_path: Path) -> None:

@@ -86,6 +86,7 @@ class ArchiveStore(Store):
         self._expected: tuple[str, bool] | None = None
         self._single = 0
         self._prepared: set[tuple[str, bool]] = set()
+        self._spans: dict[str, tuple[int, int]] = {}  # stored spans found in one pass
 
     # -- opening ---------------------------------------------------------------------
 
@@ -280,11 +281,17 @@ class ArchiveStore(Store):
                  if name not in offsets]
         if not fresh:
             return
-        found = payload_offsets(self.mapping, catalog.columns, [row for _, row in fresh],
+        columns = catalog.columns
+        found = payload_offsets(self.mapping, columns, [row for _, row in fresh],
                                 catalog.starts)
-        for (name, _), offset in zip(fresh, found, strict=True):
+        fields = columns.rows()
+        spans = self._spans
+        for (name, row), offset in zip(fresh, found, strict=True):
             if offset is not None:
                 offsets[name] = offset
+                _, _, flags, method, _, stored, size, _ = fields[row]
+                if method == STORED and stored == size and not flags & FLAG_ENCRYPTED:
+                    spans[name] = offset, size  # what stored_span answers
 
     def _prepared_above(self, dirkey: str, payloads: bool) -> bool:
         """Whether :meth:`prepare` already ran for ``dirkey`` or a folder above it."""
@@ -304,6 +311,9 @@ class ArchiveStore(Store):
         :meth:`entry` and :meth:`payload`, which says what is wrong. Reads the local
         header the first time (see :meth:`payload_offset`).
         """
+        span = self._spans.get(key)
+        if span is not None:
+            return span
         e = self._file(key)
         if (e is None or e.method != STORED or e.flags & FLAG_ENCRYPTED
                 or e.stored_size != e.size):
