@@ -118,15 +118,13 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
                 & (arr[hits + 3] == CENTRAL_SIG >> 24)]
     if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
         return None
-    # the 46-byte fixed part of every candidate record, as structured rows
-    rec = arr[hits[:, None] + np.arange(CENTRAL.size)].view(_RECORD)[:, 0]
-    name_len = rec["name_len"].astype(np.int64)
+    rec = _fields(data, hits)  # the fields of every candidate record
+    name_len = rec["name_len"]
     name_start = hits + CENTRAL.size
     nxt = name_start + name_len + rec["extra_len"] + rec["comment_len"]
     if (nxt[:-1] != hits[1:]).any() or int(nxt[-1]) != size:
         return None
-    csize, usize = rec["stored_size"].astype(np.int64), rec["size"].astype(np.int64)
-    offset = rec["offset"].astype(np.int64)
+    csize, usize, offset = rec["stored_size"], rec["size"], rec["offset"]
     if ((csize == _FFFF) | (usize == _FFFF) | (offset == _FFFF)).any():
         return None  # zip64 sizes or offsets: read from each record's extra field
     found = _name_text(arr, name_start, name_len)
@@ -139,12 +137,27 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
         "header_offset": offset + shift})
 
 
-# The central file header (CENTRAL), as a numpy record.
-_RECORD = [("sig", "<u4"), ("made_by", "<u2"), ("needed", "<u2"), ("flags", "<u2"),
-           ("method", "<u2"), ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"),
-           ("stored_size", "<u4"), ("size", "<u4"), ("name_len", "<u2"), ("extra_len", "<u2"),
-           ("comment_len", "<u2"), ("disk", "<u2"), ("internal", "<u2"), ("external", "<u4"),
-           ("offset", "<u4")]
+# The fields of the central file header (CENTRAL) that are kept: offset in the record, type.
+_FIELDS = {"flags": (8, "<u2"), "method": (10, "<u2"), "crc32": (16, "<u4"),
+           "stored_size": (20, "<u4"), "size": (24, "<u4"), "name_len": (28, "<u2"),
+           "extra_len": (30, "<u2"), "comment_len": (32, "<u2"), "offset": (42, "<u4")}
+
+
+def _fields(data: bytes, at: Any) -> dict[str, Any]:
+    """The :data:`_FIELDS` of the records starting at byte offsets ``at`` of ``data``.
+
+    A view of ``data`` with a stride of one byte holds the little-endian integer that
+    starts at every byte offset, so each field is one gather (records need no
+    alignment); sizes and offsets come as int64, the rest as read."""
+    import numpy as np
+
+    out = {}
+    for name, (offset, kind) in _FIELDS.items():
+        width = np.dtype(kind).itemsize
+        every = np.ndarray((len(data) - width + 1,), dtype=kind, buffer=data, strides=(1,))
+        values = every[at + offset]
+        out[name] = values.astype(np.int64) if kind == "<u4" or name == "name_len" else values
+    return out
 
 
 def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
