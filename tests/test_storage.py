@@ -349,3 +349,25 @@ def test_many_entries(tmp_path: Path) -> None:
         assert len(store.list_dir("")) == 101
         assert len(store.list_dir("d7")) == n // 100
         assert store.read_bytes("d7/k7.memmap", 1) == b"x"
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_a_file_that_grows_while_it_is_read_is_read_up_to_the_limit(
+        tmp_path: Path, monkeypatch, listed: bool) -> None:
+    """The size from ``fstat`` only sizes the first read: a file longer than it said is
+    read on, whole when it stays within the limit, refused when it goes past it."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "meta.json").write_bytes(b"x" * 3000)
+    store = DirectoryStore(tmp_path)
+    if listed:
+        store.list_dir("sub")
+    real_fstat = os.fstat
+
+    class Shorter:
+        def __init__(self, st: os.stat_result) -> None:
+            self.st_mode, self.st_size = st.st_mode, 10  # as it was before it grew
+
+    monkeypatch.setattr(os, "fstat", lambda fd: Shorter(real_fstat(fd)))
+    assert store.read_bytes("sub/meta.json", 5000) == b"x" * 3000
+    with pytest.raises(LimitExceededError, match="above the limit of 2000 bytes"):
+        store.read_bytes("sub/meta.json", 2000)

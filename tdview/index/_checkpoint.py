@@ -95,17 +95,24 @@ class Checkpoint:
 
     # -- metadata -------------------------------------------------------------------
 
-    def read_meta(self, dirkey: str) -> NodeMeta:
-        """The parsed ``meta.json`` of a folder (cached); raises what reading it raised."""
+    def read_meta(self, dirkey: str, *, walking: bool = False) -> NodeMeta:
+        """The parsed ``meta.json`` of a folder (cached); raises what reading it raised.
+
+        ``walking``: the caller goes on to the folder's children, so the folder is listed
+        first (then its ``meta.json`` is opened from that listing); a lone look-up does
+        not list a folder that may hold thousands of leaves.
+        """
         found = self._metas.get(dirkey)
         if found is None:
             key = join_key(dirkey, "meta.json")
-            where = self.store.display(key)
             try:
+                if walking:
+                    self.store.plain_files(dirkey)
                 data = self.store.read_bytes(key, MAX_META_BYTES)
                 self.meta_bytes_read += len(data)
                 found = self._parsed.get(data)
                 if found is None:
+                    where = self.store.display(key)
                     found = parse_node(parse_meta_json(data, where), where)
                     self._remember(data, found)
             except (TDViewError, OSError) as error:
@@ -124,14 +131,16 @@ class Checkpoint:
                 self._parsed.clear()
             self._parsed[data] = meta
 
-    def make_collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None) -> Node:
-        """The node of a sub-folder; reading problems are recorded on it, not raised."""
+    def make_collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None,
+                        *, walking: bool = False) -> Node:
+        """The node of a sub-folder; reading problems are recorded on it, not raised.
+        ``walking``: see :meth:`read_meta`."""
         node = Node(path=path, kind=TENSORDICT, dirkey=dirkey, type_hint=type_hint)
         if dirkey is None:
             node.problems.append(f"the folder of {show_path(path)!r} is missing")
             return node
         try:
-            node.meta = meta = self.read_meta(dirkey)
+            node.meta = meta = self.read_meta(dirkey, walking=walking)
         except (TDViewError, OSError) as error:
             node.problems.append(str(error))
             return node
@@ -204,8 +213,12 @@ class Checkpoint:
                 or node.dirkey is None or meta.legacy_no_collection_records):
             return self.children(node)
         return ch.tensordict_children(self.store, node.path, node.dirkey, meta,
-                                      self.make_collection, robust=self.robust,
+                                      self._walked_collection, robust=self.robust,
                                       plain_leaf=_pair)
+
+    def _walked_collection(self, path: NestedPath, dirkey: str | None,
+                           type_hint: str | None) -> Node:
+        return self.make_collection(path, dirkey, type_hint, walking=True)
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""

@@ -162,9 +162,9 @@ def tensordict_totals(
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord:
-            if not record.is_nested and _plain_leaf_file(
-                    is_file, files, prefix,
-                    leaf_names.get(key) or _names(key, robust=robust, collection=False)):
+            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
+            if not record.is_nested and ((names and names[0] in files) or _plain_leaf_file(
+                    is_file, files, prefix, names)):
                 dtype = record.dtype
                 count = prod(record.shape)
                 size = count * dtype.itemsize

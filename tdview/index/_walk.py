@@ -143,7 +143,7 @@ def _plain_frame(ckpt: Checkpoint, node: Node | None, path: NestedPath, dirkey: 
 def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | None) -> _Frame:
     """A sub-folder met by key: a plain TensorDict is totalled without a node."""
     try:
-        meta = ckpt.read_meta(folder)
+        meta = ckpt.read_meta(folder, walking=True)
     except (TDViewError, OSError):
         meta = None  # the node made below records the problem
     if _plain(meta):

@@ -264,7 +264,16 @@ class DirectoryStore(Store):
         fd = -1
         if type(key) is str and _NOFOLLOW:  # the final name must not be a symlink
             dirkey, _, name = key.rpartition("/")
-            if _plain_name(name, dirkey) and dirkey not in self._listings:
+            listing = self._listings.get(dirkey)
+            if type(listing) is tuple and name in listing[1] and _plain_name(name, dirkey):
+                # a listed regular file (the common case of a walk)
+                try:
+                    fd = self._open(listing[0] + name, _NOFOLLOW)
+                except OSError:
+                    fd = -1  # gone or swapped: the paths below decide
+                else:
+                    return self._read_open(fd, key, limit)
+            if listing is None and _plain_name(name, dirkey):
                 check_key(key, self.root)
                 real_dir = self._unlisted_dir(dirkey)
                 if real_dir is not None:
@@ -284,13 +293,22 @@ class DirectoryStore(Store):
             self._require_regular(key, st)
             self._check_limit(key, st.st_size, limit)
             fd = self._open(real, 0)
+        return self._read_open(fd, key, limit)
+
+    def _read_open(self, fd: int, key: str, limit: int) -> bytes:
+        """Read the whole file open at ``fd`` (up to ``limit`` bytes), then close it."""
         try:
             st = os.fstat(fd)  # the file may have been swapped since it was listed
-            self._require_regular(key, st)
-            self._check_limit(key, st.st_size, limit)
-            chunks = []
-            left = limit + 1
-            want = st.st_size + 1  # the whole file in one read, if it did not grow
+            if stat.S_ISREG(st.st_mode) and st.st_size <= limit:
+                data = os.read(fd, st.st_size + 1)  # the whole file, if it did not grow
+                if len(data) <= st.st_size:
+                    return data
+                # it grew: go on reading, up to the limit
+                chunks, left, want = [data], limit + 1 - len(data), 1 << 20
+            else:
+                self._require_regular(key, st)
+                self._check_limit(key, st.st_size, limit)
+                chunks, left, want = [], limit + 1, st.st_size + 1
             while left > 0:
                 ask = min(left, want)
                 chunk = os.read(fd, ask)
