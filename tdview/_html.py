@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterator
 
-from ._tree_text import describe
+from ._tree_text import TreeRow, describe, draw_rows
 from .format import CollectionRecord, TensorDictNode
 from .index import Checkpoint, Node
 
@@ -98,24 +98,25 @@ def render_text(source: str, table: list[Row], error: str = "") -> str:
     """
     if error or not table:
         return f"tdview: {source}: {error}"
-    lines = [f"{source}  {table[0][2]}"]
-    open_levels: list[bool] = []  # per depth above the row: whether more siblings follow
-    for i, (depth, key, text) in enumerate(table[1:], start=1):
-        last = _is_last(table, i)
-        del open_levels[depth - 1 :]
-        indent = "".join("│   " if more else "    " for more in open_levels)
-        lines.append(f"{indent}{'└── ' if last else '├── '}{key}" + (f"  {text}" if text else ""))
-        open_levels.append(not last)
-    return "\n".join(lines)
+    return "\n".join([f"{source}  {table[0][2]}",
+                      *draw_rows(_with_last(table[1:]))])
 
 
-def _is_last(table: list[Row], i: int) -> bool:
-    """Whether no later row at the depth of row ``i`` follows before its level ends."""
-    depth = table[i][0]
-    for later, _, _ in table[i + 1 :]:
-        if later <= depth:
-            return later < depth
-    return True
+def _with_last(table: list[Row]) -> list[TreeRow]:
+    """The rows with their last-sibling flags, found in one backward pass: a row is the
+    last of its level when the nearest later row at its depth or above is above it (or
+    there is none)."""
+    rows: list[TreeRow] = []
+    later: list[int] = []  # depths of the nearest later row at each level, rising
+    for depth, key, text in reversed(table):
+        while later and later[-1] > depth:
+            later.pop()
+        rows.append((depth, key, text, not later or later[-1] < depth))
+        if later and later[-1] == depth:
+            later.pop()
+        later.append(depth)
+    rows.reverse()
+    return rows
 
 
 def render_html(source: str, table: list[Row], error: str = "") -> str:

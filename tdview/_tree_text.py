@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ._units import dtype_text, human_bytes, shape_text
@@ -67,31 +67,53 @@ def _short(value: object, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# One row of a drawn tree: (depth from 1, key, text, whether it is the last sibling).
+TreeRow = tuple[int, str, str, bool]
+
+
+def draw_rows(rows: Iterable[TreeRow]) -> Iterator[str]:
+    """Draw rows as ``tdview tree`` does (``├──``, ``└──``, ``│``), one line per row, as
+    they come (a slow walk shows its lines while it goes on).
+
+    Examples
+    --------
+    >>> for line in draw_rows([(1, "a", "x", False), (2, "b", "y", True), (1, "c", "", True)]):
+    ...     print(line)
+    ├── a  x
+    │   └── b  y
+    └── c
+    """
+    open_levels: list[bool] = []  # per depth above the row: whether more siblings follow
+    for depth, key, text, last in rows:
+        del open_levels[depth - 1 :]
+        indent = "".join("│   " if more else "    " for more in open_levels)
+        yield f"{indent}{'└── ' if last else '├── '}{key}" + (f"  {text}" if text else "")
+        open_levels.append(not last)
+
+
 def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator[str]:
     """Lines of the tree below ``start`` (itself first)."""
     label = "/".join(start.path) or ckpt.path
     yield f"{label}  {describe(ckpt, start, rollups=options.rollups)}"
     keep = _matching(ckpt, start, options.pattern) if options.pattern else None
-    yield from _level(ckpt, start, "", 1, options, keep)
+    yield from draw_rows(_level(ckpt, start, 1, options, keep))
 
 
-def _level(ckpt: Checkpoint, node: Node, indent: str, depth: int, options: TreeOptions,
-           keep: _Filter | None) -> Iterator[str]:
+def _level(ckpt: Checkpoint, node: Node, depth: int, options: TreeOptions,
+           keep: _Filter | None) -> Iterator[TreeRow]:
     if options.depth is not None and depth > options.depth:
         return
     children = [c for c in ckpt.children(node) if keep is None or c.path in keep.shown]
     shown = children[: options.limit]
     for i, child in enumerate(shown):
         last = i == len(shown) - 1 and len(children) <= options.limit
-        yield f"{indent}{'└── ' if last else '├── '}{child.key}  " + describe(
-            ckpt, child, rollups=options.rollups)
+        yield depth, child.key, describe(ckpt, child, rollups=options.rollups), last
         if not child.is_leaf:
             # Below a match, show everything: a filter finds a module, then shows it.
             below = None if keep is None or child.path in keep.hits else keep
-            yield from _level(ckpt, child, indent + ("    " if last else "│   "), depth + 1,
-                              options, below)
+            yield from _level(ckpt, child, depth + 1, options, below)
     if len(children) > options.limit:
-        yield f"{indent}└── … {len(children) - options.limit} more"
+        yield depth, f"… {len(children) - options.limit} more", "", True
 
 
 @dataclass(frozen=True)

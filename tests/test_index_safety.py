@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -189,3 +190,29 @@ def test_tree_command(demo_paths) -> None:
     assert "replay  TensorDict  batch [1000]" in top
     bad = subprocess.run(run + ["nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "has no key 'nope'" in bad.stderr
+
+
+def test_tree_lines_are_drawn_alike_by_the_command_and_the_static_view(tmp_path: Path) -> None:
+    """The command line and the notebook's static text draw the same rows the same way:
+    connectors by last sibling, a row for the children left out of a long level."""
+    from tdview._html import render_text, rows
+    from tdview._tree_text import TreeOptions, render_tree
+
+    td = TensorDict(a=TensorDict(x=torch.ones(2), y=TensorDict(z=torch.ones(1))),
+                    b=torch.zeros(3), c=TensorDict({f"k{i}": torch.ones(1) for i in range(4)}))
+    td.memmap(tmp_path / "ckpt")
+    with Checkpoint(tmp_path / "ckpt") as ckpt:
+        lines = list(render_tree(ckpt, ckpt.root, TreeOptions(depth=None, limit=3,
+                                                              rollups=False)))
+        keys = [_drawn_key(line) for line in lines[1:]]
+        assert keys == ["├── b", "├── a", "│   ├── x", "│   └── y", "│       └── z", "└── c",
+                        "    ├── k0", "    ├── k1", "    ├── k2", "    └── … 1 more"]
+        static = render_text("ckpt", list(rows(ckpt, depth=3, limit=3))).splitlines()[1:]
+    assert [_drawn_key(line) for line in static] == keys
+
+
+def _drawn_key(line: str) -> str:
+    """A drawn row up to its key (the description that follows differs by view)."""
+    found = re.match(r"[│ ]*[├└]── (?:… \d+ more|\S+)", line)
+    assert found, line
+    return found.group(0)
