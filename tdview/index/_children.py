@@ -154,6 +154,7 @@ def tensordict_totals(
     """
     is_file = store.is_file
     files = store.plain_files(dirkey) or _NO_FILES
+    dirs = store.plain_dirs(dirkey) or _NO_FILES
     prefix = dirkey + "/" if dirkey else ""
     leaf_names = _NAMES[robust, False]
     nbytes = numel = leaves = 0
@@ -176,8 +177,10 @@ def tensordict_totals(
             else:
                 rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
         else:
-            rest.append(((*path, key), collection_dir(store, dirkey, key, robust=robust),
-                         record.type_hint))  # type: ignore[union-attr]
+            names = _names(key, robust=robust, collection=True)
+            folder = (prefix + names[0] if names and names[0] in dirs
+                      else collection_dir(store, dirkey, key, robust=robust))
+            rest.append(((*path, key), folder, record.type_hint))  # type: ignore[union-attr]
     return nbytes, numel, leaves, by_dtype, rest
 
 

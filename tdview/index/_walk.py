@@ -22,7 +22,7 @@ from ._paths import NestedPath
 _GLOB = set("*?[")
 
 
-@dataclass
+@dataclass(slots=True)
 class Rollup:
     """Totals of a subtree. Nested leaves count the bytes of their data file."""
 

@@ -213,6 +213,12 @@ class Store(abc.ABC):
         headers in one pass). Nothing by default."""
         return None
 
+    def plain_dirs(self, key: str) -> frozenset[str] | None:
+        """Names of sub-directories of directory ``key`` for which :meth:`is_dir` is
+        surely True, when the store knows them cheaply; ``None`` when it does not (a
+        shortcut as :meth:`plain_files` is, never a listing to trust for absence)."""
+        return None
+
     def plain_files(self, key: str) -> frozenset[str] | None:
         """Names of files directly in directory ``key`` for which :meth:`is_file` is
         surely True, when the store knows them cheaply; ``None`` when it does not.

@@ -19,7 +19,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _MISSING = object()  # no directory of that name
 _SLOW = object()  # reached through a symlink, or unreadable: answer per key
 _REGULAR = object()  # a listed regular file (no symlink)
-_Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str]]
+_Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str],
+                 frozenset[str]]
 # Listings kept per store, counted in names: enough for the folders a walk is in, bounded
 # for a checkpoint of 100,000 files (a listing dropped is read again when needed).
 _HELD_NAMES = 16384
@@ -125,6 +126,15 @@ class DirectoryStore(Store):
             check_key(key, self.root)
             listing = self._listing(key)
         return listing[3] if type(listing) is tuple else None
+
+    def plain_dirs(self, key: str) -> frozenset[str] | None:
+        """The sub-directories of a directory that the listing shows (no symlinks, only
+        names that need no per-key check); None for a directory answered per key."""
+        listing = self._listings.get(key)
+        if listing is None:
+            check_key(key, self.root)
+            listing = self._listing(key)
+        return listing[4] if type(listing) is tuple else None
 
     def _probe(self, key: str) -> tuple[str, object] | object:
         """``(real path, what)`` of a key whose directory lists fast and that is no
@@ -347,17 +357,21 @@ def _scan(real: str, dirkey: str) -> _Listing:
     """List one directory (``os.scandir``: the type comes with the name, no stat)."""
     files: list[str] = []
     others: dict[str, os.DirEntry[str]] = {}
+    dirs: list[str] = []
     with os.scandir(real) as it:
         for entry in it:
             if entry.is_file(follow_symlinks=False):
                 files.append(entry.name)
             else:
                 others[entry.name] = entry
-    joined = "\n" + "\n".join(files)
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(entry.name)
+    joined = "\n" + "\n".join(files) + "\n" + "\n".join(dirs)
     found = frozenset(files)
     if "\n." in joined or "\\" in joined or "\x00" in joined or (not dirkey and ":" in joined):
-        return real, found, others, frozenset(name for name in files if _plain_name(name, dirkey))
-    return real, found, others, found
+        return (real, found, others, frozenset(n for n in files if _plain_name(n, dirkey)),
+                frozenset(n for n in dirs if _plain_name(n, dirkey)))
+    return real, found, others, found, frozenset(dirs)
 
 
 def _plain_name(name: str, dirkey: str) -> bool:
