@@ -69,11 +69,13 @@ def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[st
     return None, first
 
 
-def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool) -> str | None:
-    """Find a collection's folder (robust name first, then the safe legacy name)."""
+def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool,
+                   dirs: Collection[str] = _NO_FILES) -> str | None:
+    """Find a collection's folder (robust name first, then the safe legacy name); a name
+    among ``dirs`` (the folder's plain sub-directories, when known) needs no probe."""
     for name in _names(key, robust=robust, collection=True):
         candidate = join_key(dirkey, name)
-        if _exists(store.is_dir, candidate):
+        if name in dirs or _exists(store.is_dir, candidate):
             return candidate
     return None
 
@@ -113,25 +115,27 @@ def tensordict_children(
     """
     is_file = store.is_file
     files = store.plain_files(dirkey) or _NO_FILES
+    dirs = store.plain_dirs(dirkey) or _NO_FILES
     prefix = dirkey + "/" if dirkey else ""
     leaf_names = _NAMES[robust, False]
     for record in meta.load_order:
         key = record.key
-        child_path = (*path, key)
         if type(record) is LeafRecord and not record.is_nested:
             # the common leaf: its file found in the folder's listing, without a node check
-            file = _plain_leaf_file(is_file, files, prefix, leaf_names.get(key)
-                                    or _names(key, robust=robust, collection=False))
-            if file is not None:
-                yield (Node(child_path, LEAF, None, None, record, file) if plain_leaf is None
-                       else plain_leaf(record, file))  # type: ignore[misc]
+            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
+            file = (prefix + names[0] if names and names[0] in files
+                    else _plain_leaf_file(is_file, files, prefix, names))
+            if file is None:
+                yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+            elif plain_leaf is None:
+                yield Node((*path, key), LEAF, None, None, record, file)
             else:
-                yield _leaf(store, child_path, dirkey, record, robust=robust)
+                yield plain_leaf(record, file)  # type: ignore[misc]
         elif isinstance(record, LeafRecord):
-            yield _leaf(store, child_path, dirkey, record, robust=robust)
+            yield _leaf(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
-            folder = collection_dir(store, dirkey, record.key, robust=robust)
-            yield make(child_path, folder, record.type_hint)
+            folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
+            yield make((*path, key), folder, record.type_hint)
     if meta.legacy_no_collection_records:
         yield from _listed_collections(store, path, dirkey, meta, make)
 
@@ -177,10 +181,9 @@ def tensordict_totals(
             else:
                 rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
         else:
-            names = _names(key, robust=robust, collection=True)
-            folder = (prefix + names[0] if names and names[0] in dirs
-                      else collection_dir(store, dirkey, key, robust=robust))
-            rest.append(((*path, key), folder, record.type_hint))  # type: ignore[union-attr]
+            rest.append(((*path, key), collection_dir(store, dirkey, key, robust=robust,
+                                                      dirs=dirs),
+                         record.type_hint))  # type: ignore[union-attr]
     return nbytes, numel, leaves, by_dtype, rest
 
 

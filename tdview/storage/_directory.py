@@ -77,9 +77,10 @@ class DirectoryStore(Store):
     # confinement check), so every guarantee of that path holds for them.
 
     def _listing(self, dirkey: str) -> _Listing | object:
-        """``(real path + sep, regular file names, {other name: DirEntry}, plain names)``
-        of a directory key (plain names: see :meth:`plain_files`), or ``_MISSING`` (not a
-        directory) or ``_SLOW`` (reached through a symlink, or unreadable). Cached, up to
+        """``(real path + sep, regular file names, {other name: DirEntry}, plain file
+        names, plain directory names)`` of a directory key (plain: see
+        :meth:`plain_files`, :meth:`plain_dirs`), or ``_MISSING`` (not a directory) or
+        ``_SLOW`` (reached through a symlink, or unreadable). Cached, up to
         ``_HELD_NAMES`` names in all. ``dirkey`` is a checked key."""
         found = self._listings.get(dirkey)
         if found is not None:
@@ -88,7 +89,7 @@ class DirectoryStore(Store):
             real: str | None = self._prefix
         else:
             parent, _, name = dirkey.rpartition("/")
-            up = self._listing(parent)
+            up = self._listings.get(parent) or self._listing(parent)
             real = None
             if up is _MISSING or up is _SLOW:
                 found = up
