@@ -185,3 +185,39 @@ def test_a_prepared_walk_reads_the_rest_of_its_headers_in_one_pass(tmp_path: Pat
         assert len(store._offsets) == _BULK - 1  # a small walk reads only its own
         store.payload_offset(group[_BULK - 1])
         assert set(store._offsets) == set(group)  # then the rest of the folder at once
+
+
+def test_a_folder_s_files_are_found_in_one_pass_with_its_refusals(tmp_path: Path) -> None:
+    """Before the dictionaries exist, the files of a folder are found in one pass over
+    the names below it: one search for all of them, a name given twice or also a
+    directory refused as a search for it alone would refuse it."""
+    entries = [*many(), ("group04/twice.memmap", b"1"), ("group04/twice.memmap", b"2"),
+               ("group04/both", b"x"), ("group04/both/inner.memmap", b"y")]
+    path = write(tmp_path, entries)
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        searches = catalog._searches
+        for i in range(4, 1500, 30):
+            assert store.is_file(f"group04/leaf_{i:05d}.memmap")
+        assert not store.is_file("group04/nope.memmap")
+        assert catalog._searches == searches + 1 and catalog._rows is None
+        with refused(str(path), "'group04/twice.memmap'", "twice"):
+            store.is_file("group04/twice.memmap")
+        with refused(str(path), "'group04/both'", "both a file"):
+            store.is_file("group04/both")
+        assert store.is_file("group04/both/inner.memmap")
+        assert store.read_bytes("group04/leaf_00004.memmap", 10) == bytes([4]) * 3
+
+
+def test_a_folder_with_many_names_below_it_is_searched_name_by_name(tmp_path: Path) -> None:
+    entries = [META] + [(f"big/sub{i % 3}/leaf_{i:05d}.memmap", b"x") for i in range(1200)]
+    entries += [("big/top.memmap", b"t")]
+    path = write(tmp_path, entries)
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        assert store.is_file("big/top.memmap") and not store.is_file("big/nope.memmap")
+        assert catalog._folders["big"] is None  # too many names below: searched one by one
+        assert store.is_file("big/sub1/leaf_00001.memmap")
+        assert catalog._rows is None

@@ -33,6 +33,9 @@ _HEAD = operator.itemgetter(0)
 _RPARTITION = operator.methodcaller("rpartition", "/")
 # Look-ups answered by searching the names before the dictionaries are built.
 _SEARCHES = 16
+# Names below a folder up to which its files are all found in one pass (LazyCatalog._folder).
+_FOLDER_NAMES = 256
+_META = "meta.json"
 
 
 class EagerCatalog:
@@ -164,6 +167,7 @@ class LazyCatalog:
         self._refused: dict[str, str] = {}
         self._children: dict[str, list[str]] | None = None
         self._start_list: list[int] | None = None
+        self._folders: dict[str, dict[str, int | str] | None] = {}  # see _folder
 
     # -- look-ups ---------------------------------------------------------------------
 
@@ -175,8 +179,16 @@ class LazyCatalog:
         if found is not None:
             return found
         if self._rows is None and self._searches < _SEARCHES:
-            self._searches += 1
-            row = self._search_file(key)
+            dirkey, _, name = key.rpartition("/")
+            # a leaf is rarely looked up alone: find its folder's files in one pass
+            files = self._folder(dirkey) if dirkey and name != _META else None
+            if files is not None:
+                row = files.get(name)
+                if type(row) is str:
+                    raise UnsafeCheckpointError(row)
+            else:
+                self._searches += 1
+                row = self._search_file(key)
         else:
             self._build()
             assert self._rows is not None
@@ -200,6 +212,37 @@ class LazyCatalog:
                 raise UnsafeCheckpointError(reason)
             return True
         return False
+
+    def _folder(self, dirkey: str) -> dict[str, int | str] | None:
+        """The files directly in folder ``dirkey`` (name -> row, or -> why it is refused:
+        given twice, or also a directory), found in one pass over the names below it and
+        kept; None when more than ``_FOLDER_NAMES`` names lie below it (its files are then
+        searched one by one). Counts as one search."""
+        if dirkey in self._folders:
+            return self._folders[dirkey]
+        self._searches += 1
+        needle = _frame(dirkey + "/")
+        found: dict[str, int | str] | None = None
+        if needle is not None and self.text.count(needle) <= _FOLDER_NAMES:
+            text, find, size = self.text, self.text.find, len(needle)
+            files: dict[str, int | str] = {}
+            subdirs: set[str] = set()
+            at = find(needle)
+            while at >= 0:
+                end = text.index(b"\0", at + size)
+                name = text[at + size : end].decode()
+                if "/" in name:
+                    subdirs.add(name.partition("/")[0])
+                elif name in files:
+                    files[name] = str(_twice(self.root, dirkey + "/" + name))
+                else:
+                    files[name] = self.columns.row_at(at + 1)
+                at = find(needle, end)
+            for name in files.keys() & subdirs:
+                files[name] = str(_clash(self.root, dirkey + "/" + name))
+            found = files
+        self._folders[dirkey] = found
+        return found
 
     def _search_file(self, key: str) -> int | None:
         """The row of file ``key``, found in one pass over the names: every name that

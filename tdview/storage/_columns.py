@@ -178,9 +178,9 @@ def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
     gathered[:-1] = arr[: keep.size][keep]
     gathered[out_start - 1] = 0
     gathered[-1] = 0  # the closing NUL
-    text = gathered.tobytes()
-    if text.count(0) != len(length) + 1:
+    if np.count_nonzero(gathered == 0) != len(length) + 1:
         return None
+    text = gathered.tobytes()
     try:
         text.decode()
     except UnicodeDecodeError:
