@@ -221,3 +221,19 @@ def test_a_folder_with_many_names_below_it_is_searched_name_by_name(tmp_path: Pa
         assert catalog._folders["big"] is None  # too many names below: searched one by one
         assert store.is_file("big/sub1/leaf_00001.memmap")
         assert catalog._rows is None
+
+
+def test_a_crowded_folder_whose_names_lie_apart_is_searched_name_by_name(
+        tmp_path: Path) -> None:
+    entries = [META]
+    pad = "p" * 24  # a central directory above 64 KiB
+    for i in range(300):
+        entries += [(f"a/x{i:03d}{pad}.memmap", b"a"), (f"b/y{i:03d}{pad}.memmap", b"b"),
+                    (f"c/z{i:03d}{pad}.memmap", b"c")]
+    path = write(tmp_path, entries)
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        assert store.is_file(f"a/x299{pad}.memmap") and not store.is_file("a/nope.memmap")
+        assert catalog._folders["a"] is None
+        assert store.read_bytes(f"b/y007{pad}.memmap", 10) == b"b"

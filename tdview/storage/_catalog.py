@@ -35,7 +35,6 @@ _RPARTITION = operator.methodcaller("rpartition", "/")
 _SEARCHES = 16
 # Names below a folder up to which its files are all found in one pass (LazyCatalog._folder).
 _FOLDER_NAMES = 256
-_META = "meta.json"
 
 
 class EagerCatalog:
@@ -180,8 +179,8 @@ class LazyCatalog:
             return found
         if self._rows is None and self._searches < _SEARCHES:
             dirkey, _, name = key.rpartition("/")
-            # a leaf is rarely looked up alone: find its folder's files in one pass
-            files = self._folder(dirkey) if dirkey and name != _META else None
+            # a file is rarely looked up alone: find its folder's files in one pass
+            files = self._folder(dirkey) if dirkey else None
             if files is not None:
                 row = files.get(name)
                 if type(row) is str:
@@ -223,12 +222,17 @@ class LazyCatalog:
         self._searches += 1
         needle = _frame(dirkey + "/")
         found: dict[str, int | str] | None = None
-        if needle is not None and self.text.count(needle) <= _FOLDER_NAMES:
+        at = self.text.find(needle) if needle is not None else -1
+        if needle is not None and not self._crowded(needle, at):
             text, find, size = self.text, self.text.find, len(needle)
             files: dict[str, int | str] = {}
             subdirs: set[str] = set()
-            at = find(needle)
+            hits = 0
             while at >= 0:
+                hits += 1
+                if hits > _FOLDER_NAMES:  # crowded after all (its names are apart)
+                    self._folders[dirkey] = None
+                    return None
                 end = text.index(b"\0", at + size)
                 name = text[at + size : end].decode()
                 if "/" in name:
@@ -243,6 +247,19 @@ class LazyCatalog:
             found = files
         self._folders[dirkey] = found
         return found
+
+    def _crowded(self, needle: bytes, at: int) -> bool:
+        """Whether the names starting with ``needle`` (the first at ``at`` in the text)
+        are too many to list: writers put a folder's names together, so the name
+        ``_FOLDER_NAMES`` rows after the first one tells, without a pass over the text."""
+        if at < 0:
+            return False
+        columns = self.columns
+        row = columns.row_at(at + 1) + _FOLDER_NAMES
+        if row >= columns.count:
+            return False
+        start = int(columns.name_pos[row])
+        return self.text.startswith(needle[1:], start)
 
     def _search_file(self, key: str) -> int | None:
         """The row of file ``key``, found in one pass over the names: every name that
