@@ -150,8 +150,10 @@ class _Sink:
         end = self.pos + len(piece)
         if end > len(self.buf):
             self._grow(end)
+        # numpy copies without the GIL (a memoryview copy holds it): pool threads and
+        # the loader go on meanwhile
+        self.buf[self.pos : end] = np.frombuffer(piece, dtype=np.uint8)
         chunk = self._view[self.pos : end]
-        chunk[:] = piece
         self.pos = end
         if self._pool is not None:
             try:
