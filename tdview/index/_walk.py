@@ -1,7 +1,8 @@
 """Whole-subtree questions: rollups (bytes, numel, leaves, bytes per dtype) and search.
 
 Both walk the tree depth-first through the index, so they parse every ``meta.json``
-of the subtree once (cached) and never read a payload byte.
+of the subtree once (cached) and never read a payload byte. A rollup totals a plain
+TensorDict folder from its records, without a node per child, and caches it per folder.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Opening parses only the central directory (see :mod:`._zip`) and checks the name
 the layout of all entries (see :mod:`._catalog`: a large archive is kept as arrays and
 its names are found by search, nothing is made per entry); a local header is read the
 first time its entry is used, so opening a 20,000-entry archive touches 20,000 central
-records and nothing else.
+records and nothing else. A walk or a load that goes on past 64 entries of a subtree reads
+the rest of that subtree's local headers in one pass (:meth:`ArchiveStore.prepare`).
 STORED payloads are zero-copy views of the single read-only mapping.
 """
 

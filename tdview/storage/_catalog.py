@@ -5,8 +5,9 @@ Two catalogs answer the same questions. :class:`EagerCatalog` checks every name,
 layout and duplicates when the archive is opened (small archives, and any archive with
 an odd name). :class:`LazyCatalog` serves a large archive whose names all passed one
 whole-text safety check at open: it keeps the central directory as arrays
-(:class:`~._zip.Columns`) and finds a name with a substring search, so that opening
-makes nothing per entry. What cannot be checked for all names at once (a name given
+(:class:`~._zip.Columns`) and finds a name with a substring search (the files of a
+folder that is not crowded are all found in the same pass), so that opening makes nothing
+per entry. What cannot be checked for all names at once (a name given
 twice, a name that is both a file and a directory) is checked for each name when it is
 looked up as a file or listed: every entry is reached through a key looked up here, so
 no entry of such a name is ever read (the entries below a directory that shares its name
