@@ -371,3 +371,25 @@ def test_a_file_that_grows_while_it_is_read_is_read_up_to_the_limit(
     assert store.read_bytes("sub/meta.json", 5000) == b"x" * 3000
     with pytest.raises(LimitExceededError, match="above the limit of 2000 bytes"):
         store.read_bytes("sub/meta.json", 2000)
+
+
+def test_plain_dirs_are_only_real_directories_with_plain_names(tmp_path: Path) -> None:
+    """A walk trusts ``plain_dirs`` without probing: symlinks and names that need the
+    per-key check (a leading dot) are left out, and are still answered by ``is_dir``."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / "c").write_bytes(b"x")
+    (tmp_path / "b").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "a" / "inner").mkdir()
+    store = DirectoryStore(tmp_path)
+    assert store.plain_dirs("") == frozenset({"a"})
+    assert store.plain_dirs("a") == frozenset({"inner"})
+    assert store.is_dir("b") and store.is_dir(".hidden") and not store.is_dir("c")
+    with ArchiveStore(_tiny_archive(tmp_path)) as archive:
+        assert archive.plain_dirs("") is None  # archives answer per key
+
+
+def _tiny_archive(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.tdz"
+    TensorDict(a=torch.zeros(2), sub=TensorDict(b=torch.ones(1))).save(str(path))
+    return path
