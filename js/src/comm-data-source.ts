@@ -18,6 +18,7 @@ import {
   ProtocolError,
   resolvePreview,
   type TotalsOptions,
+  withTotals,
 } from "./data-source";
 import {
   type ChildrenResult,
@@ -140,13 +141,11 @@ export class CommDataSource implements DataSource {
     limit: number,
     opts?: TotalsOptions,
   ): Promise<ChildrenResult> {
-    const params =
-      opts?.totals === false ? { path, offset, limit, totals: false } : { path, offset, limit };
-    return this.#result("children", params, opts);
+    return this.#result("children", withTotals({ path, offset, limit }, opts), opts);
   }
 
   node(path: Path, opts?: TotalsOptions): Promise<NodeDetails> {
-    return this.#result("node", opts?.totals === false ? { path, totals: false } : { path }, opts);
+    return this.#result("node", withTotals({ path }, opts), opts);
   }
 
   search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult> {

@@ -63,6 +63,17 @@ export interface TotalsOptions extends CallOptions {
   totals?: boolean;
 }
 
+/**
+ * The request params for `opts`: `totals: false` is sent only when asked, so that a
+ * default request stays what it was before the flag existed.
+ */
+export function withTotals<P extends object>(
+  params: P,
+  opts?: TotalsOptions,
+): P | (P & { totals: false }) {
+  return opts?.totals === false ? { ...params, totals: false } : params;
+}
+
 export interface ProgressInfo {
   done: number;
   total: number;

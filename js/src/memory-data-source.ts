@@ -16,6 +16,7 @@ import {
   ProtocolError,
   type TotalsOptions,
   throwIfAborted,
+  withTotals,
 } from "./data-source";
 import type {
   ChildrenResult,
@@ -179,8 +180,7 @@ export class MemoryDataSource implements DataSource {
     opts?: TotalsOptions,
   ): Promise<ChildrenResult> {
     const totals = opts?.totals !== false;
-    const params = totals ? { path, offset, limit } : { path, offset, limit, totals };
-    return this.#answer("children", params, opts, () => {
+    return this.#answer("children", withTotals({ path, offset, limit }, opts), opts, () => {
       const { node } = this.#lookup(path);
       const all = node.children ?? [];
       const children = all.slice(offset, offset + limit).map((c) => {
@@ -194,7 +194,7 @@ export class MemoryDataSource implements DataSource {
 
   node(path: Path, opts?: TotalsOptions): Promise<NodeDetails> {
     const totals = opts?.totals !== false;
-    return this.#answer("node", totals ? { path } : { path, totals }, opts, () => {
+    return this.#answer("node", withTotals({ path }, opts), opts, () => {
       const { node, summary } = this.#lookup(path);
       return {
         ...summary,
