@@ -120,26 +120,13 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             record, file = child
             key = record.key
             tensor = file_leaf_tensor(ctx, record, file, device, node.path)
-            if direct is not None:
-                direct[key] = tensor
-            else:
-                result._set_str(key, tensor, validated=True, inplace=False)
-                loaded.add(key)
-            if ctx.progress is not None:
-                ctx.progress((*node.path, key))
-            continue
-        key = child.path[-1]
-        if child.kind == LEAF:
+        elif child.kind == LEAF:
+            key = child.path[-1]
             tensor = leaf_tensor(ctx, child, device)
             if tensor is None:
                 continue
-            if direct is not None:
-                direct[key] = tensor
-            else:
-                result._set_str(key, tensor, validated=True, inplace=False)
-            if ctx.progress is not None:
-                ctx.progress(child.path)
         else:
+            key = child.path[-1]
             if not _wanted(ctx, node, meta, child):
                 continue
             existing = _out.reusable(result, key) if out is not None else None
@@ -147,7 +134,15 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             if value is not existing:
                 # validated: checks the batch size, broadcasts NonTensorData, moves devices
                 result._set_str(key, value, validated=False, inplace=False)
+            loaded.add(key)
+            continue
+        if direct is not None:
+            direct[key] = tensor
+        else:
+            result._set_str(key, tensor, validated=True, inplace=False)
         loaded.add(key)
+        if ctx.progress is not None:
+            ctx.progress((*node.path, key) if type(child) is tuple else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
     if ctx.store.kind == "directory" and ctx.mode != "r":
