@@ -123,8 +123,7 @@ def tensordict_children(
         if type(record) is LeafRecord and not record.is_nested:
             # the common leaf: its file found in the folder's listing, without a node check
             names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
-            file = (prefix + names[0] if names and names[0] in files
-                    else _plain_leaf_file(is_file, files, prefix, names))
+            file = _plain_leaf_file(is_file, files, prefix, names)
             if file is None:
                 yield _leaf(store, (*path, key), dirkey, record, robust=robust)
             elif plain_leaf is None:
@@ -168,8 +167,7 @@ def tensordict_totals(
         key = record.key
         if type(record) is LeafRecord:
             names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
-            if not record.is_nested and ((names and names[0] in files) or _plain_leaf_file(
-                    is_file, files, prefix, names)):
+            if not record.is_nested and _plain_leaf_file(is_file, files, prefix, names):
                 dtype = record.dtype
                 count = prod(record.shape)
                 size = count * dtype.itemsize
