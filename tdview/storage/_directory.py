@@ -85,27 +85,9 @@ class DirectoryStore(Store):
         found = self._listings.get(dirkey)
         if found is not None:
             return found
-        if not dirkey:
-            real: str | None = self._prefix
-        else:
-            parent, _, name = dirkey.rpartition("/")
-            up = self._listings.get(parent) or self._listing(parent)
-            real = None
-            if up is _MISSING or up is _SLOW:
-                found = up
-            else:
-                assert isinstance(up, tuple)
-                entry = up[2].get(name)
-                if entry is None:
-                    found = _MISSING  # absent, or a regular file
-                elif entry.is_symlink():
-                    found = _SLOW
-                elif entry.is_dir(follow_symlinks=False):
-                    real = up[0] + name + os.sep
-                else:
-                    found = _MISSING
+        found = real = self._dir_path(dirkey)
         held = 1
-        if real is not None:
+        if type(real) is str:
             try:
                 found = _scan(real, dirkey)
                 held += len(found[1]) + len(found[2])
@@ -119,23 +101,41 @@ class DirectoryStore(Store):
         listings[dirkey] = found
         return found
 
+    def _dir_path(self, dirkey: str) -> str | object:
+        """The real path (with a trailing separator) of directory ``dirkey`` from its
+        parent's listing, without listing ``dirkey`` itself; ``_MISSING`` (absent, or not
+        a directory) or ``_SLOW`` (met a symlink or an unreadable parent)."""
+        if not dirkey:
+            return self._prefix
+        parent, _, name = dirkey.rpartition("/")
+        up = self._listings.get(parent) or self._listing(parent)
+        if type(up) is not tuple:
+            return up  # _MISSING or _SLOW
+        entry = up[2].get(name)
+        if entry is None:
+            return _MISSING  # absent, or a regular file
+        if entry.is_symlink():
+            return _SLOW
+        if entry.is_dir(follow_symlinks=False):
+            return up[0] + name + os.sep
+        return _MISSING
+
     def plain_files(self, key: str) -> frozenset[str] | None:
         """The regular files of a directory that the listing shows (no symlinks, only names
         that need no per-key check); None for a directory answered per key."""
-        listing = self._listings.get(key)
-        if listing is None:
-            check_key(key, self.root)
-            listing = self._listing(key)
-        return listing[3] if type(listing) is tuple else None
+        return self._plain_names(key, 3)
 
     def plain_dirs(self, key: str) -> frozenset[str] | None:
         """The sub-directories of a directory that the listing shows (no symlinks, only
         names that need no per-key check); None for a directory answered per key."""
+        return self._plain_names(key, 4)
+
+    def _plain_names(self, key: str, field: int) -> frozenset[str] | None:
         listing = self._listings.get(key)
         if listing is None:
             check_key(key, self.root)
             listing = self._listing(key)
-        return listing[4] if type(listing) is tuple else None
+        return listing[field] if type(listing) is tuple else None  # type: ignore[index]
 
     def _probe(self, key: str) -> tuple[str, object] | object:
         """``(real path, what)`` of a key whose directory lists fast and that is no
@@ -260,16 +260,8 @@ class DirectoryStore(Store):
         10,000 leaves need not be listed to read its ``meta.json``). None otherwise."""
         if dirkey in self._listings:
             return None
-        if not dirkey:
-            return self._prefix
-        parent, _, name = dirkey.rpartition("/")
-        up = self._listing(parent)
-        if type(up) is not tuple:
-            return None
-        entry = up[2].get(name)
-        if entry is None or entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
-            return None
-        return up[0] + name + os.sep
+        real = self._dir_path(dirkey)
+        return real if type(real) is str else None
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         fd = -1
