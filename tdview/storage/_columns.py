@@ -118,7 +118,7 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
                 & (arr[hits + 3] == CENTRAL_SIG >> 24)]
     if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
         return None
-    rec = _fields(data, hits)  # the fields of every candidate record
+    rec = _fields(data, hits, _CENTRAL_FIELDS)  # the fields of every candidate record
     name_len = rec["name_len"]
     name_start = hits + CENTRAL.size
     nxt = name_start + name_len + rec["extra_len"] + rec["comment_len"]
@@ -137,26 +137,31 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
         "header_offset": offset + shift})
 
 
-# The fields of the central file header (CENTRAL) that are kept: offset in the record, type.
-_FIELDS = {"flags": (8, "<u2"), "method": (10, "<u2"), "crc32": (16, "<u4"),
-           "stored_size": (20, "<u4"), "size": (24, "<u4"), "name_len": (28, "<u2"),
-           "extra_len": (30, "<u2"), "comment_len": (32, "<u2"), "offset": (42, "<u4")}
+# The fields read of a record: name -> (offset in the record, little-endian type).
+Fields = dict[str, tuple[int, str]]
+# Of the central file header (CENTRAL), those kept.
+_CENTRAL_FIELDS: Fields = {
+    "flags": (8, "<u2"), "method": (10, "<u2"), "crc32": (16, "<u4"),
+    "stored_size": (20, "<u4"), "size": (24, "<u4"), "name_len": (28, "<u2"),
+    "extra_len": (30, "<u2"), "comment_len": (32, "<u2"), "offset": (42, "<u4")}
+# Of the local file header (LOCAL), those that locate the payload.
+_LOCAL_FIELDS: Fields = {"sig": (0, "<u4"), "name_len": (26, "<u2"), "extra_len": (28, "<u2")}
 
 
-def _fields(data: bytes, at: Any) -> dict[str, Any]:
-    """The :data:`_FIELDS` of the records starting at byte offsets ``at`` of ``data``.
+def _fields(data: Any, at: Any, fields: Fields) -> dict[str, Any]:
+    """The ``fields`` of the records starting at byte offsets ``at`` of ``data``, as int64.
 
     A view of ``data`` with a stride of one byte holds the little-endian integer that
     starts at every byte offset, so each field is one gather (records need no
-    alignment); sizes and offsets come as int64, the rest as read."""
+    alignment)."""
     import numpy as np
 
+    size = len(data)
     out = {}
-    for name, (offset, kind) in _FIELDS.items():
+    for name, (offset, kind) in fields.items():
         width = np.dtype(kind).itemsize
-        every = np.ndarray((len(data) - width + 1,), dtype=kind, buffer=data, strides=(1,))
-        values = every[at + offset]
-        out[name] = values.astype(np.int64) if kind == "<u4" or name == "name_len" else values
+        every = np.ndarray((size - width + 1,), dtype=kind, buffer=data, strides=(1,))
+        out[name] = every[at + offset].astype(np.int64)
     return out
 
 
@@ -188,11 +193,6 @@ def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
     return text, out_start
 
 
-# The local file header (LOCAL), as a numpy record.
-_LOCAL_RECORD = [("sig", "<u4"), ("needed", "<u2"), ("flags", "<u2"), ("method", "<u2"),
-                 ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"), ("stored_size", "<u4"),
-                 ("size", "<u4"), ("name_len", "<u2"), ("extra_len", "<u2")]
-
 
 def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list[int | None]:
     """The payload offset of each of ``rows``, from their local headers read in one pass
@@ -210,7 +210,7 @@ def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list
     at = columns.header_offset[index]
     inside = at + LOCAL.size <= arr.size
     at = np.where(inside, at, 0)
-    head = arr[at[:, None] + np.arange(LOCAL.size)].view(_LOCAL_RECORD)[:, 0]
+    head = _fields(buf, at, _LOCAL_FIELDS)
     name_len = columns.name_len[index]
     good = inside & (head["sig"] == LOCAL_SIG) & (head["name_len"] == name_len)
     payload = at + LOCAL.size + name_len + head["extra_len"]
