@@ -38,37 +38,32 @@ class Columns:
         self.size = fields["size"]
         self.header_offset = fields["header_offset"]
         self.count = len(self.name_pos)
-        self._lists: tuple[list[int], ...] | None = None
         self._rows: list[tuple[int, ...]] | None = None
 
     def row_at(self, pos: int) -> int:
         """The row whose name starts at ``pos`` in :attr:`text`."""
         return int(self.name_pos.searchsorted(pos))
 
-    def lists(self) -> tuple[list[int], ...]:
-        """The fields as Python lists (made once: building many records is then cheap)."""
-        if self._lists is None:
-            self._lists = tuple(a.tolist() for a in (
-                self.name_pos, self.name_len, self.flags, self.method, self.crc32,
-                self.stored_size, self.size, self.header_offset))
-        return self._lists
+    def _columns(self) -> tuple[Any, ...]:
+        return (self.name_pos, self.name_len, self.flags, self.method, self.crc32,
+                self.stored_size, self.size, self.header_offset)
 
     def rows(self) -> list[tuple[int, ...]]:
-        """The fields of :meth:`lists`, one tuple per row (made once)."""
+        """The fields of every row as a tuple of ints (made once: building many records
+        is then cheap)."""
         if self._rows is None:
-            self._rows = list(zip(*self.lists(), strict=True))
+            self._rows = list(zip(*(column.tolist() for column in self._columns()),
+                                  strict=True))
         return self._rows
 
     def entry(self, row: int, name: str, *, lists: bool = False) -> CentralEntry:
         """The record of one row, whose decoded name the caller already has (``lists``:
-        read the fields from :meth:`lists`, cheaper once many records are built)."""
+        read the fields from :meth:`rows`, cheaper once many records are built)."""
         if lists:
             pos, length, flags, method, crc, csize, usize, offset = self.rows()[row]
         else:
             pos, length, flags, method, crc, csize, usize, offset = (
-                int(column[row]) for column in (
-                    self.name_pos, self.name_len, self.flags, self.method, self.crc32,
-                    self.stored_size, self.size, self.header_offset))
+                int(column[row]) for column in self._columns())
         raw = self.text[pos : pos + length]
         return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize,
                                             offset))
