@@ -47,6 +47,22 @@ export class ProtocolError extends Error {
   }
 }
 
+/** Resolves after `ms`, or rejects as cancelled when `signal` aborts first. */
+export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(cancelledError());
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelledError());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 export function isCancelled(error: unknown): boolean {
   return error instanceof ProtocolError && error.cancelled;
 }

@@ -8,8 +8,8 @@
 
 import type { BufferDtype, TypedArray } from "./buffers";
 import {
+  abortableDelay,
   type CallOptions,
-  cancelledError,
   type DataSource,
   type PreviewData,
   type ProgressInfo,
@@ -367,16 +367,6 @@ export class MemoryDataSource implements DataSource {
     if (this.#latencyMs === 0) {
       return Promise.resolve().then(() => throwIfAborted(signal));
     }
-    return new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        clearTimeout(timer);
-        reject(cancelledError());
-      };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      }, this.#latencyMs);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return abortableDelay(this.#latencyMs, signal);
   }
 }

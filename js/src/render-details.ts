@@ -7,7 +7,7 @@
  */
 
 import { CopyButton } from "./clipboard";
-import { cancelledError, type DataSource, isCancelled } from "./data-source";
+import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, formatShape, humanBytes } from "./format";
 import type { NodeDetails, Options, Path, StorageInfo } from "./protocol";
@@ -169,22 +169,6 @@ function lockBox(
   return box;
 }
 
-/** Resolves after `ms`, or rejects as cancelled when `signal` aborts first. */
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(cancelledError());
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(cancelledError());
-      },
-      { once: true },
-    );
-  });
-}
-
 export class DetailsPanel {
   readonly element: HTMLElement;
   readonly preview: PreviewSection;
@@ -243,7 +227,7 @@ export class DetailsPanel {
       if (abort.signal.aborted) return;
       this.#renderDetails(details);
       if (details.bytes !== null || !details.has_children) return;
-      await delay(this.totalsDelayMs, abort.signal);
+      await abortableDelay(this.totalsDelayMs, abort.signal);
       const full = await this.#source.node(path, { signal: abort.signal });
       if (!abort.signal.aborted) this.#renderDetails(full);
     } catch (error) {
