@@ -237,3 +237,35 @@ def test_a_crowded_folder_whose_names_lie_apart_is_searched_name_by_name(
         assert store.is_file(f"a/x299{pad}.memmap") and not store.is_file("a/nope.memmap")
         assert catalog._folders["a"] is None
         assert store.read_bytes(f"b/y007{pad}.memmap", 10) == b"b"
+
+
+def test_names_are_found_by_prefix_at_every_word_boundary(tmp_path: Path) -> None:
+    # names of 1 to 19 bytes compared 8 bytes at a time: every prefix length, cut inside
+    # and at the end of a word, finds exactly the names that start with it
+    stems = ["a" * k for k in range(1, 18)] + ["ab/cdefgh", "abcdefg/h", "é/ü.memmap"]
+    names = ["meta.json"] + [stem + digit for stem in stems for digit in "012"]
+    path = write(tmp_path, [META] + [(n, b"x") for n in names[1:]] + many()[1:])
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        columns = catalog.columns
+        every = columns.names()
+        assert every[: len(names)] == names
+        for name in names:
+            raw = name.encode()
+            for cut in range(1, len(raw) + 1):
+                want = [row for row, other in enumerate(every)
+                        if other.encode().startswith(raw[:cut])]
+                assert columns.rows_with_prefix(raw[:cut]).tolist() == want, raw[:cut]
+            assert columns.rows_with_prefix(raw + b"\0").tolist() == [every.index(name)]
+        assert not columns.rows_with_prefix(b"a" * columns.width).size
+
+
+def test_a_name_far_longer_than_the_rest_takes_the_record_by_record_parse(
+        tmp_path: Path) -> None:
+    long_name = "group01/" + "x" * 4000 + ".memmap"
+    path = write(tmp_path, [*many(), (long_name, b"long")])
+    with ArchiveStore(path) as store:
+        assert isinstance(store._catalog, EagerCatalog)  # rows of 4 KB for 1,500 names
+        assert store.read_bytes(long_name, 10) == b"long"
+        assert store.read_bytes("group03/leaf_00003.memmap", 10) == bytes([3]) * 3

@@ -290,7 +290,7 @@ class ArchiveStore(Store):
         for (name, row), offset in zip(fresh, found, strict=True):
             if offset is not None:
                 offsets[name] = offset
-                _, _, flags, method, _, stored, size, _ = fields[row]
+                _, flags, method, _, stored, size, _ = fields[row]
                 if method == STORED and stored == size and not flags & FLAG_ENCRYPTED:
                     spans[name] = offset, size  # what stored_span answers
 

@@ -4,16 +4,16 @@ directories, and where each entry's region must end.
 Two catalogs answer the same questions. :class:`EagerCatalog` checks every name, the
 layout and duplicates when the archive is opened (small archives, and any archive with
 an odd name). :class:`LazyCatalog` serves a large archive whose names all passed one
-whole-text safety check at open: it keeps the central directory as arrays
-(:class:`~._zip.Columns`) and finds a name with a substring search (the files of a
-folder that is not crowded are all found in the same pass), so that opening makes nothing
-per entry. What cannot be checked for all names at once (a name given
-twice, a name that is both a file and a directory) is checked for each name when it is
-looked up as a file or listed: every entry is reached through a key looked up here, so
-no entry of such a name is ever read (the entries below a directory that shares its name
-with a file have names of their own, and stay readable). After ``_SEARCHES`` look-ups it
-builds the dictionaries that the eager catalog builds at open (and checks every name
-then).
+whole-array safety check at open: it keeps the central directory as arrays
+(:class:`~._columns.Columns`) and finds the names that start with a key by comparing a
+few words of every name at once (the files of a folder that is not crowded are all found
+by the same look-up), so that opening makes nothing per entry. What cannot be checked
+for all names at once (a name given twice, a name that is both a file and a directory)
+is checked for each name when it is looked up as a file or listed: every entry is
+reached through a key looked up here, so no entry of such a name is ever read (the
+entries below a directory that shares its name with a file have names of their own, and
+stay readable). After ``_SEARCHES`` look-ups it builds the dictionaries that the eager
+catalog builds at open (and checks every name then).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _HEAD = operator.itemgetter(0)
 _RPARTITION = operator.methodcaller("rpartition", "/")
 # Look-ups answered by searching the names before the dictionaries are built.
 _SEARCHES = 16
-# Names below a folder up to which its files are all found in one pass (LazyCatalog._folder).
+# Names below a folder up to which its files are all found by one look-up (LazyCatalog._folder).
 _FOLDER_NAMES = 256
 
 
@@ -132,18 +132,20 @@ class EagerCatalog:
 
 
 def lazy_catalog(root: str, columns: Columns, cd_start: int) -> LazyCatalog | None:
-    """A :class:`LazyCatalog`, when every name passes the whole-text checks and the
+    """A :class:`LazyCatalog`, when every name passes the whole-array checks and the
     entries are laid out apart; None otherwise (the eager catalog then says why)."""
-    import numpy as np
-
-    text = columns.text
-    if b"\\" in text or b":" in text:
+    block = columns.block  # a NUL, the name, NUL padding: one row per name
+    if (block == 0x5C).any() or (block == 0x3A).any():  # a backslash, a colon
         return None
-    # an empty, "." or ".." component, or an absolute name: a separator (NUL or "/")
-    # followed by a separator or a dot
-    arr = np.frombuffer(text, dtype=np.uint8)
-    sep = (arr == 0) | (arr == 0x2F)
-    if (sep[:-1] & (sep[1:] | (arr[1:] == 0x2E))).any():
+    # an empty name, a name starting with "/" or ".", or a "/" followed by "/", "." or
+    # the name's end (an empty, "." or ".." component, an explicit directory entry)
+    first = block[:, 1]
+    if ((first == 0) | (first == 0x2F) | (first == 0x2E)).any():
+        return None
+    # (the last byte of every row is a NUL: one pass over the rows end to end is exact)
+    flat = block.ravel()
+    after = flat[1:]
+    if ((flat[:-1] == 0x2F) & ((after == 0x2F) | (after == 0x2E) | (after == 0))).any():
         return None
     starts = columns.layout(cd_start)
     if starts is None:
@@ -152,12 +154,11 @@ def lazy_catalog(root: str, columns: Columns, cd_start: int) -> LazyCatalog | No
 
 
 class LazyCatalog:
-    """Names searched in the central directory's name text; see the module docstring."""
+    """Names looked up in the central directory's arrays; see the module docstring."""
 
     def __init__(self, root: str, columns: Columns, starts: Any) -> None:
         self.root = root
         self.columns = columns
-        self.text = columns.text
         self.starts = starts
         self._searches = 0
         self._found: dict[str, CentralEntry] = {}
@@ -215,75 +216,52 @@ class LazyCatalog:
 
     def _folder(self, dirkey: str) -> dict[str, int | str] | None:
         """The files directly in folder ``dirkey`` (name -> row, or -> why it is refused:
-        given twice, or also a directory), found in one pass over the names below it and
-        kept; None when more than ``_FOLDER_NAMES`` names lie below it (its files are then
-        searched one by one). Counts as one search."""
+        given twice, or also a directory), found with one look-up of the names below it
+        and kept; None when more than ``_FOLDER_NAMES`` names lie below it (its files
+        are then looked up one by one). Counts as one search."""
         if dirkey in self._folders:
             return self._folders[dirkey]
         self._searches += 1
-        needle = _frame(dirkey + "/")
+        prefix = _encoded(dirkey + "/")
+        if prefix is None:
+            self._folders[dirkey] = {}
+            return {}
+        rows = self.columns.rows_with_prefix(prefix)
         found: dict[str, int | str] | None = None
-        at = self.text.find(needle) if needle is not None else -1
-        if needle is not None and not self._crowded(needle, at):
-            text, find, size = self.text, self.text.find, len(needle)
+        if len(rows) <= _FOLDER_NAMES:
             files: dict[str, int | str] = {}
             subdirs: set[str] = set()
-            hits = 0
-            while at >= 0:
-                hits += 1
-                if hits > _FOLDER_NAMES:  # crowded after all (its names are apart)
-                    self._folders[dirkey] = None
-                    return None
-                end = text.index(b"\0", at + size)
-                name = text[at + size : end].decode()
+            name_after = self.columns.name_after
+            for row in rows.tolist():
+                name = name_after(row, len(prefix))
                 if "/" in name:
                     subdirs.add(name.partition("/")[0])
                 elif name in files:
                     files[name] = str(_twice(self.root, dirkey + "/" + name))
                 else:
-                    files[name] = self.columns.row_at(at + 1)
-                at = find(needle, end)
+                    files[name] = row
             for name in files.keys() & subdirs:
                 files[name] = str(_clash(self.root, dirkey + "/" + name))
             found = files
         self._folders[dirkey] = found
         return found
 
-    def _crowded(self, needle: bytes, at: int) -> bool:
-        """Whether the names starting with ``needle`` (the first at ``at`` in the text)
-        are too many to list: writers put a folder's names together, so the name
-        ``_FOLDER_NAMES`` rows after the first one tells, without a pass over the text."""
-        if at < 0:
-            return False
-        columns = self.columns
-        row = columns.row_at(at + 1) + _FOLDER_NAMES
-        if row >= columns.count:
-            return False
-        start = int(columns.name_pos[row])
-        return self.text.startswith(needle[1:], start)
-
     def _search_file(self, key: str) -> int | None:
-        """The row of file ``key``, found in one pass over the names: every name that
-        starts with it is looked at, so a second file of that name, or a directory of
-        that name, refuses it."""
-        needle = _frame(key)
-        if needle is None:
+        """The row of file ``key``, found with one look-up of the names that start with
+        it: a second file of that name, or a directory of that name, refuses it."""
+        prefix = _encoded(key)
+        if prefix is None:
             return None
-        text, find, size = self.text, self.text.find, len(needle)
-        row, folder = None, False
-        at = find(needle)
-        while at >= 0:
-            after = text[at + size]
-            if after == 0:
-                if row is not None:
-                    raise _twice(self.root, key)
-                row = self.columns.row_at(at + 1)
-            elif after == 0x2F:
-                folder = True
-            at = find(needle, at + size)
-        if row is not None and folder:
+        rows = self.columns.rows_with_prefix(prefix)
+        if not len(rows):
+            return None
+        after = self.columns.byte_after(rows, len(prefix))
+        exact = rows[after == 0]
+        if len(exact) > 1:
+            raise _twice(self.root, key)
+        if len(exact) and (after == 0x2F).any():
             raise _clash(self.root, key)
-        return row
+        return int(exact[0]) if len(exact) else None
 
     def is_dir(self, key: str) -> bool:
         if not key:
@@ -291,8 +269,8 @@ class LazyCatalog:
         if self._rows is None and self._searches < _SEARCHES:
             self._searches += 1
             # a file of this name too is refused where it is looked up (``file``)
-            needle = _frame(key)
-            return needle is not None and needle + b"/" in self.text
+            prefix = _encoded(key + "/")
+            return prefix is not None and len(self.columns.rows_with_prefix(prefix)) > 0
         self._build()
         assert self._dirs is not None
         return key in self._dirs
@@ -357,12 +335,13 @@ class LazyCatalog:
         self._rows, self._dirs = rows, dirs
 
 
-def _frame(key: str) -> bytes | None:
-    """``key`` as the name text frames it (NUL first), or None for a key no name can be."""
+def _encoded(key: str) -> bytes | None:
+    """``key`` as the names spell it, or None for a key no name can be (empty, with a NUL,
+    or not encodable)."""
     if not key or "\0" in key:
         return None
     try:
-        return b"\0" + key.encode()
+        return key.encode()
     except UnicodeEncodeError:  # lone surrogates: no UTF-8 name is spelled so
         return None
 

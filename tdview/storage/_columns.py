@@ -9,27 +9,38 @@ from ._zip import _FFFF, CENTRAL, CENTRAL_SIG, LOCAL, LOCAL_SIG, CentralEntry
 
 __all__ = ["Columns", "payload_offsets", "read_columns"]
 
+# Room after the copied central directory for the widest row of names (65,535 bytes, a
+# NUL before and after, whole words), so that every row is cut from it without a check.
+_ROOM = 65_544
+# Word masks keeping the first k bytes (little-endian words), k = 0..8.
+_MASKS = [(1 << 8 * k) - 1 for k in range(9)]
+
 
 class Columns:
     """The central records of a large archive as arrays, one row per record.
 
-    Nothing is made per record: ``text`` holds every raw name, each framed by NUL bytes
-    (``b"\0a\0b/c\0"``; the fast parse only keeps archives whose names hold no NUL and
-    are all UTF-8), so a name is found with one substring search and its row with one
-    bisection of ``name_pos``. :meth:`entry` builds the record of one row.
+    Nothing is made per record: ``block`` holds every raw name in a row of ``width``
+    bytes (a NUL, the name, NUL padding up to a whole number of 8-byte words; the fast
+    parse only keeps archives whose names hold no NUL and are all UTF-8), so the rows
+    whose names start with some bytes are found by comparing a few words of every row
+    at once (:meth:`rows_with_prefix`). :meth:`entry` builds the record of one row.
 
     Attributes
     ----------
-    text : bytes
-    name_pos, name_len : numpy arrays
-        Where each name lies in ``text``.
+    block : numpy array of uint8, shape (count, width)
+    name_len : numpy array
+        The length of each name.
     flags, method, crc32, stored_size, size, header_offset : numpy arrays
         The record fields (offsets shifted for prepended bytes).
     """
 
-    def __init__(self, text: bytes, fields: dict[str, Any]) -> None:
-        self.text = text
-        self.name_pos = fields["name_pos"]
+    def __init__(self, block: Any, fields: dict[str, Any]) -> None:
+        import numpy as np
+
+        self.block = block
+        self.count, self.width = block.shape
+        # the rows' words column by column: a prefix is compared one column at a time
+        self._words = np.ascontiguousarray(block.view("<u8").T)
         self.name_len = fields["name_len"]
         self.flags = fields["flags"]
         self.method = fields["method"]
@@ -37,16 +48,42 @@ class Columns:
         self.stored_size = fields["stored_size"]
         self.size = fields["size"]
         self.header_offset = fields["header_offset"]
-        self.count = len(self.name_pos)
         self._rows: list[tuple[int, ...]] | None = None
 
-    def row_at(self, pos: int) -> int:
-        """The row whose name starts at ``pos`` in :attr:`text`."""
-        return int(self.name_pos.searchsorted(pos))
+    def rows_with_prefix(self, prefix: bytes) -> Any:
+        """The rows (ascending) whose names start with ``prefix``: ``name + b"\\0"``
+        finds the rows of exactly that name, ``folder + b"/"`` those below a folder."""
+        import numpy as np
+
+        framed = b"\0" + prefix
+        if len(framed) > self.width:
+            return np.empty(0, dtype=np.intp)  # longer than every name
+        whole, part = divmod(len(framed), 8)
+        wanted = np.frombuffer(framed + bytes(-len(framed) % 8), dtype="<u8")
+        rows = None
+        # the last word first: the end of a prefix tells names apart sooner than its start
+        for j in range(len(wanted) - 1, -1, -1):
+            column = self._words[j] if rows is None else self._words[j][rows]
+            if j == whole:  # the prefix ends inside this word: compare its first bytes
+                column = column & np.uint64(_MASKS[part])
+            hit = column == wanted[j]
+            rows = np.flatnonzero(hit) if rows is None else rows[hit]
+            if not rows.size:
+                break
+        return rows
+
+    def name_after(self, row: int, skip: int) -> str:
+        """The name of ``row`` without its first ``skip`` bytes."""
+        return self.block[row, 1 + skip : 1 + int(self.name_len[row])].tobytes().decode()
+
+    def byte_after(self, rows: Any, length: int) -> Any:
+        """The byte after the first ``length`` bytes of each of these rows' names (0 where
+        the name ends there)."""
+        return self.block[rows, 1 + length]
 
     def _columns(self) -> tuple[Any, ...]:
-        return (self.name_pos, self.name_len, self.flags, self.method, self.crc32,
-                self.stored_size, self.size, self.header_offset)
+        return (self.name_len, self.flags, self.method, self.crc32, self.stored_size,
+                self.size, self.header_offset)
 
     def rows(self) -> list[tuple[int, ...]]:
         """The fields of every row as a tuple of ints (made once: building many records
@@ -60,17 +97,19 @@ class Columns:
         """The record of one row, whose decoded name the caller already has (``lists``:
         read the fields from :meth:`rows`, cheaper once many records are built)."""
         if lists:
-            pos, length, flags, method, crc, csize, usize, offset = self.rows()[row]
+            length, flags, method, crc, csize, usize, offset = self.rows()[row]
         else:
-            pos, length, flags, method, crc, csize, usize, offset = (
+            length, flags, method, crc, csize, usize, offset = (
                 int(column[row]) for column in self._columns())
-        raw = self.text[pos : pos + length]
+        raw = self.block[row, 1 : 1 + length].tobytes()
         return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize,
                                             offset))
 
     def names(self) -> list[str]:
         """Every name, in central-directory order."""
-        return self.text[1:-1].decode().split("\0")
+        keep = self.block != 0  # each name, and the NUL that opens its row
+        keep[:, 0] = True
+        return self.block[keep].tobytes()[1:].decode().split("\0")
 
     def entries(self) -> list[CentralEntry]:
         """Every record, in central-directory order."""
@@ -101,11 +140,13 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
     """
     import numpy as np  # only here: small archives and the metadata layers stay light
 
-    data = bytes(buf[start:end])
-    size = len(data)
+    size = end - start
     if size < CENTRAL.size:
         return None
-    arr = np.frombuffer(data, dtype=np.uint8)
+    # one copy of the directory, with zeroed room after it (see _ROOM)
+    arr = np.empty(size + _ROOM, dtype=np.uint8)
+    arr[:size] = np.frombuffer(buf, dtype=np.uint8, count=size, offset=start)
+    arr[size:] = 0
     # signature candidates: every "P", then the three bytes after it
     hits = np.flatnonzero(arr[: size - 3] == CENTRAL_SIG & 0xFF)
     hits = hits[(arr[hits + 1] == (CENTRAL_SIG >> 8) & 0xFF)
@@ -113,7 +154,7 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
                 & (arr[hits + 3] == CENTRAL_SIG >> 24)]
     if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
         return None
-    rec = _fields(data, hits, _CENTRAL_FIELDS)  # the fields of every candidate record
+    rec = _fields(arr, hits, _CENTRAL_FIELDS)  # the fields of every candidate record
     name_len = rec["name_len"]
     name_start = hits + CENTRAL.size
     nxt = name_start + name_len + rec["extra_len"] + rec["comment_len"]
@@ -122,12 +163,11 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
     csize, usize, offset = rec["stored_size"], rec["size"], rec["offset"]
     if ((csize == _FFFF) | (usize == _FFFF) | (offset == _FFFF)).any():
         return None  # zip64 sizes or offsets: read from each record's extra field
-    found = _name_text(arr, name_start, name_len)
-    if found is None:
-        return None  # a name with NUL, or not UTF-8: decoded record by record
-    text, name_pos = found
-    return Columns(text, {
-        "name_pos": name_pos, "name_len": name_len, "flags": rec["flags"],
+    block = _name_rows(arr, name_start, name_len)
+    if block is None:
+        return None  # a name with NUL, not UTF-8, or far longer than most: record by record
+    return Columns(block, {
+        "name_len": name_len, "flags": rec["flags"],
         "method": rec["method"], "crc32": rec["crc32"], "stored_size": csize, "size": usize,
         "header_offset": offset + shift})
 
@@ -146,47 +186,48 @@ _LOCAL_FIELDS: Fields = {"sig": (0, "<u4"), "name_len": (26, "<u2"), "extra_len"
 def _fields(data: Any, at: Any, fields: Fields) -> dict[str, Any]:
     """The ``fields`` of the records starting at byte offsets ``at`` of ``data``, as int64.
 
-    A view of ``data`` with a stride of one byte holds the little-endian integer that
-    starts at every byte offset, so each field is one gather (records need no
-    alignment)."""
+    A view of ``data`` with a stride of one byte holds a record at every byte offset, so
+    the records are gathered in one step (they need no alignment) and each field is read
+    from them."""
     import numpy as np
+    from numpy.lib.stride_tricks import as_strided
 
-    size = len(data)
-    out = {}
-    for name, (offset, kind) in fields.items():
-        width = np.dtype(kind).itemsize
-        every = np.ndarray((size - width + 1,), dtype=kind, buffer=data, strides=(1,))
-        out[name] = every[at + offset].astype(np.int64)
-    return out
+    layout = np.dtype({"names": list(fields), "formats": [k for _, k in fields.values()],
+                       "offsets": [o for o, _ in fields.values()],
+                       "itemsize": max(o + np.dtype(k).itemsize for o, k in fields.values())})
+    raw = np.frombuffer(data, dtype=np.uint8)
+    every = as_strided(raw, (raw.size - layout.itemsize + 1, layout.itemsize), (1, 1))
+    records = every[at].view(layout)[:, 0]
+    return {name: records[name].astype(np.int64) for name in fields}
 
 
-def _name_text(arr: Any, start: Any, length: Any) -> tuple[bytes, Any] | None:
-    """Every name cut out of the central directory into one buffer, each framed by NUL
-    bytes, and where each begins there; None when a name holds a NUL byte or the names
-    are not UTF-8 (UTF-8 never puts a NUL inside a character, so the framing is exact)."""
+def _name_rows(arr: Any, start: Any, length: Any) -> Any:
+    """Every name cut out of the central directory ``arr`` into a row of its own (see
+    :class:`Columns`); None when a name holds a NUL byte, the names are not UTF-8, or a
+    few names are so much longer than the rest that the rows would take far more room
+    than the names."""
     import numpy as np
+    from numpy.lib.stride_tricks import as_strided
 
-    slots = length + 1  # each name and the NUL before it
-    out_start = np.cumsum(slots) - length  # where each name begins in the text
-    # keep the byte before each name (its NUL to be) and the name: runs of bytes to drop
-    # and to keep, alternately
-    runs = np.empty(2 * len(start), dtype=np.int64)
-    runs[0::2] = start - 1 - np.append(0, (start + length)[:-1])
-    runs[1::2] = slots
-    keep = np.repeat(np.tile(np.array([False, True]), len(start)), runs)
-    gathered = np.empty(int(slots.sum()) + 1, dtype=np.uint8)
-    gathered[:-1] = arr[: keep.size][keep]
-    gathered[out_start - 1] = 0
-    gathered[-1] = 0  # the closing NUL
-    if np.count_nonzero(gathered == 0) != len(length) + 1:
+    total = int(length.sum())
+    width = (int(length.max()) + 9) // 8 * 8  # a NUL, the name, a NUL at least: words
+    if len(start) * width > 4 * (total + 8 * len(start)):
         return None
-    text = gathered.tobytes()
+    windows = as_strided(arr, (len(arr) - width + 1, width), (1, 1))
+    block = windows[start - 1]  # the byte before each name, the name, what follows it
+    # keep in each word the bytes of "the NUL before the name, the name": the masks of
+    # the words of a row depend on its name's length only
+    lengths = np.arange(int(length.max()) + 1)
+    kept = np.clip(lengths[:, None] + 1 - np.arange(0, width, 8), 0, 8)
+    block.view("<u8")[...] &= np.array(_MASKS, dtype=np.uint64)[kept][length]
+    block[:, 0] = 0
+    if np.count_nonzero(block) != total:
+        return None  # a NUL inside a name
     try:
-        text.decode()
+        str(block.data, "utf-8")
     except UnicodeDecodeError:
         return None
-    return text, out_start
-
+    return block
 
 
 def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list[int | None]:
@@ -218,8 +259,8 @@ def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list
         first = np.cumsum(lengths) - lengths  # where each name begins in the gathered run
         step = np.arange(int(lengths.sum())) - np.repeat(first, lengths)
         local = arr[np.repeat(at[kept] + LOCAL.size, lengths) + step]
-        text = np.frombuffer(columns.text, dtype=np.uint8)
-        central = text[np.repeat(columns.name_pos[index[kept]], lengths) + step]
+        rows = columns.block.ravel()
+        central = rows[np.repeat(index[kept] * columns.width + 1, lengths) + step]
         same = np.minimum.reduceat((local == central).view(np.uint8), first)
         good[kept[same == 0]] = False
     return [int(p) if ok else None for p, ok in zip(payload.tolist(), good.tolist(),

@@ -95,7 +95,7 @@ class CentralDirectory:
         """Whether some record is named ``name`` (checks no other name)."""
         if self.entries is None:
             assert self.columns is not None
-            return b"\0" + name.encode() + b"\0" in self.columns.text
+            return len(self.columns.rows_with_prefix(name.encode() + b"\0")) > 0
         return any(e.name == name for e in self.entries)
 
 
