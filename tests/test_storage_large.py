@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tdview.errors import UnsafeCheckpointError
 from tdview.storage import ArchiveStore, open_store
@@ -269,3 +271,69 @@ def test_a_name_far_longer_than_the_rest_takes_the_record_by_record_parse(
         assert isinstance(store._catalog, EagerCatalog)  # rows of 4 KB for 1,500 names
         assert store.read_bytes(long_name, 10) == b"long"
         assert store.read_bytes("group03/leaf_00003.memmap", 10) == bytes([3]) * 3
+
+
+# Names of one to three parts, some across an 8-byte word boundary, some given twice,
+# some both a file and a directory: the lazy catalog must answer as the rules say.
+_PARTS = st.sampled_from(["a", "b", "ab", "abcdefg", "abcdefgh", "abcdefghi", "x.memmap",
+                          "é", "ü.memmap", "meta.json"])
+_NAMES = st.lists(st.lists(_PARTS, min_size=1, max_size=3).map("/".join),
+                  min_size=1, max_size=12)
+
+
+def _expected(names: list[str], key: str) -> set[object]:
+    """What looking ``key`` up as a file may answer: refused as "twice" or "both" (either
+    when both hold), else whether it is one."""
+    reasons: set[object] = set()
+    if names.count(key) > 1:
+        reasons.add("twice")
+    if key in names and any(name.startswith(key + "/") for name in names):
+        reasons.add("both")
+    return reasons or {key in names}
+
+
+def _answer(call) -> object:
+    try:
+        return call()
+    except UnsafeCheckpointError as error:
+        return "twice" if "twice" in str(error) else "both"
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=_NAMES, where=st.sampled_from(["top", "folder", "crowded folder"]),
+       build_first=st.booleans())
+@example(names=["a", "a", "b/c", "b"], where="top", build_first=False)
+@example(names=["a", "a", "b/c", "b"], where="crowded folder", build_first=False)
+@example(names=["a", "a", "b/c", "b"], where="folder", build_first=False)
+def test_random_names_are_answered_as_the_rules_say(tmp_path: Path, names: list[str],
+                                                    where: str, build_first: bool) -> None:
+    # top-level names and those of a crowded folder are looked up one by one, those of
+    # a folder with few names below it by listing the folder
+    filler = [(f"r/zz{i:03d}.memmap", b"z")
+              for i in range(300 if where == "crowded folder" else 0)]
+    if where == "top":
+        names = [name for name in names if name.partition("/")[0] != "meta.json"]
+    else:
+        names = [f"r/{name}" for name in names]
+    entries = [*many(), *filler, *((name, b"v") for name in names)]
+    path = write(tmp_path, entries, "random.tdz")
+    names += [name for name, _ in filler]
+    probes = sorted({*names, *(name.rpartition("/")[0] for name in names),
+                     *(name + "x" for name in names), *(name[:-1] for name in names)})
+    probes = [key for key in probes if key and not key.endswith("/")]  # keys, not unsafe names
+    with ArchiveStore(path) as store:
+        catalog = store._catalog
+        assert isinstance(catalog, LazyCatalog)
+        if build_first:
+            catalog._build()
+        for key in probes:
+            assert _answer(lambda key=key: store.is_file(key)) in _expected(names, key), key
+            assert store.is_dir(key) == any(n.startswith(key + "/") for n in names), key
+        for folder in sorted({name.rpartition("/")[0] for name in names} - {""}):
+            below = [n[len(folder) + 1 :] for n in names if n.startswith(folder + "/")]
+            children = sorted({n.partition("/")[0] for n in below})
+            refused = set().union(*(_expected(names, f"{folder}/{c}") for c in children))
+            refused -= {True, False}
+            got = _answer(lambda folder=folder: store.list_dir(folder))
+            assert got in refused if refused else got == children, folder
