@@ -337,3 +337,17 @@ def test_random_names_are_answered_as_the_rules_say(tmp_path: Path, names: list[
             refused -= {True, False}
             got = _answer(lambda folder=folder: store.list_dir(folder))
             assert got in refused if refused else got == children, folder
+
+
+def test_rows_of_names_as_wide_as_the_longest_reach_past_the_end_of_the_directory(
+        tmp_path: Path) -> None:
+    # the rows are as wide as the longest name: the row of a short last name runs past
+    # the end of the central directory and of the file (no archive comment)
+    long_name = "group02/" + "y" * 100 + ".memmap"
+    path = write(tmp_path, [META, (long_name, b"long"), *many()[1:], ("z", b"last")])
+    with ArchiveStore(path) as store:
+        assert isinstance(store._catalog, LazyCatalog)
+        columns = store._catalog.columns
+        assert columns.width > 100 and columns.names()[-1] == "z"
+        assert store.read_bytes("z", 10) == b"last"
+        assert store.read_bytes(long_name, 10) == b"long"

@@ -134,18 +134,7 @@ class EagerCatalog:
 def lazy_catalog(root: str, columns: Columns, cd_start: int) -> LazyCatalog | None:
     """A :class:`LazyCatalog`, when every name passes the whole-array checks and the
     entries are laid out apart; None otherwise (the eager catalog then says why)."""
-    block = columns.block  # a NUL, the name, NUL padding: one row per name
-    if (block == 0x5C).any() or (block == 0x3A).any():  # a backslash, a colon
-        return None
-    # an empty name, a name starting with "/" or ".", or a "/" followed by "/", "." or
-    # the name's end (an empty, "." or ".." component, an explicit directory entry)
-    first = block[:, 1]
-    if ((first == 0) | (first == 0x2F) | (first == 0x2E)).any():
-        return None
-    # (the last byte of every row is a NUL: one pass over the rows end to end is exact)
-    flat = block.ravel()
-    after = flat[1:]
-    if ((flat[:-1] == 0x2F) & ((after == 0x2F) | (after == 0x2E) | (after == 0))).any():
+    if not columns.plain:
         return None
     starts = columns.layout(cd_start)
     if starts is None:
@@ -231,9 +220,8 @@ class LazyCatalog:
         if len(rows) <= _FOLDER_NAMES:
             files: dict[str, int | str] = {}
             subdirs: set[str] = set()
-            name_after = self.columns.name_after
-            for row in rows.tolist():
-                name = name_after(row, len(prefix))
+            for row, name in zip(rows.tolist(), self.columns.names_after(rows, len(prefix)),
+                                 strict=True):
                 if "/" in name:
                     subdirs.add(name.partition("/")[0])
                 elif name in files:
@@ -255,7 +243,7 @@ class LazyCatalog:
         rows = self.columns.rows_with_prefix(prefix)
         if not len(rows):
             return None
-        after = self.columns.byte_after(rows, len(prefix))
+        after = self.columns.name_bytes(rows, len(prefix))
         exact = rows[after == 0]
         if len(exact) > 1:
             raise _twice(self.root, key)

@@ -19,15 +19,19 @@ _MASKS = [(1 << 8 * k) - 1 for k in range(9)]
 class Columns:
     """The central records of a large archive as arrays, one row per record.
 
-    Nothing is made per record: ``block`` holds every raw name in a row of ``width``
-    bytes (a NUL, the name, NUL padding up to a whole number of 8-byte words; the fast
-    parse only keeps archives whose names hold no NUL and are all UTF-8), so the rows
-    whose names start with some bytes are found by comparing a few words of every row
-    at once (:meth:`rows_with_prefix`). :meth:`entry` builds the record of one row.
+    Nothing is made per record: every raw name lies in a row of ``width`` bytes (a NUL,
+    the name, NUL padding up to a whole number of 8-byte words; the fast parse only keeps
+    archives whose names hold no NUL and are all UTF-8), kept as the rows' words column
+    by column, so the rows whose names start with some bytes are found by comparing a few
+    words of every row at once (:meth:`rows_with_prefix`). :meth:`entry` builds the
+    record of one row.
 
     Attributes
     ----------
-    block : numpy array of uint8, shape (count, width)
+    count, width : int
+        The number of rows, and the bytes of each.
+    plain : bool
+        Whether every name is plain (see :func:`_plain_names`).
     name_len : numpy array
         The length of each name.
     flags, method, crc32, stored_size, size, header_offset : numpy arrays
@@ -37,9 +41,10 @@ class Columns:
     def __init__(self, block: Any, fields: dict[str, Any]) -> None:
         import numpy as np
 
-        self.block = block
         self.count, self.width = block.shape
+        self.plain = _plain_names(block)
         # the rows' words column by column: a prefix is compared one column at a time
+        # (the rows are not kept besides: a row is its words)
         self._words = np.ascontiguousarray(block.view("<u8").T)
         self.name_len = fields["name_len"]
         self.flags = fields["flags"]
@@ -72,14 +77,25 @@ class Columns:
                 break
         return rows
 
-    def name_after(self, row: int, skip: int) -> str:
-        """The name of ``row`` without its first ``skip`` bytes."""
-        return self.block[row, 1 + skip : 1 + int(self.name_len[row])].tobytes().decode()
+    def _row(self, row: int) -> bytes:
+        """The bytes of one row: a NUL, the name, NUL padding."""
+        return self._words[:, row].tobytes()
 
-    def byte_after(self, rows: Any, length: int) -> Any:
-        """The byte after the first ``length`` bytes of each of these rows' names (0 where
-        the name ends there)."""
-        return self.block[rows, 1 + length]
+    def names_after(self, rows: Any, skip: int) -> list[str]:
+        """The names of ``rows`` without their first ``skip`` bytes."""
+        width = self.width
+        raw = self._words[:, rows].T.tobytes()  # the rows one after the other
+        return [raw[at + 1 + skip : at + 1 + length].decode()
+                for at, length in zip(range(0, len(raw), width),
+                                      self.name_len[rows].tolist(), strict=True)]
+
+    def name_bytes(self, rows: Any, at: Any) -> Any:
+        """Byte ``at[i]`` (or ``at``) of the name of row ``rows[i]``; 0 past its end."""
+        import numpy as np
+
+        word, byte = np.divmod(np.asarray(at) + 1, 8)
+        found = self._words[word, rows] >> (byte * 8).astype(np.uint64)
+        return (found & np.uint64(0xFF)).astype(np.uint8)
 
     def _columns(self) -> tuple[Any, ...]:
         return (self.name_len, self.flags, self.method, self.crc32, self.stored_size,
@@ -101,15 +117,18 @@ class Columns:
         else:
             length, flags, method, crc, csize, usize, offset = (
                 int(column[row]) for column in self._columns())
-        raw = self.block[row, 1 : 1 + length].tobytes()
+        raw = self._row(row)[1 : 1 + length]
         return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize,
                                             offset))
 
     def names(self) -> list[str]:
         """Every name, in central-directory order."""
-        keep = self.block != 0  # each name, and the NUL that opens its row
+        import numpy as np
+
+        block = np.ascontiguousarray(self._words.T).view(np.uint8)
+        keep = block != 0  # each name, and the NUL that opens its row
         keep[:, 0] = True
-        return self.block[keep].tobytes()[1:].decode().split("\0")
+        return block[keep].tobytes()[1:].decode().split("\0")
 
     def entries(self) -> list[CentralEntry]:
         """Every record, in central-directory order."""
@@ -230,6 +249,21 @@ def _name_rows(arr: Any, start: Any, length: Any) -> Any:
     return block
 
 
+def _plain_names(block: Any) -> bool:
+    """Whether every name of these rows (see :class:`Columns`) is plain: no backslash or
+    colon, not empty, no "/" or "." first, and no "/" followed by "/", "." or the name's
+    end (so no empty, "." or ".." component and no explicit directory entry)."""
+    if (block == 0x5C).any() or (block == 0x3A).any():
+        return False
+    first = block[:, 1]
+    if ((first == 0) | (first == 0x2F) | (first == 0x2E)).any():
+        return False
+    # the last byte of every row is a NUL: one pass over the rows end to end is exact
+    flat = block.ravel()
+    after = flat[1:]
+    return not ((flat[:-1] == 0x2F) & ((after == 0x2F) | (after == 0x2E) | (after == 0))).any()
+
+
 def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list[int | None]:
     """The payload offset of each of ``rows``, from their local headers read in one pass
     (what :meth:`~._archive.ArchiveStore.payload_offset` finds one entry at a time), or
@@ -259,8 +293,7 @@ def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list
         first = np.cumsum(lengths) - lengths  # where each name begins in the gathered run
         step = np.arange(int(lengths.sum())) - np.repeat(first, lengths)
         local = arr[np.repeat(at[kept] + LOCAL.size, lengths) + step]
-        rows = columns.block.ravel()
-        central = rows[np.repeat(index[kept] * columns.width + 1, lengths) + step]
+        central = columns.name_bytes(np.repeat(index[kept], lengths), step)
         same = np.minimum.reduceat((local == central).view(np.uint8), first)
         good[kept[same == 0]] = False
     return [int(p) if ok else None for p, ok in zip(payload.tolist(), good.tolist(),
