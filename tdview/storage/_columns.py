@@ -21,10 +21,9 @@ class Columns:
 
     Nothing is made per record: every raw name lies in a row of ``width`` bytes (a NUL,
     the name, NUL padding up to a whole number of 8-byte words; the fast parse only keeps
-    archives whose names hold no NUL and are all UTF-8), kept as the rows' words column
-    by column, so the rows whose names start with some bytes are found by comparing a few
-    words of every row at once (:meth:`rows_with_prefix`). :meth:`entry` builds the
-    record of one row.
+    archives whose names hold no NUL and are all UTF-8), so the rows whose names start
+    with some bytes are found by comparing a few 8-byte words of every row at once
+    (:meth:`rows_with_prefix`). :meth:`entry` builds the record of one row.
 
     Attributes
     ----------
@@ -39,13 +38,10 @@ class Columns:
     """
 
     def __init__(self, block: Any, fields: dict[str, Any]) -> None:
-        import numpy as np
-
         self.count, self.width = block.shape
         self.plain = _plain_names(block)
-        # the rows' words column by column: a prefix is compared one column at a time
-        # (the rows are not kept besides: a row is its words)
-        self._words = np.ascontiguousarray(block.view("<u8").T)
+        self._block = block
+        self._words = block.view("<u8")  # the same rows as 8-byte words
         self.name_len = fields["name_len"]
         self.flags = fields["flags"]
         self.method = fields["method"]
@@ -68,7 +64,7 @@ class Columns:
         rows = None
         # the last word first: the end of a prefix tells names apart sooner than its start
         for j in range(len(wanted) - 1, -1, -1):
-            column = self._words[j] if rows is None else self._words[j][rows]
+            column = self._words[:, j] if rows is None else self._words[rows, j]
             if j == whole:  # the prefix ends inside this word: compare its first bytes
                 column = column & np.uint64(_MASKS[part])
             hit = column == wanted[j]
@@ -79,23 +75,19 @@ class Columns:
 
     def _row(self, row: int) -> bytes:
         """The bytes of one row: a NUL, the name, NUL padding."""
-        return self._words[:, row].tobytes()
+        return self._block[row].tobytes()
 
     def names_after(self, rows: Any, skip: int) -> list[str]:
         """The names of ``rows`` without their first ``skip`` bytes."""
         width = self.width
-        raw = self._words[:, rows].T.tobytes()  # the rows one after the other
+        raw = self._block[rows].tobytes()  # the rows one after the other
         return [raw[at + 1 + skip : at + 1 + length].decode()
                 for at, length in zip(range(0, len(raw), width),
                                       self.name_len[rows].tolist(), strict=True)]
 
     def name_bytes(self, rows: Any, at: Any) -> Any:
         """Byte ``at[i]`` (or ``at``) of the name of row ``rows[i]``; 0 past its end."""
-        import numpy as np
-
-        word, byte = np.divmod(np.asarray(at) + 1, 8)
-        found = self._words[word, rows] >> (byte * 8).astype(np.uint64)
-        return (found & np.uint64(0xFF)).astype(np.uint8)
+        return self._block[rows, at + 1]
 
     def _columns(self) -> tuple[Any, ...]:
         return (self.name_len, self.flags, self.method, self.crc32, self.stored_size,
@@ -123,9 +115,7 @@ class Columns:
 
     def names(self) -> list[str]:
         """Every name, in central-directory order."""
-        import numpy as np
-
-        block = np.ascontiguousarray(self._words.T).view(np.uint8)
+        block = self._block
         keep = block != 0  # each name, and the NUL that opens its row
         keep[:, 0] = True
         return block[keep].tobytes()[1:].decode().split("\0")
