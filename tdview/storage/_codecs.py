@@ -150,6 +150,9 @@ class _Sink:
         end = self.pos + len(piece)
         if end > len(self.buf):
             self._grow(end)
+        if self._pool is None:
+            # checked before the copy, while zlib's output is still in the cache
+            self._crc = zlib.crc32(piece, self._combined())
         # numpy copies without the GIL (a memoryview copy holds it): pool threads and
         # the loader go on meanwhile
         self.buf[self.pos : end] = np.frombuffer(piece, dtype=np.uint8)
@@ -158,10 +161,9 @@ class _Sink:
         if self._pool is not None:
             try:
                 self._parts.append((self._pool.submit(zlib.crc32, chunk), chunk))
-                return
-            except RuntimeError:  # the pool is shutting down: go on inline
+            except RuntimeError:  # the pool is shutting down: check it here
                 self._pool = None
-        self._crc = zlib.crc32(chunk, self._combined())
+                self._crc = zlib.crc32(chunk, self._combined())
 
     def _grow(self, end: int) -> None:
         """A bigger buffer, not zeroed (every byte will be written): ``capacity`` at the
