@@ -27,8 +27,8 @@ class Columns:
 
     Attributes
     ----------
-    count, width : int
-        The number of rows, and the bytes of each.
+    width : int
+        The bytes of each row.
     plain : bool
         Whether every name is plain (see :func:`_plain_names`).
     name_len : numpy array
@@ -38,7 +38,7 @@ class Columns:
     """
 
     def __init__(self, block: Any, fields: dict[str, Any]) -> None:
-        self.count, self.width = block.shape
+        self.width = block.shape[1]
         self.plain = _plain_names(block)
         self._block = block
         self._words = block.view("<u8")  # the same rows as 8-byte words
@@ -218,15 +218,15 @@ def _name_rows(arr: Any, start: Any, length: Any) -> Any:
     import numpy as np
     from numpy.lib.stride_tricks import as_strided
 
-    total = int(length.sum())
-    width = (int(length.max()) + 9) // 8 * 8  # a NUL, the name, a NUL at least: words
+    total, longest = int(length.sum()), int(length.max())
+    width = (longest + 9) // 8 * 8  # a NUL, the name, a NUL at least: whole words
     if len(start) * width > 4 * (total + 8 * len(start)):
         return None
     windows = as_strided(arr, (len(arr) - width + 1, width), (1, 1))
     block = windows[start - 1]  # the byte before each name, the name, what follows it
     # keep in each word the bytes of "the NUL before the name, the name": the masks of
     # the words of a row depend on its name's length only
-    lengths = np.arange(int(length.max()) + 1)
+    lengths = np.arange(longest + 1)
     kept = np.clip(lengths[:, None] + 1 - np.arange(0, width, 8), 0, 8)
     block.view("<u8")[...] &= np.array(_MASKS, dtype=np.uint64)[kept][length]
     block[:, 0] = 0
