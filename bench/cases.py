@@ -63,10 +63,14 @@ def parse_every_meta(path: Path) -> int:
     count = 0
     for folder, _, files in os.walk(path):
         if "meta.json" in files:
-            with open(os.path.join(folder, "meta.json"), "rb") as handle:
-                json.loads(handle.read())
+            _parse_meta(folder)
             count += 1
     return count
+
+
+def _parse_meta(folder: str) -> None:
+    with open(os.path.join(folder, "meta.json"), "rb") as handle:
+        json.loads(handle.read())
 
 
 def parse_central_directory(path: Path) -> int:
@@ -150,8 +154,7 @@ def map_every_file(path: Path, *, read_meta: bool = False) -> int:
     count = 0
     for folder, _, files in os.walk(path):
         if read_meta and "meta.json" in files:
-            with open(os.path.join(folder, "meta.json"), "rb") as handle:
-                json.loads(handle.read())
+            _parse_meta(folder)
         for name in files:
             if name.endswith(".memmap"):
                 file = os.path.join(folder, name)
