@@ -8,7 +8,7 @@ TensorDict folder from its records, without a node per child, and caches it per 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .._gc import gc_paused
@@ -134,11 +134,16 @@ def _plain(meta: object) -> bool:
     return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
 
 
-def _plain_frame(ckpt: Checkpoint, node: Node | None, path: NestedPath, dirkey: str,
-                 meta: TensorDictNode, problems: int = 0) -> _Frame:
+def _totals_frame(ckpt: Checkpoint, node: Node | None, path: NestedPath, cache_key: str | None,
+                  folder: str, meta: TensorDictNode, problems: int = 0,
+                  extra: Iterable[Node] = ()) -> _Frame:
+    """A frame whose plain leaves are totalled at once from ``folder``'s ``meta``; the
+    rollup is cached under ``cache_key`` (a tensorclass's own folder, for its inner
+    TensorDict's entries) and ``extra`` children (its JSON fields) follow the rest."""
     nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
-        ckpt.store, path, dirkey, meta, robust=ckpt.robust)
-    return node, dirkey, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
+        ckpt.store, path, folder, meta, robust=ckpt.robust)
+    rest.extend(extra)
+    return node, cache_key, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
 
 
 def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | None) -> _Frame:
@@ -148,23 +153,21 @@ def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | N
     except (TDViewError, OSError):
         meta = None  # the node made below records the problem
     if _plain(meta):
-        return _plain_frame(ckpt, None, path, folder, meta)  # type: ignore[arg-type]
+        return _totals_frame(ckpt, None, path, folder, folder, meta)  # type: ignore[arg-type]
     return _node_frame(ckpt, ckpt.make_collection(path, folder, hint))
 
 
 def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
     meta, dirkey, problems = node.meta, node.dirkey, len(node.problems)
     if dirkey is not None and _plain(meta) and node.children_cache is None:
-        return _plain_frame(ckpt, node, node.path, dirkey, meta, problems)  # type: ignore[arg-type]
+        return _totals_frame(ckpt, node, node.path, dirkey, dirkey, meta,  # type: ignore[arg-type]
+                             problems)
     if isinstance(meta, TensorclassNode) and node.children_cache is None:
         inner = ckpt.inner(node)
         if inner is not None and inner.dirkey is not None and _plain(inner.meta):
             # its fields: the inner TensorDict's entries, then the JSON fields
-            nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
-                ckpt.store, node.path, inner.dirkey, inner.meta,  # type: ignore[arg-type]
-                robust=ckpt.robust)
-            rest.extend(json_field_children(node.path, meta))
-            return node, dirkey, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
+            return _totals_frame(ckpt, node, node.path, dirkey, inner.dirkey,  # type: ignore[arg-type]
+                                 inner.meta, problems, json_field_children(node.path, meta))
     return node, dirkey, iter(ckpt.children(node)), Rollup(problems=problems)
 
 
