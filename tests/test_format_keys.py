@@ -13,6 +13,7 @@ from tensordict._utils_key_json import _encode_key_for_filesystem
 from tdview.format import (
     CollectionRecord,
     LeafRecord,
+    _keys,
     candidate_names,
     decode_name,
     encode_key,
@@ -154,10 +155,17 @@ def test_candidate_names_order():
     assert candidate_names("a/b", robust=False, collection=True) == ["a/b"]
 
 
-@pytest.mark.parametrize(
-    "key", ["", ".", "..", "../x", "a/../b", "/abs", "\\x", "C:x", "x\0", "a/"]
-)
+@pytest.mark.parametrize("key", ["", ".", "..", "../x", "a/../b", "/abs", "x\0", "a/"])
 def test_raw_names_never_escape(key):
+    assert candidate_names(key, robust=False, collection=True) == []
+
+
+@pytest.mark.parametrize("key", ["\\x", "C:x", "a\\..\\..\\b"])
+def test_backslash_and_drive_escape_on_windows_only(key, monkeypatch):
+    # tensordict writes such raw names (robust_key=False): they are names except where
+    # a backslash separates and a drive prefix escapes
+    assert candidate_names(key, robust=False, collection=True) == [key]
+    monkeypatch.setattr(_keys, "WINDOWS_PATHS", True)
     assert candidate_names(key, robust=False, collection=True) == []
 
 

@@ -33,6 +33,7 @@ from tensordict import (
 from torch._subclasses import FakeTensorMode
 
 import tdview
+from tdview.storage import WINDOWS_PATHS
 
 from .compare import assert_same
 from .corpus import BUILDERS, CONTAINERS, write
@@ -249,6 +250,28 @@ def test_same_subpath_everywhere(corpus, name: str, subpath: Any, container: str
 def test_same_with_robust_key_false(corpus, name: str, container: str) -> None:
     path = corpus(name, container)
     assert_same(ours(path, robust_key=False), reference(path, robust_key=False))
+
+
+@pytest.mark.skipif(WINDOWS_PATHS, reason="such names cannot be files on Windows")
+@pytest.mark.parametrize("robust_key", [False, None])
+@pytest.mark.parametrize("archive", [False, True])
+def test_keys_with_backslash_or_colon_saved_raw(tmp_path: Path, archive: bool,
+                                                robust_key: bool | None) -> None:
+    """tensordict saves such keys with robust_key=False under their raw names (a colon
+    second, like a Windows drive; a backslash); they are names here, not paths."""
+    td = TensorDict({"a:b": torch.arange(3.0), "C:x": torch.ones(2), "a\\b": torch.zeros(4),
+                     "\\lead": torch.arange(2), "ok": torch.ones(1),
+                     "d:sub": TensorDict(v=torch.arange(5))})
+    path = tmp_path / ("raw.tdz" if archive else "raw")
+    if archive:
+        td.save(path, robust_key=False)
+    else:
+        td.memmap(path, robust_key=False)
+    got = ours(path, robust_key=robust_key)
+    assert_same(got, reference(path, robust_key=robust_key))
+    if robust_key is False:
+        assert list(got.keys()) == list(td.keys())
+        assert (got == td).all()
 
 
 def test_robust_key_false_never_escapes_the_folder(corpus) -> None:

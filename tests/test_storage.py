@@ -8,6 +8,7 @@ Each case is the same small checkpoint, written by tensordict as a directory, as
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import zipfile
@@ -19,7 +20,16 @@ import torch
 from tensordict import TensorDict, pack_memmap
 
 from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
-from tdview.storage import ArchiveStore, DirectoryStore, EntryInfo, Store, is_archive, open_store
+from tdview.storage import (
+    WINDOWS_PATHS,
+    ArchiveStore,
+    DirectoryStore,
+    EntryInfo,
+    Store,
+    is_archive,
+    open_store,
+)
+from tdview.storage._base import check_key, name_problem
 
 from .test_storage_zipcraft import craft_zip, zip_dir
 
@@ -161,8 +171,11 @@ def test_wrong_kind_of_key(case) -> None:
     assert not store.is_file("a.memmap/x") and not store.is_dir("a.memmap/x")
 
 
-UNSAFE_KEYS = ["../x", "nested/../../x", "/etc/passwd", "..", "a\\..\\x", "a\x00b",
-               "C:/x", "c:x", "./meta.json", "nested//b.memmap", "nested/", "."]
+UNSAFE_KEYS = ["../x", "nested/../../x", "/etc/passwd", "..", "a\x00b", "./meta.json",
+               "nested//b.memmap", "nested/", "."]
+# Unsafe where a backslash separates and a drive prefix escapes (Windows paths), plain
+# characters elsewhere and in every archive.
+WINDOWS_KEYS = ["a\\..\\x", "\\x", "C:/x", "c:x"]
 
 
 @pytest.mark.parametrize("key", UNSAFE_KEYS)
@@ -174,6 +187,39 @@ def test_unsafe_keys_are_refused(case, key: str) -> None:
         with pytest.raises(UnsafeCheckpointError) as info:
             call(key)
         assert repr(key) in str(info.value) and store.root in str(info.value)
+
+
+@pytest.mark.parametrize("key", WINDOWS_KEYS)
+def test_windows_keys_are_refused_for_windows_paths(key: str) -> None:
+    assert name_problem(key) is None
+    assert name_problem(key, windows=True) is not None
+    with pytest.raises(UnsafeCheckpointError, match=re.escape(repr(key))):
+        check_key(key, "/ckpt", windows=True)
+    assert check_key(key, "/ckpt") == key
+
+
+ODD_NAMES = ["a\\b.memmap", "\\lead.memmap", "c:x.memmap", "Z:"]
+
+
+@pytest.mark.skipif(WINDOWS_PATHS, reason="such names cannot be files on Windows")
+@pytest.mark.parametrize("kind", ["directory", "tdz"])
+def test_backslash_and_drive_names_are_names(tmp_path: Path, kind: str) -> None:
+    """Names with a backslash or a colon (tensordict writes them for keys such as "a:b"
+    with robust_key=False) are read as they are: they cannot leave the root here."""
+    files = {"meta.json": b"{}", **{name: name.encode() * 3 for name in ODD_NAMES}}
+    if kind == "directory":
+        path = tmp_path / "d"
+        path.mkdir()
+        for name, data in files.items():
+            (path / name).write_bytes(data)
+    else:
+        path = tmp_path / "odd.tdz"
+        path.write_bytes(craft_zip(list(files.items())))
+    store = open_store(path)
+    assert sorted(store.list_dir("")) == sorted(files)
+    for name, data in files.items():
+        assert store.is_file(name)
+        assert store.read_bytes(name, LIMIT) == data
 
 
 def test_read_bytes_limit_is_checked_first(case) -> None:

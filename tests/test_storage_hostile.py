@@ -71,8 +71,6 @@ def refused(exc_type, *needles: str):
     ("../evil.memmap", "'..' component"),
     ("nested/../../evil.memmap", "'..' component"),
     ("/abs.memmap", "absolute"),
-    ("C:/win.memmap", "drive letter"),
-    ("a\\b.memmap", "backslash"),
     ("a/./b.memmap", "'.' component"),
     ("a//b.memmap", "empty"),
 ])

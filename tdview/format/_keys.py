@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from ..storage import WINDOWS_PATHS
+
 __all__ = [
     "candidate_names",
     "decode_name",
@@ -142,8 +144,9 @@ def candidate_names(key: str, *, robust: bool, collection: bool) -> list[str]:
     list of str
         Zero, one or two names. Every name is relative and stays under its
         parent: with ``robust=False`` a raw key that would escape (an empty or
-        ``.``/``..`` collection, a ``..`` component, an absolute or drive path, a
-        NUL) gives no candidate, where the reference would join it verbatim.
+        ``.``/``..`` collection, a ``..`` component, an absolute path, on Windows a
+        drive path, a NUL) gives no candidate, where the reference would join it
+        verbatim.
         Raw keys with ``/`` in that mode give a multi-component name, as the
         legacy writer did.
 
@@ -170,9 +173,14 @@ def _confined_raw(key: str, *, collection: bool) -> bool:
 
     A leaf is checked as its file name ``<key>.memmap``.
     """
-    if "\0" in key or key.startswith(("/", "\\")) or _is_drive(key):
+    if "\0" in key or key.startswith("/"):
         return False
-    parts = re.split(r"[/\\]", key if collection else key + ".memmap")
+    name = key if collection else key + ".memmap"
+    if WINDOWS_PATHS:  # a backslash separates and a drive prefix escapes there only
+        if key.startswith("\\") or _is_drive(key):
+            return False
+        name = name.replace("\\", "/")
+    parts = name.split("/")
     if ".." in parts:
         return False
     # "" or "." (or "a/" / "a/.") would name the parent directory itself

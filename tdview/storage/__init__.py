@@ -15,8 +15,9 @@ Examples
 from __future__ import annotations
 
 from ._archive import ArchiveStore
-from ._base import EntryInfo, Store
+from ._base import WINDOWS_PATHS, EntryInfo, Store
 from ._directory import DirectoryStore
 from ._open import is_archive, open_store
 
-__all__ = ["ArchiveStore", "DirectoryStore", "EntryInfo", "Store", "is_archive", "open_store"]
+__all__ = ["WINDOWS_PATHS", "ArchiveStore", "DirectoryStore", "EntryInfo", "Store", "is_archive",
+           "open_store"]

@@ -6,17 +6,27 @@ about ``meta.json``: the format layer decides which keys to ask for.
 
 Every key that reaches a store is checked by :func:`check_key`, and every name found
 in an archive by :func:`name_problem`, so that no key can leave the checkpoint root.
+
+A backslash and a drive prefix (``"C:"``) change what a path means on Windows only. On
+other systems, and in an archive (whose names are looked up, never joined to a path),
+they are characters of a name like any other, and tensordict writes them: keys such as
+``"a:b"`` or ``"a\\b"`` saved with ``robust_key=False`` are file and entry names as they are.
 """
 
 from __future__ import annotations
 
 import abc
 import errno
+import os
 from dataclasses import dataclass
 
 from ..errors import UnsafeCheckpointError
 
-__all__ = ["EntryInfo", "Store", "check_key", "first_unsafe_name", "name_problem", "not_found"]
+__all__ = ["WINDOWS_PATHS", "EntryInfo", "Store", "check_key", "first_unsafe_name",
+           "name_problem", "not_found"]
+
+# Whether a directory key is joined to a Windows path (backslash and drive prefixes count).
+WINDOWS_PATHS = os.name == "nt"
 
 
 @dataclass(frozen=True)
@@ -54,13 +64,16 @@ class EntryInfo:
     encrypted: bool = False
 
 
-def name_problem(name: str) -> str | None:
+def name_problem(name: str, *, windows: bool = False) -> str | None:
     """Say why ``name`` cannot be a relative key, or return ``None`` when it can.
 
     Parameters
     ----------
     name : str
         A non-empty relative key or archive entry name (without a trailing ``/``).
+    windows : bool
+        The name will be joined to a Windows path: a backslash (a separator there) and a
+        drive prefix are refused too.
 
     Returns
     -------
@@ -73,20 +86,22 @@ def name_problem(name: str) -> str | None:
     True
     >>> name_problem("../x")
     "has a '..' component"
+    >>> name_problem("a:b.memmap") is None, name_problem("a:b.memmap", windows=True)
+    (True, 'starts with a drive letter')
     """
-    if (name and name[0] not in "/." and name[-1] != "/" and name[1:2] != ":" and "//" not in name
-            and "/." not in name and "\\" not in name and "\x00" not in name):
+    if (name and name[0] not in "/." and name[-1] != "/" and "//" not in name
+            and "/." not in name and "\x00" not in name
+            and not (windows and ("\\" in name or name[1:2] == ":"))):
         return None  # the common name, in a few substring searches
     if not name:
         return "is empty"
     if "\x00" in name:
         return "contains a NUL character"
-    if "\\" in name:
-        # A backslash is a separator on Windows and for many unzip tools.
-        return "contains a backslash"
+    if windows and "\\" in name:
+        return "contains a backslash (a separator on Windows)"
     if name[0] == "/":
         return "is absolute"
-    if len(name) >= 2 and name[1] == ":" and name[0].isascii() and name[0].isalpha():
+    if windows and len(name) >= 2 and name[1] == ":" and name[0].isascii() and name[0].isalpha():
         return "starts with a drive letter"
     for part in name.split("/"):
         if part == "..":
@@ -120,13 +135,13 @@ def first_unsafe_name(names: list[str]) -> tuple[str, str] | None:
     return None
 
 
-# Every unsafe name contains one of these once names are framed by newlines:
-# NUL, a backslash, a drive colon, an empty component ("//", a leading or trailing "/",
-# an empty name), or a component starting with "." (covers "." and "..").
-_SUSPECT = ("\x00", "\\", ":", "//", "\n/", "/\n", "\n\n", "/.", "\n.")
+# Every unsafe archive name contains one of these once names are framed by newlines:
+# NUL, an empty component ("//", a leading or trailing "/", an empty name), or a
+# component starting with "." (covers "." and "..").
+_SUSPECT = ("\x00", "//", "\n/", "/\n", "\n\n", "/.", "\n.")
 
 
-def check_key(key: str, root: str) -> str:
+def check_key(key: str, root: str, *, windows: bool = False) -> str:
     """Return ``key`` when it is a safe relative key, else raise.
 
     Parameters
@@ -135,13 +150,16 @@ def check_key(key: str, root: str) -> str:
         The key to check; ``""`` (the root) is allowed.
     root : str
         The store's root, named in the error message.
+    windows : bool
+        See :func:`name_problem` (directory stores pass :data:`WINDOWS_PATHS`).
 
     Raises
     ------
     TypeError
         If ``key`` is not a string.
     UnsafeCheckpointError
-        If the key is absolute, has ``..``/``.``/empty components, a backslash or NUL.
+        If the key is absolute, has ``..``/``.``/empty components or a NUL (or, with
+        ``windows``, a backslash or a drive prefix).
 
     Examples
     --------
@@ -151,7 +169,7 @@ def check_key(key: str, root: str) -> str:
     if not isinstance(key, str):
         raise TypeError(f"a store key must be a str, got {type(key).__name__}: {key!r}")
     if key:
-        problem = name_problem(key)
+        problem = name_problem(key, windows=windows)
         if problem is not None:
             raise UnsafeCheckpointError(f"refusing key {key!r} in {root}: the key {problem}.")
     return key

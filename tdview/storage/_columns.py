@@ -240,11 +240,9 @@ def _name_rows(arr: Any, start: Any, length: Any) -> Any:
 
 
 def _plain_names(block: Any) -> bool:
-    """Whether every name of these rows (see :class:`Columns`) is plain: no backslash or
-    colon, not empty, no "/" or "." first, and no "/" followed by "/", "." or the name's
-    end (so no empty, "." or ".." component and no explicit directory entry)."""
-    if (block == 0x5C).any() or (block == 0x3A).any():
-        return False
+    """Whether every name of these rows (see :class:`Columns`) is plain: not empty, no "/"
+    or "." first, and no "/" followed by "/", "." or the name's end (so no empty, "." or
+    ".." component and no explicit directory entry)."""
     first = block[:, 1]
     if ((first == 0) | (first == 0x2F) | (first == 0x2E)).any():
         return False

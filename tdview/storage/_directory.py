@@ -6,7 +6,8 @@ import os
 import stat
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import EntryInfo, Store, check_key, not_found
+from ._base import WINDOWS_PATHS, EntryInfo, Store, not_found
+from ._base import check_key as _check_any_key
 
 __all__ = ["DirectoryStore"]
 
@@ -24,6 +25,12 @@ _Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str
 # Listings kept per store, counted in names: enough for the folders a walk is in, bounded
 # for a checkpoint of 100,000 files (a listing dropped is read again when needed).
 _HELD_NAMES = 16384
+
+
+
+def check_key(key: str, root: str) -> str:
+    """:func:`~._base.check_key` for a key joined to a path of this system."""
+    return _check_any_key(key, root, windows=WINDOWS_PATHS)
 
 
 class DirectoryStore(Store):
@@ -361,7 +368,8 @@ def _scan(real: str, dirkey: str) -> _Listing:
                     dirs.append(entry.name)
     joined = "\n" + "\n".join(files) + "\n" + "\n".join(dirs)
     found = frozenset(files)
-    if "\n." in joined or "\\" in joined or "\x00" in joined or (not dirkey and ":" in joined):
+    if "\n." in joined or "\x00" in joined or (
+            WINDOWS_PATHS and ("\\" in joined or (not dirkey and ":" in joined))):
         return (real, found, others, frozenset(n for n in files if _plain_name(n, dirkey)),
                 frozenset(n for n in dirs if _plain_name(n, dirkey)))
     return real, found, others, found, frozenset(dirs)
@@ -370,5 +378,5 @@ def _scan(real: str, dirkey: str) -> _Listing:
 def _plain_name(name: str, dirkey: str) -> bool:
     """Whether a name in directory ``dirkey`` surely passes ``check_key`` (no per-key
     check needed). Conservative: a name it refuses is checked, and probed, per key."""
-    return bool(name) and name[0] != "." and "\\" not in name and "\x00" not in name and (
-        bool(dirkey) or name[1:2] != ":")
+    return bool(name) and name[0] != "." and "\x00" not in name and not (
+        WINDOWS_PATHS and ("\\" in name or (not dirkey and name[1:2] == ":")))
