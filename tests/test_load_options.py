@@ -135,6 +135,21 @@ def test_out_lazy_stack(tmp_path: Path) -> None:
         tdview.load_memmap(tmp_path / "ls", out=three)
 
 
+def test_out_lazy_stack_for_a_saved_tensordict(tmp_path: Path) -> None:
+    """A saved TensorDict loaded into a lazy stack: each member gets its slice of the
+    memory-mapped leaf, as tensordict's loader gives it."""
+    TensorDict(a=torch.arange(6.0).reshape(2, 3), batch_size=[2]).memmap(tmp_path / "td")
+
+    def stack() -> LazyStackedTensorDict:
+        return LazyStackedTensorDict(TensorDict(a=torch.zeros(3)), TensorDict(a=torch.zeros(3)))
+
+    out = stack()
+    got = tdview.load_memmap(tmp_path / "td", out=out)
+    assert got is out
+    assert_same(got, TensorDict.load_memmap(tmp_path / "td", out=stack()))
+    assert got.tensordicts[1]["a"].tolist() == [3.0, 4.0, 5.0]
+
+
 def test_out_sub_tensordict_needs_a_sub_tensordict(tmp_path: Path) -> None:
     source = TensorDict(a=torch.arange(6.0).reshape(2, 3), batch_size=[2, 3])
     source._get_sub_tensordict(0).memmap(tmp_path / "sub")
@@ -164,6 +179,34 @@ def test_subpath_naming_no_tensordict(saved: Path, subpath: Any, why: str) -> No
     assert isinstance(info.value, SubpathError)
     with pytest.raises(ValueError, match="No tensordict found"):
         quiet(TensorDict.load_memmap, saved, subpath=subpath)
+
+
+@pytest.mark.parametrize("archive", [False, True])
+def test_subpath_by_the_folder_name_on_disk(tmp_path: Path, archive: bool) -> None:
+    """A part given as its folder shows it ("sp%20ace" for the key "sp ace") reaches it,
+    as tensordict's fallback to raw names does. robust_key=False reads the legacy layout
+    only, where the key "sp ace" has no folder (tensordict's subpath joins the name to the
+    path and loads it, although its full load leaves that key out)."""
+    td = TensorDict({"sp ace": TensorDict(v=torch.arange(3), deep=TensorDict(w=torch.ones(2)))})
+    path = tmp_path / ("enc.tdz" if archive else "enc")
+    td.save(path) if archive else td.memmap(path)
+    for subpath in ("sp%20ace", ("sp%20ace", "deep")):
+        assert_same(tdview.load_memmap(path, subpath=subpath),
+                    TensorDict.load_memmap(path, subpath=subpath))
+    with pytest.raises(SubpathError, match="has no entry 'sp%20ace'"):
+        tdview.load_memmap(path, subpath="sp%20ace", robust_key=False)
+
+
+def test_subpath_to_a_folder_the_save_does_not_record(tmp_path: Path) -> None:
+    """A folder left by an earlier save into the same prefix is not part of the saved
+    tensordict (its full load leaves it out): the error says the folder exists."""
+    TensorDict(old=TensorDict(z=torch.ones(3)), a=torch.ones(1)).memmap(tmp_path / "ck")
+    TensorDict(a=torch.zeros(1)).memmap(tmp_path / "ck", existsok=True)
+    assert list(tdview.load_memmap(tmp_path / "ck").keys()) == ["a"]
+    with pytest.raises(SubpathError, match=re.escape(
+            f"the folder {tmp_path / 'ck' / 'old'} exists, but the saved tensordict does not "
+            "record it")):
+        tdview.load_memmap(tmp_path / "ck", subpath="old")
 
 
 @pytest.mark.parametrize("subpath", [(), 1, ("a", 2), [("a",)]])

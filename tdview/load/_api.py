@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from .._gc import gc_paused
-from ..errors import SubpathError
+from ..errors import SubpathError, TDViewError
+from ..format import decode_name, encode_key, is_safe_legacy_key
 from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
 from ..index._paths import join_key
 from ._context import LoadContext, check_mode
@@ -174,9 +175,11 @@ def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
     path = normalize_subpath(subpath)
     node = ckpt.root
     for depth, part in enumerate(path):
-        found = None if node.is_leaf else _lookup(ckpt, node, part)
+        found = None if node.is_leaf else (
+            _lookup(ckpt, node, part) or _by_folder_name(ckpt, node, part))
         if found is None:
-            raise _no_tensordict(path, f"{show_path(path[:depth])!r} has no entry {part!r}")
+            raise _no_tensordict(path, f"{show_path(path[:depth])!r} has no entry {part!r}"
+                                 + _unrecorded_folder(ckpt, node, part))
         node = found
     if node.is_leaf:
         raise _no_tensordict(path, "it is a tensor leaf, not a tensordict "
@@ -193,6 +196,39 @@ def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
             join_key(node.dirkey, "meta.json")):
         ckpt.read_meta(node.dirkey)  # a broken step: raise its own error
     return ckpt.lookup(node, key)
+
+
+def _by_folder_name(ckpt: Checkpoint, node: Node, name: str) -> Node | None:
+    """The child tensordict whose folder is ``name``, an encoded key as the folder shows
+    on disk (``"sp%20ace"`` for ``"sp ace"``): tensordict's fallback to raw names finds
+    that folder too."""
+    if not ckpt.robust or not is_safe_legacy_key(name, collection=True):
+        return None
+    key = decode_name(name)
+    if key == name or encode_key(key) != name:
+        return None
+    child = _lookup(ckpt, node, key)
+    if child is None or child.is_leaf or child.dirkey is None:
+        return None
+    return child if child.dirkey.rpartition("/")[2] == name else None
+
+
+def _unrecorded_folder(ckpt: Checkpoint, node: Node, key: str) -> str:
+    """A hint when a folder of ``key`` exists that the parent's ``meta.json`` does not
+    record (tensordict's loader, which goes by folders, would load it)."""
+    if node.is_leaf or node.dirkey is None:
+        return ""
+    for name in (encode_key(key), key):
+        folder = join_key(node.dirkey, name)
+        try:
+            if is_safe_legacy_key(name, collection=True) and ckpt.store.is_file(
+                    join_key(folder, "meta.json")):
+                return (f"; the folder {ckpt.store.display(folder)} exists, but the "
+                        "saved tensordict does not record it: it was left by an earlier "
+                        "save, or its key is also a field name of meta.json")
+        except (OSError, TDViewError):
+            pass
+    return ""
 
 
 def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
