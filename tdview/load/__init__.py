@@ -144,6 +144,15 @@ def load_memmap(
       forever on ``"."``).
     * ``subpath`` steps into a tensorclass's fields even when the tensorclass's class is
       not defined in this process (the fields do not need it).
+    * ``subpath`` follows the keys the saved tensordicts record, as the full load does:
+      a folder that no ``meta.json`` records (left by an earlier save into the same
+      prefix, or a key such as ``"device"`` that ``meta.json`` overwrites with a field)
+      is no saved tensordict, and the ``ValueError`` names the folder; tensordict goes
+      by folders and loads it. A part may still be given as its folder's encoded name
+      (``"sp%20ace"``), as tensordict allows. ``"."`` and ``""`` parts are no keys.
+    * ``num_threads`` must be a non-negative int, also where it has no effect.
+    * ``MemoryMappedTensor.filename`` and ``_memmap_prefix`` are absolute, real paths
+      (tensordict keeps a relative ``prefix`` as given, which breaks after a ``chdir``).
 
     Examples
     --------
