@@ -19,6 +19,7 @@ from tdview.errors import (
     UnsupportedFormatVersionError,
 )
 from tdview.format import (
+    json_depth,
     parse_dtype,
     parse_json_types,
     parse_meta_json,
@@ -88,6 +89,19 @@ def test_too_deep_huge_does_not_recurse():
 def test_brackets_in_strings_do_not_count():
     data = b'{"a": "' + b"[" * 1000 + b'\\"{{{"}'
     assert parse_meta_json(data, WHERE)["a"].startswith("[[")
+
+
+def test_a_string_that_never_closes_is_scanned_once():
+    # a quote, then escaped quotes to the end: a scan that retried each quote as the start
+    # of a string took minutes here (it grew with the square of the size)
+    data = b"[" * 65 + b'"' + b'\\"' * 400_000
+    raises(LimitExceededError, parse_meta_json, data, WHERE, names=["65", "64"])
+
+
+def test_escaped_backslashes_before_quotes():
+    text = json.dumps({"a": ["\\", "\\\"[", "[\\\\"], "b": "\\\\\"{{"}).encode()
+    assert json_depth(text) == 2
+    assert parse_meta_json(text, WHERE)["b"] == "\\\\\"{{"
 
 
 def test_integer_too_long():

@@ -27,20 +27,21 @@ MAX_META_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
 _BOM = b"\xef\xbb\xbf"
-# A complete JSON string literal: quotes, then runs of plain bytes or escape pairs.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # Openers count +1 and closers -1 (0xFF as a signed byte); everything else 0.
 _DEPTH_TABLE = bytes(1 if c in b"[{" else 0xFF if c in b"]}" else 0 for c in range(256))
-_BRACKETS = re.compile(rb"[^\[\]{}]+")
+_NOT_QUOTES_OR_BRACKETS = bytes(c for c in range(256) if c not in b'"[]{}')
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+# A string literal once escapes are gone: a quote, anything but a quote, a quote.
+_QUOTED = re.compile(rb'"[^"]*"')
 _decode = json.JSONDecoder().decode  # what json.loads(text) uses, without its checks
 
 
 def json_depth(data: bytes) -> int:
     """Return the deepest bracket nesting of JSON text, without parsing it.
 
-    Brackets inside complete string literals are ignored. The scan is linear and
-    runs in C-level loops, so a hostile file of millions of ``[`` costs little.
+    Brackets inside string literals are ignored. Time and memory are linear in the
+    size of the text (a few C-level passes), whatever it holds: millions of ``[``, or
+    a string that never closes.
 
     Parameters
     ----------
@@ -54,15 +55,17 @@ def json_depth(data: bytes) -> int:
 
     Examples
     --------
-    >>> json_depth(b'{"a": [1, {"b": "[[["}]}')
+    >>> json_depth(b'{"a": [1, {"b": "[[[\\\\\\"]"}]}')
     3
     """
-    if b"\\" not in data:
-        # no escapes: every '"' opens or closes a string, so the text outside strings is
-        # every other piece between quotes (several times faster than the regex)
-        skeleton = b"".join(data.split(b'"')[0::2]).translate(None, _NOT_BRACKETS)
-    else:
-        skeleton = _BRACKETS.sub(b"", _STRING.sub(b"", data))
+    if b"\\" in data:
+        # Backslashes only occur in strings. Read left to right, as a decoder does, an
+        # escaped backslash and then an escaped quote are no delimiters: without them,
+        # every quote left opens or closes a string.
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # the quotes and brackets only, then the strings' pairs of quotes and what they hold
+    skeleton = _QUOTED.sub(b"", data.translate(None, _NOT_QUOTES_OR_BRACKETS))
+    skeleton = skeleton.translate(None, _NOT_BRACKETS)
     if not skeleton:
         return 0
     steps = array("b")
