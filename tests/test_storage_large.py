@@ -286,6 +286,26 @@ def test_a_name_far_longer_than_the_rest_takes_the_record_by_record_parse(
         assert store.read_bytes("group03/leaf_00003.memmap", 10) == bytes([3]) * 3
 
 
+@pytest.mark.parametrize("count", [1, 3])
+def test_rows_of_very_long_names_take_memory_of_their_size(tmp_path: Path, count: int) -> None:
+    """A few names of 65,500 bytes (a 131 KB archive): the masks of the rows are made
+    per row, not per length up to the longest (4 GiB for such a name)."""
+    import tracemalloc
+
+    longs = [(f"d{i}/" + "n" * 65_500, bytes([i])) for i in range(count)]
+    path = write(tmp_path, [META, *longs])
+    tracemalloc.start()
+    try:
+        with ArchiveStore(path) as store:
+            assert isinstance(store._catalog, LazyCatalog)
+            for name, data in longs:
+                assert store.read_bytes(name, 10) == data
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 65_500 * count, peak
+
+
 # Names of one to three parts, some across an 8-byte word boundary, some given twice,
 # some both a file and a directory: the lazy catalog must answer as the rules say.
 _PARTS = st.sampled_from(["a", "b", "ab", "abcdefg", "abcdefgh", "abcdefghi", "x.memmap",

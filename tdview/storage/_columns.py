@@ -225,10 +225,15 @@ def _name_rows(arr: Any, start: Any, length: Any) -> Any:
     windows = as_strided(arr, (len(arr) - width + 1, width), (1, 1))
     block = windows[start - 1]  # the byte before each name, the name, what follows it
     # keep in each word the bytes of "the NUL before the name, the name": the masks of
-    # the words of a row depend on its name's length only
-    lengths = np.arange(longest + 1)
-    kept = np.clip(lengths[:, None] + 1 - np.arange(0, width, 8), 0, 8)
-    block.view("<u8")[...] &= np.array(_MASKS, dtype=np.uint64)[kept][length]
+    # the words of a row depend on its name's length only, so they are made once per
+    # length, unless there are fewer rows than lengths (the table would outgrow the rows)
+    words = np.arange(0, width, 8)
+    masks = np.array(_MASKS, dtype=np.uint64)
+    if longest < len(start):
+        block.view("<u8")[...] &= masks[np.clip(np.arange(longest + 1)[:, None] + 1 - words,
+                                                0, 8)][length]
+    else:
+        block.view("<u8")[...] &= masks[np.clip(length[:, None] + 1 - words, 0, 8)]
     block[:, 0] = 0
     if np.count_nonzero(block) != total:
         return None  # a NUL inside a name
