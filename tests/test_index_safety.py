@@ -18,6 +18,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+import tdview
+from tdview.errors import UnsafeCheckpointError
 from tdview.index import (
     Checkpoint,
     leaf_storage,
@@ -162,6 +164,32 @@ def test_problems_are_reported_on_their_own_nodes(damaged: Path) -> None:
         assert ckpt.children("fine")[0].record.shape == (2,)
         # Rollups count the problems the metadata shows; sizes are checked per leaf.
         assert rollup(ckpt, ckpt.root).problems == 4
+
+
+def test_symlink_loops_end_as_problems(tmp_path: Path) -> None:
+    """A folder linked to the root, and two folders linked to each other: the trees they
+    make never end (tensordict recurses until it fails). The index shows each loop as a
+    problem of its node and walks the rest; the loader refuses the key with the loop."""
+    root = tmp_path / "ckpt"
+    TensorDict(a=torch.arange(4.0), sub=TensorDict(s=torch.ones(1)),
+               p=TensorDict(l=TensorDict(x=torch.ones(1))),
+               q=TensorDict(m=TensorDict(x=torch.ones(1)))).memmap(root)
+    shutil.rmtree(root / "sub")
+    (root / "sub").symlink_to(".")
+    # p/l and q/m: each the other's parent (p/l/m is q/m/... is p/...)
+    shutil.rmtree(root / "p" / "l")
+    shutil.rmtree(root / "q" / "m")
+    (root / "p" / "l").symlink_to(root / "q")
+    (root / "q" / "m").symlink_to(root / "p")
+    with Checkpoint(root) as ckpt:
+        visit_everything(ckpt)  # ends
+        problems = {"/".join(n.path): n.problems for n in walk(ckpt, ckpt.root) if n.problems}
+        assert "symlink loop" in problems["sub"][0] and "'sub'" in problems["sub"][0]
+        assert rollup(ckpt, ckpt.root).leaves == 1  # "a"; the loops hold no leaf
+        assert all("symlink loop" in p[0] for p in problems.values()), problems
+        assert set(problems) == {"sub", "p/l/m", "q/m/l"}
+    with pytest.raises(UnsafeCheckpointError, match=r"'sub' resolves to .* \(a symlink loop\)"):
+        tdview.load_memmap(root)
 
 
 def test_archive_entry_with_a_bad_local_header_is_a_leaf_problem(tmp_path: Path) -> None:

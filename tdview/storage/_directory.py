@@ -188,11 +188,24 @@ class DirectoryStore(Store):
         return self._resolve(key)
 
     def _resolve(self, key: str) -> str:
-        """The per-key path: ``realpath`` of the whole key, confined to the root."""
+        """The per-key path: ``realpath`` of the key, part after part, confined to the
+        root; a key that passes through one real folder twice is refused (a symlink to a
+        folder above it makes a tree without end)."""
         check_key(key, self.root)
         if not key:
             return self._real_root
-        real = os.path.realpath(os.path.join(self._real_root, *key.split("/")))
+        real = self._real_root
+        seen = {real}
+        parts = key.split("/")
+        for depth, part in enumerate(parts, 1):
+            real = os.path.realpath(os.path.join(real, part))
+            if depth < len(parts) and real in seen:
+                raise UnsafeCheckpointError(
+                    f"refusing key {key!r} in {self.root}: its folder "
+                    f"{'/'.join(parts[:depth])!r} resolves to {real}, a folder it is "
+                    "already in (a symlink loop)."
+                )
+            seen.add(real)
         if real != self._real_root and not real.startswith(self._prefix):
             raise UnsafeCheckpointError(
                 f"refusing key {key!r} in {self.root}: it resolves to {real}, "
