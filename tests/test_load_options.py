@@ -31,6 +31,7 @@ from tdview.errors import (
     SubpathError,
     UnsupportedFormatVersionError,
 )
+from tdview.index import needs_unpickling, walk
 from tdview.load import PICKLE_WARNING
 from tdview.storage import ArchiveStore, DirectoryStore
 
@@ -320,6 +321,31 @@ def test_json_types_restore_containers_without_unpickling(tmp_path: Path, monkey
         loaded = tdview.load_memmap(tmp_path / "j", allow_pickle=False)
     monkeypatch.undo()
     assert_same(loaded, quiet(TensorDict.load_memmap, tmp_path / "j", allow_pickle=False))
+
+
+def test_a_pickle_too_large_for_json_types_is_refused_unread(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """json_types.json describes a pickle of a few classes: a 5 GiB other.pickle beside it
+    (sparse here) is never read to check its hash; allow_pickle=False refuses it."""
+    TensorDict.from_pytree({"a": torch.ones(2), "b": [torch.zeros(1)]}).memmap(tmp_path / "j")
+    described = min(tmp_path.rglob("json_types.json"))
+    big = described.parent / "other.pickle"
+    big_key = big.relative_to(tmp_path / "j").as_posix()
+    with open(big, "r+b") as f:
+        f.truncate(5 << 30)
+    read: list[str] = []
+    real = DirectoryStore.read_bytes
+    monkeypatch.setattr(DirectoryStore, "read_bytes",
+                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    with pytest.raises(PickleRefusedError, match=r"other\.pickle"):
+        tdview.load_memmap(tmp_path / "j", allow_pickle=False)
+    assert big_key.replace("other.pickle", "json_types.json") in read
+    assert big_key not in read
+    with Checkpoint(tmp_path / "j") as ckpt:
+        node = next(n for n in walk(ckpt, ckpt.root) if n.dirkey and
+                    (tmp_path / "j" / n.dirkey) == described.parent)
+        assert needs_unpickling(ckpt.store, node)
+    assert big_key not in read
 
 
 @pytest.mark.parametrize("allow_pickle", [None, True, False])

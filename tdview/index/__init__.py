@@ -7,7 +7,14 @@ unpickles, never imports a module named in a checkpoint, and never writes.
 from __future__ import annotations
 
 from ._checkpoint import Checkpoint, Page
-from ._facts import LeafStorage, leaf_storage, needs_unpickling, pickle_info, size_problems
+from ._facts import (
+    LeafStorage,
+    described_pickle,
+    leaf_storage,
+    needs_unpickling,
+    pickle_info,
+    size_problems,
+)
 from ._node import (
     LAZY_STACK,
     LEAF,
@@ -36,6 +43,7 @@ __all__ = [
     "Page",
     "Rollup",
     "cached_rollup",
+    "described_pickle",
     "leaf_storage",
     "needs_unpickling",
     "normalize_subpath",

@@ -20,6 +20,12 @@ from ._paths import join_key
 
 #: Largest pickle tdview reads to list its imports.
 MAX_PICKLE_BYTES = 256 * 1024 * 1024
+#: Largest ``json_types.json``.
+MAX_JSON_TYPES_BYTES = 1 << 20
+#: Largest ``other.pickle`` that a ``json_types.json`` can describe: the pickled dict of
+#: its fields' container classes takes a few dozen bytes per field. A larger one is never
+#: read to check its hash (it must be unpickled, if the caller allows that).
+MAX_DESCRIBED_PICKLE_BYTES = 1 << 20
 
 MAP, COPY, DECOMPRESS, NONE = "map", "copy", "decompress", "none"
 
@@ -112,14 +118,35 @@ def needs_unpickling(store: Store, node: Node) -> bool:
     key = pickle_key(node)
     if key is None or not store.is_file(key):
         return False
-    types_key = join_key(node.dirkey or "", "json_types.json")
-    if key.endswith("other.pickle") and store.is_file(types_key):
+    if key.endswith("other.pickle"):
         try:
-            types = parse_json_types(store.read_bytes(types_key, 1 << 20), store.display(types_key))
-            return not types.matches(store.read_bytes(key, MAX_PICKLE_BYTES))
+            return described_pickle(store, node.dirkey or "") is None
         except (TDViewError, OSError):
             return True
     return True
+
+
+def described_pickle(store: Store, dirkey: str) -> dict[str, str] | None:
+    """The ``{field: class name}`` that the folder's ``json_types.json`` gives for its
+    ``other.pickle`` when the pickle's SHA-256 matches: the fields are then restored from
+    the names, without unpickling. None when there is no ``json_types.json``, the hash
+    differs, or the pickle is larger than any it describes (not read, then).
+
+    Raises
+    ------
+    CheckpointFormatError
+        ``json_types.json`` is malformed, or the hash matches and it names a class that
+        is no container.
+    """
+    types_key = join_key(dirkey, "json_types.json")
+    if not store.is_file(types_key):
+        return None
+    types = parse_json_types(store.read_bytes(types_key, MAX_JSON_TYPES_BYTES),
+                             store.display(types_key))
+    pickle_key = join_key(dirkey, "other.pickle")
+    if store.entry(pickle_key).size > MAX_DESCRIBED_PICKLE_BYTES:
+        return None
+    return types.types_if_matches(store.read_bytes(pickle_key, MAX_DESCRIBED_PICKLE_BYTES))
 
 
 def pickle_info(store: Store, node: Node) -> PickleInfo | None:

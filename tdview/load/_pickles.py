@@ -14,7 +14,8 @@ import warnings
 from typing import Any
 
 from ..errors import CheckpointFormatError, PickleRefusedError
-from ..format import json_type, parse_json_types
+from ..format import json_type
+from ..index import described_pickle
 from ..storage import Store
 from ._context import user_stacklevel
 
@@ -22,8 +23,6 @@ __all__ = ["PICKLE_WARNING", "check_allow_pickle", "non_tensor_extras", "unpickl
 
 #: Largest pickle file the loader reads (the caller allowed unpickling it).
 MAX_PICKLE_BYTES = 1 << 34
-#: Largest ``json_types.json``.
-MAX_JSON_TYPES_BYTES = 1 << 20
 
 #: The text of the warning for ``allow_pickle=None``, as tensordict 0.15 words it.
 PICKLE_WARNING = (
@@ -113,16 +112,10 @@ def non_tensor_extras(store: Store, dirkey: str, allow_pickle: bool | None) -> d
     pickle_key = f"{dirkey}/other.pickle" if dirkey else "other.pickle"
     if not store.is_file(pickle_key):
         return None
-    types_key = f"{dirkey}/json_types.json" if dirkey else "json_types.json"
-    data = None
-    if store.is_file(types_key):
-        where = store.display(types_key)
-        types = parse_json_types(store.read_bytes(types_key, MAX_JSON_TYPES_BYTES), where)
-        data = store.read_bytes(pickle_key, MAX_PICKLE_BYTES)
-        names = types.types_if_matches(data)
-        if names is not None:
-            return {field: json_type(name) for field, name in names.items()}
-    fields = unpickle_file(store, pickle_key, allow_pickle, data)
+    names = described_pickle(store, dirkey)
+    if names is not None:
+        return {field: json_type(name) for field, name in names.items()}
+    fields = unpickle_file(store, pickle_key, allow_pickle)
     if not isinstance(fields, dict):
         raise CheckpointFormatError(
             f"{store.display(pickle_key)}: expected a pickled dict of fields, got "
