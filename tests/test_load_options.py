@@ -26,6 +26,7 @@ import tdview
 from tdview import Checkpoint
 from tdview.errors import (
     CheckpointFormatError,
+    LimitExceededError,
     NotACheckpointError,
     PickleRefusedError,
     SubpathError,
@@ -356,6 +357,37 @@ def test_pickle_free_data_loads_with_any_value(saved: Path, allow_pickle) -> Non
 
 
 # -- errors -------------------------------------------------------------------------------
+
+
+def _chain(path: Path, depth: int) -> Path:
+    """An archive of ``depth`` TensorDicts nested one in the other, "a/a/.../x"."""
+    import zipfile
+
+    meta = {"shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
+            "_format_version": 1, "_class": "tensordict:TensorDict"}
+    with zipfile.ZipFile(path, "w") as z:
+        for level in range(depth):
+            last = level == depth - 1
+            entries = {"x": {"device": "cpu", "shape": [1], "dtype": "torch.float32",
+                             "is_nested": False}} if last else {"a": {"type": "TensorDict"}}
+            z.writestr("a/" * level + "meta.json", json.dumps({**entries, **meta}))
+        z.writestr("a/" * (depth - 1) + "x.memmap", torch.ones(1).numpy().tobytes())
+    return path
+
+
+def test_nesting_deeper_than_one_load_builds(tmp_path: Path) -> None:
+    """300 levels load (tensordict's loader fails at about 330); deeper is a clear error,
+    not a RecursionError, and a deeper part loads with subpath=."""
+    from tdview.load._nodes import MAX_LOAD_DEPTH
+
+    loaded = tdview.load_memmap(_chain(tmp_path / "ok.tdz", MAX_LOAD_DEPTH))
+    assert loaded[("a",) * (MAX_LOAD_DEPTH - 1) + ("x",)].tolist() == [1.0]
+    deep = _chain(tmp_path / "deep.tdz", 2 * MAX_LOAD_DEPTH)
+    with pytest.raises(LimitExceededError, match=re.escape(f"{deep}::a/a/") + ".*nested more "
+                       f"than {MAX_LOAD_DEPTH} tensordicts deep"):
+        tdview.load_memmap(deep)
+    part = tdview.load_memmap(deep, subpath=("a",) * MAX_LOAD_DEPTH)
+    assert part[("a",) * (MAX_LOAD_DEPTH - 1) + ("x",)].tolist() == [1.0]
 
 
 def test_not_a_checkpoint(tmp_path: Path) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .._gc import gc_paused
-from ..errors import SubpathError, TDViewError
+from ..errors import LimitExceededError, SubpathError, TDViewError
 from ..format import decode_name, encode_key, is_safe_legacy_key
 from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
 from ..index._paths import join_key
@@ -101,6 +102,14 @@ def load_checkpoint(
     try:
         with gc_paused():
             result = build(ctx, node, device, out)
+    except RecursionError:
+        # MAX_LOAD_DEPTH keeps within the default limit; a caller deep in its own stack, or
+        # nesting that takes more frames per level, can still meet it
+        raise LimitExceededError(
+            f"{ckpt.path}: the tree below {show_path(node.path)!r} is nested too deep for "
+            f"Python's recursion limit ({sys.getrecursionlimit()}). Load a deeper part "
+            "with subpath=."
+        ) from None
     finally:
         if ctx.prefetch is not None:
             ctx.prefetch.close()

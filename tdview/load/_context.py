@@ -68,6 +68,8 @@ class LoadContext:
         Called with the path of each leaf once it is loaded.
     dtypes : dict
         ``"torch.float32"`` -> ``torch.float32``, filled as leaves are met.
+    depth : int
+        How many nodes are being built, one inside the other (bounded).
     """
 
     ckpt: Checkpoint
@@ -77,6 +79,7 @@ class LoadContext:
     prefetch: Prefetcher | None = None
     progress: Callable[[tuple[str, ...]], object] | None = None
     dtypes: dict[str, torch.dtype] = field(default_factory=dict)
+    depth: int = 0
     _mapping: torch.Tensor | None = None
     _root: str | None = None
     is_archive: bool = field(init=False)

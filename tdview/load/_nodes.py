@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict, is_tensorclass
 from tensordict.tensorclass import NonTensorDataBase
 
+from ..errors import LimitExceededError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
 from ..index import LEAF, Node, show_path
 from . import _out
@@ -39,6 +40,9 @@ from ._stacks import stack_values
 __all__ = ["build", "node_meta"]
 
 _SCALARS = (str, int, float, bool, type(None))
+#: The deepest nesting one load builds: each level takes two or three Python frames,
+#: and Python's default recursion limit is 1,000 (tensordict's loader fails at ~330).
+MAX_LOAD_DEPTH = 300
 
 
 def node_meta(ctx: LoadContext, node: Node) -> NodeMeta:
@@ -73,17 +77,28 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     >>> build(ctx, ckpt.root, None)                                  # doctest: +SKIP
     TensorDict(...)
     """
-    meta = node_meta(ctx, node)
-    if saved_as_tensordict(meta):
-        return _tensordict(ctx, node, meta, TensorDict, device, out, children)  # type: ignore[arg-type]
-    where = ctx.store.display(node.dirkey or "")
-    cls = resolve_class(meta, where)
-    kind, wrap = loader_kind(cls, meta, where)
-    if kind == TENSORDICT:
-        assert isinstance(meta, TensorDictNode)
-        result = _tensordict(ctx, node, meta, cls, device, out, children)
-        return result if wrap is None else wrap(result)
-    return _BUILDERS[kind](ctx, node, meta, cls, device, out)
+    if ctx.depth >= MAX_LOAD_DEPTH:
+        raise LimitExceededError(
+            f"{ctx.store.display(node.dirkey or '')}: nested more than {MAX_LOAD_DEPTH} "
+            "tensordicts deep below the one being loaded, more than tdview loads in one call "
+            "(tensordict's own loader fails at about 330). Load a deeper part with "
+            "subpath=; the index and the viewer show trees of any depth."
+        )
+    ctx.depth += 1  # counted here, not in a wrapper: one frame less per level
+    try:
+        meta = node_meta(ctx, node)
+        if saved_as_tensordict(meta):
+            return _tensordict(ctx, node, meta, TensorDict, device, out, children)  # type: ignore[arg-type]
+        where = ctx.store.display(node.dirkey or "")
+        cls = resolve_class(meta, where)
+        kind, wrap = loader_kind(cls, meta, where)
+        if kind == TENSORDICT:
+            assert isinstance(meta, TensorDictNode)
+            result = _tensordict(ctx, node, meta, cls, device, out, children)
+            return result if wrap is None else wrap(result)
+        return _BUILDERS[kind](ctx, node, meta, cls, device, out)
+    finally:
+        ctx.depth -= 1
 
 
 def _new_tensordict(ctx: LoadContext, cls: type, meta: TensorDictNode,
