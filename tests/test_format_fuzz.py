@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from tdview.errors import TDViewError
 from tdview.format import (
     NodeBase,
+    _keys,
     candidate_names,
     decode_name,
     encode_key,
@@ -308,13 +310,17 @@ def test_key_round_trip(key):
 
 
 @FUZZ
-@given(st.text(), st.booleans(), st.booleans())
-def test_candidates_never_escape(key, robust, collection):
-    for name in candidate_names(key, robust=robust, collection=collection):
+@given(st.text(), st.booleans(), st.booleans(), st.booleans())
+def test_candidates_never_escape(key, robust, collection, windows):
+    # a backslash separates, and a drive prefix escapes, on Windows only
+    with mock.patch.object(_keys, "WINDOWS_PATHS", windows):
+        names = candidate_names(key, robust=robust, collection=collection)
+    for name in names:
         full = name if collection else name + ".memmap"
-        parts = full.replace("\\", "/").split("/")
+        parts = (full.replace("\\", "/") if windows else full).split("/")
         assert ".." not in parts and not full.startswith("/") and "\0" not in full
         assert parts[-1] not in ("", ".")
+        assert not windows or not (len(full) > 1 and full[1] == ":" and full[0].isalpha())
 
 
 @FUZZ

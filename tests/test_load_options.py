@@ -4,6 +4,7 @@ open :class:`~tdview.Checkpoint`."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 import threading
@@ -357,6 +358,30 @@ def test_pickle_free_data_loads_with_any_value(saved: Path, allow_pickle) -> Non
 
 
 # -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("swap", ["outside", "fifo"])
+def test_a_leaf_file_the_store_refuses_is_left_out_with_its_reason(tmp_path: Path,
+                                                                    swap: str) -> None:
+    """A leaf file swapped for a symlink out of the checkpoint, or for a FIFO: the key is
+    left out (the rest loads) and the warning says why, not that the file is missing."""
+    root = tmp_path / "ck"
+    TensorDict(a=torch.arange(3.0), b=torch.ones(2)).memmap(root)
+    (root / "a.memmap").unlink()
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"\0" * 12)
+    if swap == "outside":
+        (root / "a.memmap").symlink_to(secret)
+        reason = f"it resolves to {secret}, outside the checkpoint root"
+    else:
+        os.mkfifo(root / "a.memmap")
+        reason = "not a regular file"
+    with pytest.warns(UserWarning) as record:
+        loaded = tdview.load_memmap(root)
+    assert list(loaded.keys()) == ["b"]
+    (message,) = [str(w.message) for w in record]
+    assert f"leaf 'a' of {root}: the file {root / 'a.memmap'} cannot be read" in message
+    assert reason in message and "missing" not in message and "tensordict" not in message
 
 
 def _chain(path: Path, depth: int) -> Path:

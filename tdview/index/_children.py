@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from math import prod
 
-from ..errors import UnsafeCheckpointError
+from ..errors import TDViewError, UnsafeCheckpointError
 from ..format import (
     CollectionRecord,
     LazyStackNode,
@@ -228,8 +228,20 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
         node.problems.append(f"the file {store.display(tried)} is missing (tensordict writes "
                              "none when every element of a nested tensor is empty)")
     elif file is None and (record.is_nested or (record.numel or 0) > 0):
-        node.problems.append(f"the file {store.display(tried)} is missing")
+        node.problems.append(_absence(store, tried))
     return node
+
+
+def _absence(store: Store, key: str) -> str:
+    """Why a leaf's file is not there: it is missing, or the store refuses it (a symlink
+    out of the checkpoint, a FIFO or device...), with the store's reason."""
+    try:
+        store.entry(key)
+    except FileNotFoundError:
+        pass
+    except (TDViewError, OSError) as exc:
+        return f"the file {store.display(key)} cannot be read: {str(exc).rstrip('.')}"
+    return f"the file {store.display(key)} is missing"
 
 
 def _listed_collections(

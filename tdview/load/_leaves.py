@@ -143,8 +143,10 @@ def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.dev
     message = f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {problem}"
     if strict:
         raise LeafDataError(message + ".")
-    warnings.warn(f"tdview left out {message} (tensordict also leaves such keys out).",
-                  UserWarning, stacklevel=user_stacklevel())
+    # tensordict leaves out a missing file too; one the store refuses it would read
+    also = " (tensordict also leaves such keys out)" if problem.endswith("is missing") else ""
+    warnings.warn(f"tdview left out {message}{also}.", UserWarning,
+                  stacklevel=user_stacklevel())
     return None
 
 
