@@ -210,6 +210,14 @@ def test_huge_shape():
     raises(CheckpointFormatError, parse_node, meta, WHERE, names=["'obs'", "2147483648", "2**62"])
 
 
+def test_empty_shape_whose_strides_overflow():
+    # no elements, but torch cannot make the strides of [0, 2**62, 2**62]
+    meta = td_meta(obs=leaf(shape=[0, 2**62, 2**62]))
+    raises(CheckpointFormatError, parse_node, meta, WHERE,
+           names=["'obs'", str(2**62), "strides"])
+    assert parse_node(td_meta(obs=leaf(shape=[0, 2**20, 2**20])), WHERE).entries
+
+
 def test_dimension_beyond_int64():
     meta = td_meta(obs=leaf(shape=[0, 2**64]))
     raises(CheckpointFormatError, parse_node, meta, WHERE, names=["'obs'", "18446744073709551616"])

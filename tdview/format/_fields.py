@@ -104,7 +104,8 @@ def check_shape(
     where, context : str
         For error messages.
     itemsize : int, optional
-        When given, ``numel * itemsize`` must be below :data:`MAX_NBYTES`.
+        When given, ``numel * itemsize`` must be below :data:`MAX_NBYTES` (with each 0
+        counted as 1: an empty tensor's strides must fit too).
 
     Returns
     -------
@@ -120,10 +121,13 @@ def check_shape(
         if dim > MAX_DIM:
             raise fail(where, context, "a dimension does not fit in 64 bits", value)
     shape = tuple(value)
-    if itemsize is not None and 0 not in shape:
+    if itemsize is not None:
+        # a 0 makes no elements, but torch still needs the strides of the other sizes
         total = itemsize
         for dim in shape:
-            total *= dim
+            total *= dim or 1
             if total >= MAX_NBYTES:
-                raise fail(where, context, "numel * itemsize reaches 2**62 bytes", value)
+                why = ("numel * itemsize reaches 2**62 bytes" if 0 not in shape else
+                       "its sizes other than 0 reach 2**62 bytes (torch cannot make strides)")
+                raise fail(where, context, why, value)
     return shape

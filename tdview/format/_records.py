@@ -310,7 +310,7 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
                 if type(dim) is not int or dim < 0 or dim > MAX_DIM:
                     break
             else:
-                if prod(shape) * info.itemsize < MAX_NBYTES or 0 in shape:
+                if prod(shape) * info.itemsize < MAX_NBYTES and 0 not in shape:
                     record = _leaf_record(key, info, tuple(shape), device)
         if record is None:
             record = parse_leaf(key, value, where)
