@@ -49,6 +49,11 @@ class PickleRefusedError(TDViewError, RuntimeError):
     """Pickled data was found and the caller did not allow unpickling."""
 
 
+class DeviceUnavailableError(TDViewError, RuntimeError):
+    """A saved tensordict records a device this process cannot use (``cuda:0`` without
+    CUDA); loading with ``device=`` puts it elsewhere."""
+
+
 class SubpathError(TDViewError, ValueError):
     """A subpath (nested key or ``"a/b"`` path) names nothing loadable in the checkpoint."""
 

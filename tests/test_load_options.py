@@ -27,6 +27,7 @@ import tdview
 from tdview import Checkpoint
 from tdview.errors import (
     CheckpointFormatError,
+    DeviceUnavailableError,
     LimitExceededError,
     NotACheckpointError,
     PickleRefusedError,
@@ -382,6 +383,24 @@ def test_a_leaf_file_the_store_refuses_is_left_out_with_its_reason(tmp_path: Pat
     (message,) = [str(w.message) for w in record]
     assert f"leaf 'a' of {root}: the file {root / 'a.memmap'} cannot be read" in message
     assert reason in message and "missing" not in message and "tensordict" not in message
+
+
+def test_a_recorded_device_this_process_lacks(tmp_path: Path) -> None:
+    """A checkpoint whose meta.json records cuda:0, read without CUDA: a clear error that
+    says to pass device= (torch's own is an AssertionError); device="cpu" loads it."""
+    root = tmp_path / "gpu"
+    TensorDict(a=torch.ones(2), sub=TensorDict(b=torch.zeros(1))).memmap(root)
+    meta = json.loads((root / "meta.json").read_text())
+    (root / "meta.json").write_text(json.dumps({**meta, "device": "cuda:0"}))
+    if torch.cuda.is_available():
+        assert tdview.load_memmap(root).device == torch.device("cuda:0")
+    else:
+        with pytest.raises(DeviceUnavailableError, match=re.escape(
+                f"{root}: the saved tensordict records device 'cuda:0', which this process "
+                "cannot use") + ".*Pass device='cpu'"):
+            tdview.load_memmap(root)
+    loaded = tdview.load_memmap(root, device="cpu")
+    assert loaded.device == torch.device("cpu") and loaded["sub", "b"].tolist() == [0.0]
 
 
 def _chain(path: Path, depth: int) -> Path:

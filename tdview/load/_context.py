@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import DeviceUnavailableError
 from ..index import Checkpoint
 from ..storage import Store
 from ._mapping import archive_mapping
@@ -96,10 +97,28 @@ class LoadContext:
         return self.ckpt.store
 
     def device(self, name: str) -> torch.device:
-        """``torch.device(name)``, made once per load."""
+        """``torch.device(name)`` of a device a saved tensordict records, made (and tried)
+        once per load.
+
+        Raises
+        ------
+        DeviceUnavailableError
+            This process cannot use the device (a checkpoint saved on ``cuda:0`` read
+            where torch has no CUDA): the message says to pass ``device=``.
+        """
         found = self._devices.get(name)
         if found is None:
-            found = self._devices[name] = torch.device(name)
+            found = torch.device(name)
+            if found.type not in ("cpu", "meta"):
+                try:
+                    torch.empty(0, device=found)
+                except (RuntimeError, AssertionError, NotImplementedError) as exc:
+                    raise DeviceUnavailableError(
+                        f"{self.ckpt.path}: the saved tensordict records device {name!r}, "
+                        f"which this process cannot use ({exc}). Pass device='cpu' (or "
+                        "another device) to load it there."
+                    ) from None
+            self._devices[name] = found
         return found
 
     def strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
