@@ -532,3 +532,40 @@ def test_read_only_files_are_left_untouched(tmp_path: Path) -> None:
     finally:
         for d in (tmp_path, ck, ck / "sub"):
             d.chmod(0o755)
+
+
+_OVERWRITE = r"""
+import shutil, sys
+from tdview.errors import ArchiveError
+from tdview.storage import ArchiveStore
+path, small = sys.argv[1], sys.argv[2]
+store = ArchiveStore(path)
+with open(path, "r+b") as f, open(small, "rb") as g:  # what `cp small path` does
+    f.truncate(0)
+    shutil.copyfileobj(g, f)
+for read in (lambda: store.read_bytes("sub/meta.json", 1 << 20),
+             lambda: store.payload("a.memmap"), lambda: store.decompress("a.memmap")):
+    try:
+        read()
+    except ArchiveError as error:
+        print("refused:", error)
+"""
+
+
+def test_an_archive_overwritten_in_place_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """A smaller file copied over an open archive (same inode): reading the mapping past
+    the new end would kill the process with SIGBUS; each read checks the size first."""
+    import subprocess
+    import sys
+
+    big = write(tmp_path, craft_zip([META, ("a.memmap", b"\1" * 50_000),
+                                     ("sub/meta.json", b"{}")]), "big.tdz")
+    small = write(tmp_path, craft_zip([META]), "small.tdz")
+    run = subprocess.run([sys.executable, "-c", _OVERWRITE, str(big), str(small)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    lines = run.stdout.splitlines()
+    assert len(lines) == 3, run.stdout
+    size = small.stat().st_size
+    assert all(f"{big} changed since it was opened: it is now {size} bytes" in line
+               for line in lines)

@@ -164,6 +164,7 @@ class ArchiveStore(Store):
             start = self._offsets.get(key)
             if start is None:
                 start = self.payload_offset(key)
+            self.check_intact()
             data = self.mapping[start : start + e.size]
             if zlib.crc32(data) == e.crc32:
                 return data
@@ -179,6 +180,24 @@ class ArchiveStore(Store):
         if key is not None:
             check_key(key, self.root)
         return os.access(self.root, os.W_OK)
+
+    def check_intact(self) -> None:
+        """Raise ``ArchiveError`` when the file is now shorter than when it was opened.
+
+        Pages of the mapping past the file's new end cannot be read: the process would
+        be killed (SIGBUS), so every read of the mapping asks first (one ``fstat``). A
+        file copied over the archive in place is the usual cause; tensordict's own
+        writers replace the file instead, which leaves this mapping whole.
+        """
+        try:
+            size = self.mapping.size()
+        except (OSError, ValueError):  # closed, or the descriptor is gone
+            return
+        if size < self.file_size:
+            raise ArchiveError(
+                f"{self.root} changed since it was opened: it is now {size} bytes, it was "
+                f"{self.file_size} bytes. Open it again."
+            )
 
     def close(self) -> None:
         """Release the mapping; views handed out keep it alive until they are dropped."""
@@ -225,6 +244,7 @@ class ArchiveStore(Store):
                 f"corrupt entry {e.name!r} in {self.root}: its local header at offset {at} "
                 f"runs past the end of the file ({self.file_size} bytes)."
             )
+        self.check_intact()
         fields = LOCAL.unpack_from(self.mapping, at)
         sig, name_len, extra_len = fields[0], fields[9], fields[10]
         if sig != LOCAL_SIG:
@@ -283,6 +303,7 @@ class ArchiveStore(Store):
         if not fresh:
             return
         columns = catalog.columns
+        self.check_intact()
         found = payload_offsets(self.mapping, columns, [row for _, row in fresh],
                                 catalog.starts)
         fields = columns.rows()
@@ -328,6 +349,7 @@ class ArchiveStore(Store):
         """Return the stored (possibly compressed) bytes of an entry, without copying."""
         e = self._readable(key)
         start = self.payload_offset(key)
+        self.check_intact()
         return self._view[start : start + e.stored_size]
 
     def payload(self, key: str) -> memoryview:
