@@ -446,3 +446,52 @@ def test_dispatcher_survives_a_failing_send(session: Session) -> None:
     dispatcher.close()
     dispatcher.receive(request("node", {"path": []}, rid=3))  # after close: dropped
     assert calls == [1, 2]
+
+
+def _utf8_send(sent: list, done: threading.Event, expected: int):
+    """A ``send`` that packs as ipykernel's comm does (strict UTF-8 JSON)."""
+    def send(content: dict, buffers: list) -> None:
+        json.dumps(content, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        sent.append(content)
+        if len(sent) == expected:
+            done.set()
+    return send
+
+
+def test_dispatcher_answers_odd_requests(session: Session) -> None:
+    """A method that is no string, and text without a UTF-8 form (a lone surrogate, which
+    the browser's JSON.stringify writes): each gets an error reply that can be sent."""
+    sent: list[dict] = []
+    done = threading.Event()
+    dispatcher = Dispatcher(session, _utf8_send(sent, done, 3))
+    dispatcher.receive({"kind": "tdview:request", "v": 1, "id": 1, "method": ["load"],
+                        "params": {}})
+    dispatcher.receive(request("node", {"path": ["\ud800"]}, rid=2))
+    dispatcher.receive(request("search", {"pattern": "a\udfffb", "limit": 5}, rid=3))
+    assert done.wait(30)
+    dispatcher.close()
+    by_id = {content["id"]: content for content in sent}
+    assert {1, 2, 3} == set(by_id)
+    assert all(not c["ok"] and c["error"]["type"] == "RequestError" for c in by_id.values())
+    assert "UTF-8" in by_id[2]["error"]["message"] and "UTF-8" in by_id[3]["error"]["message"]
+
+
+def test_a_key_without_a_utf8_form_is_sent_replaced(tmp_path: Path) -> None:
+    """A hostile meta.json names a key with a lone surrogate: its siblings are served, the
+    key shows with U+FFFD, and its leaf has a problem instead of failing the level."""
+    path = tmp_path / "ck"
+    TensorDict(x=torch.zeros(3)).memmap(path)
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "\ud800bad": meta["x"]}))
+    sent: list[dict] = []
+    done = threading.Event()
+    dispatcher = Dispatcher(Session(Checkpoint(path), str(path)), _utf8_send(sent, done, 1))
+    dispatcher.receive(request("children", {"path": [], "offset": 0, "limit": 10}, rid=1))
+    assert done.wait(30)
+    dispatcher.close()
+    (reply,) = sent
+    assert reply["ok"], reply
+    children = {c["key"]: c for c in reply["result"]["children"]}
+    assert set(children) == {"x", "\ufffdbad"}
+    assert not children["x"]["problems"]
+    assert "no file-name form" in children["\ufffdbad"]["problems"][0]

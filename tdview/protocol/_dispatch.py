@@ -11,6 +11,7 @@ done) answers ``Cancelled`` instead of its result, and a cancelled load binds no
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +41,7 @@ Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
 _MAX_MARKS = 4096
 _SLOW = frozenset({"preview", "load"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -194,7 +196,7 @@ class Dispatcher:
             handle(self.session, content, buffers)
             return
         method = content.get("method") if isinstance(content, dict) else None
-        pool = self._slow if method in _SLOW else self._fast
+        pool = self._slow if isinstance(method, str) and method in _SLOW else self._fast
         try:
             future = pool.submit(self._answer, content, buffers)
         except RuntimeError:  # shut down
@@ -230,6 +232,22 @@ class Dispatcher:
 
     def _safe_send(self, content: dict, buffers: list[bytes]) -> None:
         try:
-            self._send(content, buffers)
+            try:
+                self._send(content, buffers)
+            except UnicodeEncodeError:
+                # a lone surrogate (a key of a hostile meta.json) has no UTF-8 form: send
+                # it as U+FFFD rather than leave the request unanswered
+                self._send(_utf8_safe(content), buffers)
         except Exception:  # noqa: BLE001 - a closed comm must not kill the worker
             log.exception("tdview: could not send a message")
+
+
+def _utf8_safe(value: Any) -> Any:
+    """``value`` with every string made encodable as UTF-8 (lone surrogates -> U+FFFD)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_utf8_safe(k): _utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_utf8_safe(v) for v in value]
+    return value

@@ -64,15 +64,26 @@ def _text(params: dict[str, Any], key: str, method: str, *, nullable: bool = Fal
     value = _field(params, key, method)
     if value is None and nullable:
         return None
-    if not isinstance(value, str) or len(value) > _MAX_TEXT:
-        raise _fail(f"{method} params.{key}", "a string", value)
+    if not isinstance(value, str) or len(value) > _MAX_TEXT or not _utf8(value):
+        raise _fail(f"{method} params.{key}", "a string (of UTF-8 text)", value)
     return value
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (no lone surrogate): a reply echoing it must."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _path(params: dict[str, Any], method: str) -> tuple[str, ...]:
     value = _field(params, "path", method)
-    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        raise _fail(f"{method} params.path", "a list of strings", value)
+    if not isinstance(value, list) or not all(isinstance(p, str) and _utf8(p) for p in value):
+        raise _fail(f"{method} params.path", "a list of strings (of UTF-8 text)", value)
     if len(value) > 1024:
         raise _fail(f"{method} params.path", "at most 1024 keys", len(value))
     return tuple(value)

@@ -91,12 +91,15 @@ def name_problem(name: str, *, windows: bool = False) -> str | None:
     """
     if (name and name[0] not in "/." and name[-1] != "/" and "//" not in name
             and "/." not in name and "\x00" not in name
-            and not (windows and ("\\" in name or name[1:2] == ":"))):
+            and not (windows and ("\\" in name or name[1:2] == ":"))
+            and (name.isascii() or has_file_name(name))):
         return None  # the common name, in a few substring searches
     if not name:
         return "is empty"
     if "\x00" in name:
         return "contains a NUL character"
+    if not has_file_name(name):
+        return "has no file-name form (it holds a lone surrogate)"
     if windows and "\\" in name:
         return "contains a backslash (a separator on Windows)"
     if name[0] == "/":
@@ -109,6 +112,15 @@ def name_problem(name: str, *, windows: bool = False) -> str | None:
         if part in ("", "."):
             return "has an empty or '.' component"
     return None
+
+
+def has_file_name(name: str) -> bool:
+    """Whether ``name`` can be turned into the bytes of a file name (``os.fsencode``)."""
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def first_unsafe_name(names: list[str]) -> tuple[str, str] | None:

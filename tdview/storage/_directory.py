@@ -6,7 +6,7 @@ import os
 import stat
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import WINDOWS_PATHS, EntryInfo, Store, not_found
+from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, not_found
 from ._base import check_key as _check_any_key
 
 __all__ = ["DirectoryStore"]
@@ -392,4 +392,5 @@ def _plain_name(name: str, dirkey: str) -> bool:
     """Whether a name in directory ``dirkey`` surely passes ``check_key`` (no per-key
     check needed). Conservative: a name it refuses is checked, and probed, per key."""
     return bool(name) and name[0] != "." and "\x00" not in name and not (
-        WINDOWS_PATHS and ("\\" in name or (not dirkey and name[1:2] == ":")))
+        WINDOWS_PATHS and ("\\" in name or (not dirkey and name[1:2] == ":"))) and (
+        name.isascii() or has_file_name(name))
