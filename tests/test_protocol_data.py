@@ -280,6 +280,33 @@ def test_cancelled_load_binds_nothing(session: Session) -> None:
     assert sent[-1]["ok"] is False and sent[-1]["error"]["type"] == "Cancelled"
 
 
+def test_a_cancel_that_arrives_while_binding_leaves_a_done_load(session: Session) -> None:
+    """Once the value is bound, the reply says so, whatever cancel comes in after."""
+    def bind(value: object) -> None:
+        session.cancel(12)  # arrives between the last check and the binding
+    session.on_load = bind
+    reply, _ = handle(session, request("load", load_params(["replay"], "kept"), rid=12))
+    assert reply is not None and reply["ok"], reply
+    assert reply["result"]["variable"] == "kept" and "kept" in session.namespace
+
+
+@pytest.mark.parametrize("name, bound", [("ｒｅｐｌａｙ", "replay"), ("ℌ", "H"), ("x1", "x1")])
+def test_load_binds_the_name_python_reads(session: Session, name: str, bound: str) -> None:
+    reply, _ = call(session, "load", **load_params(["replay"], name))
+    assert reply["ok"], reply.get("error")
+    assert reply["result"]["variable"] == bound and list(session.namespace) == [bound]
+    assert reply["result"]["code"].startswith(f"{bound} = tdview.load_memmap(")
+
+
+@pytest.mark.parametrize("name", ["__builtins__", "__name__", "In", "Out", "get_ipython",
+                                  "_", "__", "_i", "_ii", "_i3", "_7", "_oh", "exit"])
+def test_load_refuses_names_python_and_ipython_use(session: Session, name: str) -> None:
+    reply, _ = call(session, "load", **load_params(["replay"], name))
+    assert reply["ok"] is False and reply["error"]["type"] == "RequestError"
+    assert "Python and IPython do not use" in reply["error"]["message"]
+    assert session.namespace == {}
+
+
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_preview_nested_leaf(tmp_path: Path) -> None:
     parts = [torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(4, 3)]

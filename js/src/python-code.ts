@@ -77,11 +77,18 @@ export const PY_KEYWORDS: ReadonlySet<string> = new Set([
 
 const IDENTIFIER = /^[\p{XID_Start}_][\p{XID_Continue}]*$/u;
 
-/** Why `name` is not a usable Python variable name, or null when it is. */
+/** Names Python and IPython use (the kernel refuses them too, see `_messages.py`):
+ * dunders, IPython's input and output history, and its own names. */
+const RESERVED = /^(?:__\w*__|_+|_i+|_i\d+|_\d+|_[oid]h|In|Out|get_ipython|exit|quit)$/u;
+
+/** Why `name` is not a usable Python variable name, or null when it is. Python reads
+ * identifiers in NFKC form ("ｘ" is x), so that is the form checked. */
 export function identifierProblem(name: string): string | null {
   if (name === "") return "empty";
-  if (!IDENTIFIER.test(name)) return `${JSON.stringify(name)} is not a Python identifier`;
-  if (PY_KEYWORDS.has(name)) return `${JSON.stringify(name)} is a Python keyword`;
+  const read = name.normalize("NFKC");
+  if (!IDENTIFIER.test(read)) return `${JSON.stringify(name)} is not a Python identifier`;
+  if (PY_KEYWORDS.has(read)) return `${JSON.stringify(name)} is a Python keyword`;
+  if (RESERVED.test(read)) return `${JSON.stringify(name)} is a name Python or IPython uses`;
   return null;
 }
 

@@ -38,7 +38,7 @@ describe("keyTuple and subpathLiteral", () => {
 
 describe("identifiers", () => {
   it("accept Python identifiers, Unicode ones included", () => {
-    for (const name of ["sub", "_", "x1", "café", "données_2", "match", "type"]) {
+    for (const name of ["sub", "_x", "x1", "café", "données_2", "match", "type"]) {
       expect(isIdentifier(name), name).toBe(true);
     }
   });
@@ -50,6 +50,13 @@ describe("identifiers", () => {
     expect(identifierProblem("class")).toBe('"class" is a Python keyword');
     expect(identifierProblem("None")).toMatch(/keyword/);
     expect(identifierProblem("")).toBe("empty");
+    for (const name of ["__builtins__", "In", "Out", "_", "_i3", "_7", "get_ipython"]) {
+      expect(identifierProblem(name), name).toBe(
+        `${JSON.stringify(name)} is a name Python or IPython uses`,
+      );
+    }
+    expect(identifierProblem("ｒｅｐｌａｙ")).toBeNull(); // Python reads it as "replay"
+    expect(identifierProblem("_private")).toBeNull();
   });
 
   it("suggest a variable name from the key", () => {

@@ -158,7 +158,8 @@ def handle(
             raise NoCheckpointError(session.error or f"{session.source}: no checkpoint is open")
         session.check(request.id)
         result, out = _run(session, request, progress_fn)
-        session.check(request.id)
+        if request.method != "load":  # a load checks before it binds: after, it is done
+            session.check(request.id)
         return reply_ok(request.id, result), out
     except Exception as error:  # noqa: BLE001 - every failure becomes an error reply
         if not isinstance(error, (TDViewError, OSError, ValueError, TypeError)):

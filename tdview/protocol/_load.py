@@ -172,8 +172,8 @@ def load(
     bind : callable, optional
         Called with the loaded value before it is bound (the widget keeps it).
     check : callable, optional
-        Called once the subtree is loaded, before anything is bound: raise from it to
-        drop the result (cancellation).
+        Called once the subtree is loaded and described, right before anything is bound:
+        raise from it to drop the result (cancellation). Nothing checks after binding.
 
     Examples
     --------
@@ -193,15 +193,16 @@ def load(
         raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
     value = load_subtree(ckpt, path, device=device, mode=params["mode"],
                          allow_pickle=params["allow_pickle"], progress=progress)
-    check()
-    if bind is not None:
-        bind(value)
-    if variable is not None and namespace is not None:
-        namespace[variable] = value
-    return {
+    result = {
         "path": list(path),
         "summary": short_repr(value),
         "variable": variable,
         "code": load_code(source, path, device, params["mode"], params["allow_pickle"],
                           variable),
     }
+    check()  # the last chance to cancel: once bound, the load is reported as done
+    if bind is not None:
+        bind(value)
+    if variable is not None and namespace is not None:
+        namespace[variable] = value
+    return result

@@ -9,6 +9,8 @@ protocol lets objects gain keys without a version bump); a missing or mistyped k
 from __future__ import annotations
 
 import keyword
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,10 @@ def _text(params: dict[str, Any], key: str, method: str, *, nullable: bool = Fal
     return value
 
 
+# Dunders (``__builtins__``...), IPython's input and output history and its own names.
+_RESERVED = re.compile(r"__\w*__|_+|_i+|_i\d+|_\d+|_[oid]h|In|Out|get_ipython|exit|quit")
+
+
 def _utf8(text: str) -> bool:
     """Whether ``text`` has a UTF-8 form (no lone surrogate): a reply echoing it must."""
     if text.isascii():
@@ -104,9 +110,16 @@ def _totals(params: dict[str, Any], method: str) -> bool:
 
 
 def _variable(params: dict[str, Any]) -> str | None:
+    """The name to bind: NFKC-normalized as Python reads identifiers (else "ｘ" would be
+    bound where no code can reach it), and none that IPython or Python itself use."""
     name = _text(params, "variable", "load", nullable=True)
-    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+    if name is None:
+        return None
+    name = unicodedata.normalize("NFKC", name)
+    if not name.isidentifier() or keyword.iskeyword(name):
         raise _fail("load params.variable", "a Python identifier or null", name)
+    if _RESERVED.fullmatch(name):
+        raise _fail("load params.variable", "a name that Python and IPython do not use", name)
     return name
 
 
