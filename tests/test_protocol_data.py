@@ -175,6 +175,22 @@ def test_statistics_are_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stats["nan"] == 11 and int(hist["counts"].sum()) == finite.numel()
 
 
+@pytest.mark.parametrize("values, std", [
+    ([1e200] * 5, 0.0),                      # a first merge multiplied inf by 0
+    ([1e200, 2e200, 3e200], 1e200),          # squared deviations beyond float64
+    ([-1.7e308, 1.7e308, 0.0], 1.7e308),     # and a span beyond it
+])
+def test_statistics_of_huge_values(monkeypatch: pytest.MonkeyPatch, values, std) -> None:
+    monkeypatch.setattr(_preview, "CHUNK", 2)  # merges across chunks too
+    stats, hist = statistics(torch.tensor(values, dtype=torch.float64))
+    assert stats["std"] == pytest.approx(std, rel=1e-12)
+    assert stats["mean"] == pytest.approx(sum(v / 8 for v in values) / len(values) * 8,
+                                          rel=1e-12, abs=1e294)
+    edges = hist["edges"]
+    assert bool(edges.isfinite().all()) and float(edges[0]) <= min(values)
+    assert float(edges[-1]) >= max(values) and int(hist["counts"].sum()) == len(values)
+
+
 def test_statistics_stop_when_check_raises() -> None:
     def stop() -> None:
         raise KeyboardInterrupt

@@ -84,25 +84,38 @@ def _values64(chunk: torch.Tensor) -> torch.Tensor:
 
 
 class _Moments:
-    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.)."""
+    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.).
+
+    The squared deviations are kept in units of ``scale``, a power of two at least the
+    largest magnitude met, so that values near 1e200 or 1e308 do not overflow to inf."""
 
     def __init__(self) -> None:
-        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+        self.n, self.mean, self.m2, self.scale = 0, 0.0, 0.0, 1.0
         self.lo, self.hi = math.inf, -math.inf
 
     def add(self, finite: torch.Tensor) -> None:
         n_b = finite.numel()
         if n_b == 0:
             return
-        mean_b = float(finite.mean())
-        m2_b = float(((finite - mean_b) ** 2).sum())
+        lo, hi = float(finite.min()), float(finite.max())
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+        scale = max(self.scale, 2.0 ** min(math.frexp(max(-lo, hi))[1], 1023))
+        self.m2 *= (self.scale / scale) ** 2
+        self.scale = scale
+        mean_b = float((finite / scale).mean()) * scale
+        m2_b = float((((finite - mean_b) / scale) ** 2).sum())
+        if self.n == 0:
+            self.n, self.mean, self.m2 = n_b, mean_b, m2_b
+            return
         n = self.n + n_b
-        delta = mean_b - self.mean
-        self.mean += delta * n_b / n
-        self.m2 += m2_b + delta * delta * self.n * n_b / n
+        delta = mean_b / scale - self.mean / scale
+        self.mean += delta * n_b / n * scale
+        self.m2 += m2_b + delta * delta * (self.n * n_b / n)
         self.n = n
-        self.lo = min(self.lo, float(finite.min()))
-        self.hi = max(self.hi, float(finite.max()))
+
+    def std(self) -> float | None:
+        """The sample standard deviation (None for fewer than two values)."""
+        return math.sqrt(self.m2 / (self.n - 1)) * self.scale if self.n > 1 else None
 
 
 def _chunks(flat: torch.Tensor, check: Callable[[], None]):
@@ -149,7 +162,7 @@ def statistics(
         nan += int(values.isnan().sum())
         inf += int(values.isinf().sum())
         moments.add(values[values.isfinite()])
-    std = math.sqrt(moments.m2 / (moments.n - 1)) if moments.n > 1 else None
+    std = moments.std()
     stats = {
         "min": finite_or_none(moments.lo) if moments.n else None,
         "max": finite_or_none(moments.hi) if moments.n else None,
@@ -165,6 +178,9 @@ def statistics(
 def _histogram(flat: torch.Tensor, lo: float, hi: float, exact: bool,
                check: Callable[[], None]) -> dict[str, torch.Tensor]:
     span = hi - lo
+    # values from near -1.8e308 to near 1.8e308 have a span of inf: bin them halved (a
+    # power of two: the edges scale back exactly)
+    scale = 1.0 if math.isfinite(span) else 0.5
     if exact and span + 1 <= BINS:
         bins, lo, hi = int(span) + 1, lo - 0.5, hi + 0.5
     else:
@@ -174,8 +190,9 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, exact: bool,
     counts = torch.zeros(bins, dtype=torch.int64)
     for values in _chunks(flat, check):
         finite = values if exact else values[values.isfinite()]
-        counts += torch.histc(finite, bins=bins, min=lo, max=hi).to(torch.int64)
-    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+        counts += torch.histc(finite * scale, bins=bins, min=lo * scale,
+                              max=hi * scale).to(torch.int64)
+    edges = torch.linspace(lo * scale, hi * scale, bins + 1, dtype=torch.float64) / scale
     return {"edges": edges, "counts": counts}
 
 
