@@ -403,6 +403,15 @@ def test_a_recorded_device_this_process_lacks(tmp_path: Path) -> None:
     assert loaded.device == torch.device("cpu") and loaded["sub", "b"].tolist() == [0.0]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="loads there: test_cuda_device")
+def test_an_asked_device_this_process_lacks(saved: Path) -> None:
+    with pytest.raises(DeviceUnavailableError, match=re.escape(
+            f"{saved}: device='cuda' was asked for, which this process cannot use")):
+        tdview.load_memmap(saved, device="cuda")
+    with Checkpoint(saved) as ckpt, pytest.raises(DeviceUnavailableError):
+        ckpt.load_leaf("a", device="cuda:0")
+
+
 def _chain(path: Path, depth: int) -> Path:
     """An archive of ``depth`` TensorDicts nested one in the other, "a/a/.../x"."""
     import zipfile

@@ -14,7 +14,7 @@ from ..errors import LimitExceededError, SubpathError, TDViewError
 from ..format import decode_name, encode_key, is_safe_legacy_key
 from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
 from ..index._paths import join_key
-from ._context import LoadContext, check_mode
+from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor
 from ._mapping import check_writable
 from ._nodes import build
@@ -43,7 +43,7 @@ def load_memmap(
     check_mode(mode)
     check_allow_pickle(allow_pickle)
     check_out(out)
-    device = _device(device)
+    device = _device(device, os.fspath(prefix))
     ckpt = Checkpoint(prefix, robust_key=robust_key)
     try:
         return load_checkpoint(ckpt, subpath, device, non_blocking, out=out, mode=mode,
@@ -52,8 +52,13 @@ def load_memmap(
         ckpt.close()
 
 
-def _device(device: DeviceLike) -> torch.device | None:
-    return None if device is None else torch.device(device)
+def _device(device: DeviceLike, where: object) -> torch.device | None:
+    """``device`` as a ``torch.device``, checked usable (``where``: the checkpoint)."""
+    if device is None:
+        return None
+    found = torch.device(device)
+    check_usable(found, f"{where}: device={device!r} was asked for")
+    return found
 
 
 def load_checkpoint(
@@ -92,7 +97,7 @@ def load_checkpoint(
     check_out(out)
     if type(num_threads) is not int or num_threads < 0:
         raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
-    device = _device(device)
+    device = _device(device, ckpt.path)
     node = resolve_subpath(ckpt, subpath)
     ctx = _context(ckpt, device, mode, allow_pickle, progress)
     if node.dirkey is not None:
@@ -271,7 +276,7 @@ def load_leaf(ckpt: Checkpoint, subpath: Any, device: DeviceLike = None,
     torch.Size([2, 3, 1])
     """
     check_mode(mode)
-    device = _device(device)
+    device = _device(device, ckpt.path)
     node = ckpt.node(subpath)
     if not node.is_leaf:
         raise SubpathError(

@@ -16,7 +16,7 @@ from ..storage import Store
 from ._mapping import archive_mapping
 from ._prefetch import Prefetcher
 
-__all__ = ["MODES", "LoadContext", "check_mode", "user_stacklevel"]
+__all__ = ["MODES", "LoadContext", "check_mode", "check_usable", "user_stacklevel"]
 
 MODES = (None, "r", "r+")
 
@@ -49,6 +49,21 @@ def check_mode(mode: object) -> None:
     """
     if not (mode is None or (isinstance(mode, str) and mode in ("r", "r+"))):
         raise ValueError(f"mode must be 'r', 'r+' or None, got {mode!r}.")
+
+
+def check_usable(device: torch.device, what: str) -> None:
+    """Raise ``DeviceUnavailableError`` (``what``, then why and what to do) unless this
+    process can put a tensor on ``device``. One empty tensor is made: torch's own errors
+    for a missing backend are an ``AssertionError``, a ``RuntimeError`` or worse."""
+    if device.type in ("cpu", "meta"):
+        return
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, NotImplementedError, ImportError) as exc:
+        raise DeviceUnavailableError(
+            f"{what}, which this process cannot use ({exc}). Pass device='cpu' (or another "
+            "device) to load it there."
+        ) from None
 
 
 @dataclass
@@ -109,15 +124,8 @@ class LoadContext:
         found = self._devices.get(name)
         if found is None:
             found = torch.device(name)
-            if found.type not in ("cpu", "meta"):
-                try:
-                    torch.empty(0, device=found)
-                except (RuntimeError, AssertionError, NotImplementedError) as exc:
-                    raise DeviceUnavailableError(
-                        f"{self.ckpt.path}: the saved tensordict records device {name!r}, "
-                        f"which this process cannot use ({exc}). Pass device='cpu' (or "
-                        "another device) to load it there."
-                    ) from None
+            check_usable(found, f"{self.ckpt.path}: the saved tensordict records device "
+                                f"{name!r}")
             self._devices[name] = found
         return found
 
