@@ -200,6 +200,16 @@ def test_devices(session: Session) -> None:
         assert 0 <= cpu["free_bytes"] <= cpu["total_bytes"]
 
 
+def test_load_code_of_a_leaf() -> None:
+    """The lines js/tests/python-code.test.ts expects of loadCode for a leaf."""
+    from tdview.protocol._load import load_code
+
+    assert load_code("ckpt.tdz", ("replay", "reward"), "cpu", "r", False, "r", leaf=True) == (
+        'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")')
+    assert load_code("ckpt.tdz", ("a/b",), "cpu", None, True, None, leaf=True) == (
+        'tdview.Checkpoint("ckpt.tdz").load_leaf(("a/b",), device="cpu", mode=None)')
+
+
 def test_load_code_spells_keys_with_a_slash_as_a_tuple() -> None:
     from tdview.protocol._load import load_code
 

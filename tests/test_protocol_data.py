@@ -233,6 +233,20 @@ def test_load_code_runs(session: Session) -> None:
     assert namespace["nxt"].batch_size == torch.Size([1000])
 
 
+def test_load_a_leaf_binds_its_tensor(session: Session, reference) -> None:
+    import tdview
+
+    reply, _ = call(session, "load", **load_params(["replay", "reward"], "rw"))
+    assert reply["ok"], reply.get("error")
+    loaded = session.namespace["rw"]
+    assert isinstance(loaded, torch.Tensor) and torch.equal(loaded, reference["reward"])
+    code = reply["result"]["code"]
+    assert code.startswith("rw = tdview.Checkpoint(") and ".load_leaf(" in code
+    namespace = {"tdview": tdview}
+    exec(code, namespace)  # noqa: S102 - our own generated line
+    assert torch.equal(namespace["rw"], loaded)
+
+
 def test_load_pickles_need_permission(session: Session) -> None:
     reply, _ = call(session, "load", **load_params(["tags"], "tags"))
     assert reply["ok"] is False and "pickle" in reply["error"]["message"].lower()

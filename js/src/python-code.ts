@@ -114,23 +114,32 @@ export interface LoadCodeArgs {
   mode: Mode;
   allowPickle: boolean;
   variable: string | null;
+  /** The path names a tensor leaf: it loads with `Checkpoint.load_leaf`. */
+  leaf?: boolean;
 }
 
 /**
- * The line that loads the same subtree with tdview (as `_load.load_code` writes it): the
- * subpath as `"a/b"`, or as a tuple when a key holds a "/".
+ * The line that loads the same subtree (or tensor leaf) with tdview (as `_load.load_code`
+ * writes it): the subpath as `"a/b"`, or as a tuple when a key holds a "/".
  *
  * @example loadCode({source: "ckpt.tdz", path: ["replay"], device: "cpu", mode: "r",
  *   allowPickle: false, variable: "replay"}) ===
  *   'replay = tdview.load_memmap("ckpt.tdz", subpath="replay", device="cpu", mode="r")'
  */
 export function loadCode(args: LoadCodeArgs): string {
-  const parts = [pyString(args.source)];
-  if (args.path.length > 0)
-    parts.push(`subpath=${subpathLiteral(args.path) ?? keyTuple(args.path)}`);
-  parts.push(`device=${pyString(args.device)}`);
-  parts.push(`mode=${args.mode === null ? "None" : pyString(args.mode)}`);
-  if (args.allowPickle) parts.push("allow_pickle=True");
-  const call = `tdview.load_memmap(${parts.join(", ")})`;
+  const where = args.path.length > 0 ? (subpathLiteral(args.path) ?? keyTuple(args.path)) : "";
+  const options = [
+    `device=${pyString(args.device)}`,
+    `mode=${args.mode === null ? "None" : pyString(args.mode)}`,
+  ];
+  let call: string;
+  if (args.leaf) {
+    // a tensor has no pickles
+    call = `tdview.Checkpoint(${pyString(args.source)}).load_leaf(${[where, ...options].join(", ")})`;
+  } else {
+    const parts = [pyString(args.source), ...(where ? [`subpath=${where}`] : []), ...options];
+    if (args.allowPickle) parts.push("allow_pickle=True");
+    call = `tdview.load_memmap(${parts.join(", ")})`;
+  }
   return args.variable ? `${args.variable} = ${call}` : call;
 }

@@ -350,6 +350,7 @@ export class LoadPanel {
       mode: MODES.find((m) => m.value === this.#mode.value)?.mode ?? null,
       allowPickle: this.#unlock.checked,
       variable: variable === "" ? null : variable,
+      leaf: this.#node?.kind === "leaf",
     };
   }
 

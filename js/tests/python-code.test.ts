@@ -79,6 +79,22 @@ describe("loadCode", () => {
     variable: "replay",
   };
 
+  it("loads a tensor leaf with Checkpoint.load_leaf, as load_code does", () => {
+    expect(loadCode({ ...base, path: ["replay", "reward"], variable: "r", leaf: true })).toBe(
+      'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")',
+    );
+    expect(
+      loadCode({
+        ...base,
+        path: ["a/b"],
+        mode: null,
+        allowPickle: true,
+        variable: null,
+        leaf: true,
+      }),
+    ).toBe('tdview.Checkpoint("ckpt.tdz").load_leaf(("a/b",), device="cpu", mode=None)');
+  });
+
   it("matches tdview.protocol._load.load_code", () => {
     // The examples of load_code's docstring and of tests/test_protocol.py.
     expect(loadCode(base)).toBe(

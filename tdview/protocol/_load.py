@@ -72,8 +72,8 @@ def check_device(device: str) -> str:
 
 
 def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
-              allow_pickle: bool, variable: str | None) -> str:
-    """The Python line that loads the same subtree with tdview.
+              allow_pickle: bool, variable: str | None, *, leaf: bool = False) -> str:
+    """The Python line that loads the same subtree (or, ``leaf``, tensor) with tdview.
 
     Examples
     --------
@@ -81,19 +81,25 @@ def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
     'replay = tdview.load_memmap("ckpt.tdz", subpath="replay", device="cpu", mode="r")'
     >>> load_code("ckpt.tdz", ("a/b",), "cpu", None, True, None)
     'tdview.load_memmap("ckpt.tdz", subpath=("a/b",), device="cpu", mode=None, allow_pickle=True)'
+    >>> load_code("ckpt.tdz", ("replay", "reward"), "cpu", "r", False, "r", leaf=True)
+    'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")'
     """
-    args = [json.dumps(source)]
+    where = ""
     if path and any(not key or "/" in key for key in path):
         # "a/b" would split such a key: spell the nested key as a tuple instead.
         keys = ", ".join(json.dumps(key) for key in path)
-        args.append(f"subpath=({keys}{',' if len(path) == 1 else ''})")
+        where = f"({keys}{',' if len(path) == 1 else ''})"
     elif path:
-        args.append(f"subpath={json.dumps('/'.join(path))}")
-    args.append(f"device={json.dumps(device)}")
-    args.append(f"mode={json.dumps(mode) if mode is not None else 'None'}")
-    if allow_pickle:
-        args.append("allow_pickle=True")
-    call = f"tdview.load_memmap({', '.join(args)})"
+        where = json.dumps("/".join(path))
+    options = [f"device={json.dumps(device)}",
+               f"mode={json.dumps(mode) if mode is not None else 'None'}"]
+    if leaf:  # a tensor has no pickles
+        call = f"tdview.Checkpoint({json.dumps(source)}).load_leaf({', '.join([where, *options])})"
+    else:
+        args = [json.dumps(source), *([f"subpath={where}"] if where else []), *options]
+        if allow_pickle:
+            args.append("allow_pickle=True")
+        call = f"tdview.load_memmap({', '.join(args)})"
     return f"{variable} = {call}" if variable else call
 
 
@@ -155,8 +161,9 @@ def load(
     bind: Callable[[Any], None] | None = None,
     check: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
-    """Run a ``load`` request: load the subtree, bind it to ``params["variable"]`` in
-    ``namespace`` (when both are given), and return ``LoadResult``.
+    """Run a ``load`` request: load the subtree (or the tensor, for a leaf), bind it to
+    ``params["variable"]`` in ``namespace`` (when both are given), and return
+    ``LoadResult``.
 
     Parameters
     ----------
@@ -185,20 +192,25 @@ def load(
     'replay = tdview.load_memmap("demo_ckpt", subpath="replay", device="cpu", mode="r")'
     """
     path = params["path"]
-    if path:
-        ckpt.node(path)  # a clear SubpathError before anything is read
+    leaf = bool(path) and ckpt.node(path).is_leaf  # a clear SubpathError before any read
     device = check_device(params["device"])
     variable = params["variable"]
     if variable is not None and namespace is None:
         raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
-    value = load_subtree(ckpt, path, device=device, mode=params["mode"],
-                         allow_pickle=params["allow_pickle"], progress=progress)
+    if leaf:
+        report = progress or (lambda done, total, label: None)
+        report(0, 1, "/".join(path))
+        value = ckpt.load_leaf(path, device=device, mode=params["mode"])
+        report(1, 1, "/".join(path))
+    else:
+        value = load_subtree(ckpt, path, device=device, mode=params["mode"],
+                             allow_pickle=params["allow_pickle"], progress=progress)
     result = {
         "path": list(path),
         "summary": short_repr(value),
         "variable": variable,
         "code": load_code(source, path, device, params["mode"], params["allow_pickle"],
-                          variable),
+                          variable, leaf=leaf),
     }
     check()  # the last chance to cancel: once bound, the load is reported as done
     if bind is not None:
