@@ -349,6 +349,25 @@ def test_preview_nested_leaf(tmp_path: Path) -> None:
     np.testing.assert_array_equal(decode(result["slice"], buffers), flat.numpy())
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("archive", [False, True])
+def test_preview_of_a_nested_leaf_reads_its_packed_elements(tmp_path: Path,
+                                                           archive: bool) -> None:
+    """The components lie packed in the leaf's storage: the preview views them there (a
+    concatenated copy took as much memory again as the leaf)."""
+    parts = [torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(4, 3) + 100]
+    td = TensorDict(n=torch.nested.nested_tensor(parts), batch_size=[2])
+    path = tmp_path / ("c.tdz" if archive else "c")
+    td.save(path) if archive else td.memmap(path)
+    with Checkpoint(path) as ckpt:
+        nested = ckpt.load_leaf("n")
+        flat = _preview._packed(nested)
+        assert flat.untyped_storage().data_ptr() == nested.untyped_storage().data_ptr()
+        assert torch.equal(flat, torch.cat([p.reshape(-1) for p in parts]))
+        result, buffers = preview(Session(ckpt, str(path)), ["n"], rows=100)
+    assert result["stats"]["count"] == 18 and result["stats"]["max"] == 111.0
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_load_to_cuda(session: Session, reference: TensorDict) -> None:
     reply, _ = call(session, "load", **load_params(["replay"], "on_gpu", device="cuda:0"))

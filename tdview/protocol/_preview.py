@@ -202,6 +202,20 @@ def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, An
     return {"dtype": dtype, "shape": list(tensor.shape), "buffer": len(buffers) - 1}
 
 
+def _packed(nested: torch.Tensor) -> torch.Tensor:
+    """The elements of a nested (strided) tensor, component after component, as one 1-d
+    tensor: a view of its storage when the components lie packed in it from its start
+    (as tdview's loader lays them out), a copy otherwise."""
+    sizes = nested._nested_tensor_size()
+    strides, offsets = torch._nested_compute_contiguous_strides_offsets(sizes)
+    if (torch.equal(nested._nested_tensor_strides(), strides)
+            and torch.equal(nested._nested_tensor_storage_offsets(), offsets)):
+        numel = int(sizes.prod(-1).sum()) if sizes.numel() else 0
+        return torch.empty(0, dtype=nested.dtype).set_(nested.untyped_storage(), 0, (numel,))
+    parts = [t.reshape(-1) for t in nested.unbind(0)]
+    return torch.cat(parts) if parts else torch.empty(0, dtype=nested.dtype)
+
+
 def preview(
     ckpt: Checkpoint, path: tuple[str, ...], rows: int,
     check: Callable[[], None] = lambda: None,
@@ -237,8 +251,7 @@ def preview(
                                       "not a tensor: only tensor leaves have a preview")
     tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
     if tensor.is_nested:
-        parts = [t.reshape(-1) for t in tensor.unbind(0)]
-        tensor = torch.cat(parts) if parts else torch.empty(0, dtype=tensor.dtype)
+        tensor = _packed(tensor)
     shown, display_dtype = _display(_table(tensor, rows))
     stats, histogram = statistics(tensor, check)
     buffers: list[bytes] = []
