@@ -368,6 +368,29 @@ def test_preview_of_a_nested_leaf_reads_its_packed_elements(tmp_path: Path,
     assert result["stats"]["count"] == 18 and result["stats"]["max"] == 111.0
 
 
+def test_preview_refuses_to_decompress_beyond_the_free_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compressed leaf is decompressed whole for its preview: when that takes more than
+    half the memory available, the preview is refused with the sizes; a mapped leaf reads
+    only its pages and is previewed."""
+    from tensordict import pack_memmap
+
+    TensorDict(big=torch.zeros(4096), tiny=torch.ones(2)).memmap(tmp_path / "d")
+    pack_memmap(tmp_path / "d", tmp_path / "z.tdz", compression="deflate")
+    monkeypatch.setattr(_preview, "host_memory",
+                        lambda: {"free_bytes": 20_000, "total_bytes": 40_000})
+    with Checkpoint(tmp_path / "z.tdz") as ckpt:
+        reply, buffers = call(Session(ckpt, "z"), "preview", path=["big"], rows=4)
+        assert reply["ok"] is False and buffers == []
+        assert reply["error"]["type"] == "LimitExceededError"
+        assert ("z.tdz::big.memmap: a preview of this leaf would decompress all 16,384 bytes "
+                "of it into memory, more than half of the 20,000 bytes available"
+                in reply["error"]["message"])
+        assert preview(Session(ckpt, "z"), ["tiny"], rows=4)[0]["stats"]["count"] == 2
+    with Checkpoint(tmp_path / "d") as ckpt:
+        assert preview(Session(ckpt, "d"), ["big"], rows=4)[0]["stats"]["count"] == 4096
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_load_to_cuda(session: Session, reference: TensorDict) -> None:
     reply, _ = call(session, "load", **load_params(["replay"], "on_gpu", device="cuda:0"))

@@ -16,7 +16,7 @@ from ._messages import RequestError
 MAX_SUMMARY_CHARS = 4000
 
 
-def _host_memory() -> dict[str, int | None]:
+def host_memory() -> dict[str, int | None]:
     """Available and total RAM from ``/proc/meminfo`` (Linux), else both None."""
     sizes: dict[str, int | None] = {"free_bytes": None, "total_bytes": None}
     try:
@@ -40,7 +40,7 @@ def devices() -> dict[str, Any]:
     >>> devices()["devices"][0]["name"]
     'cpu'
     """
-    found: list[dict[str, Any]] = [{"name": "cpu", **_host_memory()}]
+    found: list[dict[str, Any]] = [{"name": "cpu", **host_memory()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             try:

@@ -32,9 +32,11 @@ from typing import Any
 
 import torch
 
-from ..errors import PreviewUnsupportedError
-from ..index import Checkpoint
+from ..errors import LimitExceededError, PreviewUnsupportedError
+from ..index import Checkpoint, Node, leaf_storage
+from ..index._facts import COPY, DECOMPRESS
 from ._json import finite_or_none
+from ._load import host_memory
 from ._nodes import dtype_name
 
 CHUNK = 1 << 22
@@ -202,6 +204,22 @@ def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, An
     return {"dtype": dtype, "shape": list(tensor.shape), "buffer": len(buffers) - 1}
 
 
+def _check_room(ckpt: Checkpoint, node: Node) -> None:
+    """Refuse to preview a leaf that must be decompressed (or copied) whole into more
+    than half the memory available now: a small hostile archive can declare gigabytes,
+    and one click must not get the kernel killed. A mapped leaf reads only its pages."""
+    facts = leaf_storage(ckpt.store, node)
+    if facts.cost not in (DECOMPRESS, COPY):
+        return
+    free = host_memory()["free_bytes"]
+    if free is not None and facts.size > free // 2:
+        raise LimitExceededError(
+            f"{facts.location}: a preview of this leaf would {facts.cost} all {facts.size:,} "
+            f"bytes of it into memory, more than half of the {free:,} bytes available now. "
+            "Load it where it fits instead (the Load form shows what it takes)."
+        )
+
+
 def _packed(nested: torch.Tensor) -> torch.Tensor:
     """The elements of a nested (strided) tensor, component after component, as one 1-d
     tensor: a view of its storage when the components lie packed in it from its start
@@ -249,6 +267,7 @@ def preview(
     if not node.is_leaf or node.record is None:
         raise PreviewUnsupportedError(f"{'/'.join(path) or '<root>'} is a {node.kind}, "
                                       "not a tensor: only tensor leaves have a preview")
+    _check_room(ckpt, node)
     tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
     if tensor.is_nested:
         tensor = _packed(tensor)
