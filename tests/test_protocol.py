@@ -392,14 +392,18 @@ def test_cancel_messages() -> None:
         parse_cancel({"kind": "tdview:cancel", "v": 1})
     session = Session(None, "x")
     assert handle(session, {"kind": "tdview:cancel", "v": 1, "id": 5}) == (None, [])
+    assert not session.is_cancelled(5)  # no request 5 is pending: nothing to cancel
+    session.expect(5)  # what the dispatcher notes when request 5 arrives
+    assert handle(session, {"kind": "tdview:cancel", "v": 1, "id": 5}) == (None, [])
     assert session.is_cancelled(5)
     assert handle(session, {"kind": "tdview:cancel", "v": 1}) == (None, [])
 
 
 def test_cancelled_request_answers_cancelled(session: Session) -> None:
+    session.expect(8589934593)  # received, waiting for a worker
     session.cancel(8589934593)
-    error = failed(session, "node", path=["replay"])
-    assert error["type"] == "Cancelled"
+    reply, _ = handle(session, request("node", {"path": ["replay"]}), expected=True)
+    assert reply is not None and reply["error"]["type"] == "Cancelled"
     assert not session.is_cancelled(8589934593)  # forgotten once answered
     assert ok(session, "node", path=["replay"])["key"] == "replay"
 
@@ -505,3 +509,19 @@ def test_a_key_without_a_utf8_form_is_sent_replaced(tmp_path: Path) -> None:
     assert set(children) == {"x", "\ufffdbad"}
     assert not children["x"]["problems"]
     assert "no file-name form" in children["\ufffdbad"]["problems"][0]
+
+
+def test_a_cancel_of_no_pending_request_stops_nothing_later(session: Session) -> None:
+    """Cancels of an id never sent, or already answered, are not kept: a later request
+    that reuses the id runs."""
+    session.cancel(5)
+    assert ok(session, "node", path=[])  # id 8589934593: also cancelled before, below
+    session.cancel(8589934593)
+    assert ok(session, "node", path=[])
+    sent: list[dict] = []
+    done = threading.Event()
+    dispatcher = Dispatcher(session, _utf8_send(sent, done, 1))
+    dispatcher.receive(request("node", {"path": []}, rid=5))
+    assert done.wait(30)
+    dispatcher.close()
+    assert sent[0]["id"] == 5 and sent[0]["ok"], sent

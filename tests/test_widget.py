@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,8 +113,15 @@ def test_message_handler_replies(view: TDView) -> None:
 
 def test_cancel_through_the_handler(view: TDView) -> None:
     recorder = Recorder(view)
+    busy = threading.Event()
+    view._dispatcher._fast.submit(busy.wait, 30)  # the worker is busy: request 77 waits
+    message = {"kind": "tdview:request", "v": 1, "id": 77, "method": "node",
+               "params": {"path": ["replay"]}}
+    view._on_custom_msg(view, message, [])
     view._on_custom_msg(view, {"kind": "tdview:cancel", "v": 1, "id": 77}, [])
-    reply = recorder.ask("node", rid=77, path=["replay"])
+    busy.set()
+    assert view._dispatcher.drain(60)
+    (reply,) = [c for c, _ in recorder.sent if c["kind"] == "tdview:reply" and c["id"] == 77]
     assert reply["ok"] is False and reply["error"]["type"] == "Cancelled"
 
 

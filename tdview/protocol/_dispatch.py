@@ -61,11 +61,21 @@ class Session:
     error: str = ""
     on_load: Callable[[Any], None] | None = None
     _marks: OrderedDict[int, None] = field(default_factory=OrderedDict, repr=False)
+    _pending: dict[int, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def cancel(self, request_id: int) -> None:
-        """Mark ``request_id`` cancelled (the oldest marks are dropped past 4096)."""
+    def expect(self, request_id: int) -> None:
+        """Note a request received and not answered yet: only such a request can be
+        cancelled (a cancel of another id must not stop a later request that reuses it)."""
         with self._lock:
+            self._pending[request_id] = self._pending.get(request_id, 0) + 1
+
+    def cancel(self, request_id: int) -> None:
+        """Mark ``request_id`` cancelled if it is pending (the oldest marks are dropped
+        past 4096)."""
+        with self._lock:
+            if request_id not in self._pending:
+                return
             self._marks[request_id] = None
             while len(self._marks) > _MAX_MARKS:
                 self._marks.popitem(last=False)
@@ -80,7 +90,13 @@ class Session:
             raise Cancelled(f"request {request_id} was cancelled")
 
     def forget(self, request_id: int) -> None:
+        """A request answered: its mark goes with the last pending request of its id."""
         with self._lock:
+            left = self._pending.get(request_id, 1) - 1
+            if left > 0:
+                self._pending[request_id] = left
+                return
+            self._pending.pop(request_id, None)
             self._marks.pop(request_id, None)
 
 
@@ -112,7 +128,7 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
 
 def handle(
     session: Session, message: object, buffers: list[bytes] | None = None,
-    progress_fn: ProgressFn | None = None,
+    progress_fn: ProgressFn | None = None, *, expected: bool = False,
 ) -> Reply:
     """Answer one message: ``(reply, buffers)``; ``reply`` is None for a cancel.
 
@@ -125,6 +141,8 @@ def handle(
         The message's binary buffers (no v1 request carries any).
     progress_fn : callable, optional
         ``progress_fn(done, total, label)`` for ``load`` progress.
+    expected : bool
+        The request was noted pending (:meth:`Session.expect`) when it was received.
 
     Returns
     -------
@@ -151,7 +169,11 @@ def handle(
     try:
         request = parse_request(message)
     except RequestError as error:
+        if expected:
+            session.forget(message_id(message) or 0)
         return reply_error(message_id(message) or 0, "RequestError", str(error), None), []
+    if not expected:
+        session.expect(request.id)
     path = request.params.get("path")
     try:
         if session.ckpt is None:
@@ -198,9 +220,12 @@ class Dispatcher:
             return
         method = content.get("method") if isinstance(content, dict) else None
         pool = self._slow if isinstance(method, str) and method in _SLOW else self._fast
+        request_id = message_id(content) or 0
+        self.session.expect(request_id)  # cancellable from now on, while it waits
         try:
             future = pool.submit(self._answer, content, buffers)
         except RuntimeError:  # shut down
+            self.session.forget(request_id)
             log.debug("tdview: a message arrived after close")
             return
         self._futures.add(future)
@@ -227,7 +252,7 @@ class Dispatcher:
             last[0] = now
             self._safe_send(progress(request_id, done, total, label), [])
 
-        reply, out = handle(self.session, content, buffers, report)
+        reply, out = handle(self.session, content, buffers, report, expected=True)
         if reply is not None:
             self._safe_send(reply, out)
 
