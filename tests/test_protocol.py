@@ -303,6 +303,8 @@ def test_bad_path(session: Session) -> None:
     [
         None, [], "x", {},
         {"kind": "tdview:request", "v": 2, "id": 1, "method": "node", "params": {"path": []}},
+        {"kind": "tdview:request", "v": 1.0, "id": 1, "method": "node", "params": {"path": []}},
+        {"kind": "tdview:request", "v": True, "id": 1, "method": "node", "params": {"path": []}},
         {"kind": "tdview:request", "v": 1, "id": -1, "method": "node", "params": {"path": []}},
         {"kind": "tdview:request", "v": 1, "id": 1.5, "method": "node", "params": {"path": []}},
         {"kind": "tdview:request", "v": 1, "id": True, "method": "node", "params": {"path": []}},

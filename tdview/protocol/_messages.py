@@ -158,7 +158,7 @@ def _envelope(message: object, kind: str) -> dict[str, Any]:
         raise _fail("message", "an object", message)
     if message.get("kind") != kind:
         raise _fail("message.kind", repr(kind), message.get("kind"))
-    if message.get("v") != PROTOCOL_VERSION or isinstance(message.get("v"), bool):
+    if type(message.get("v")) is not int or message.get("v") != PROTOCOL_VERSION:
         raise _fail("message.v", f"protocol version {PROTOCOL_VERSION}", message.get("v"))
     if message_id(message) is None:
         raise _fail("message.id", "a non-negative integer", message.get("id"))
