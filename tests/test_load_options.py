@@ -412,6 +412,19 @@ def test_an_asked_device_this_process_lacks(saved: Path) -> None:
         ckpt.load_leaf("a", device="cuda:0")
 
 
+def test_a_nested_tensordict_that_does_not_fit_its_parent(tmp_path: Path) -> None:
+    root = tmp_path / "bs"
+    TensorDict(a=torch.ones(5, 2), sub=TensorDict(b=torch.zeros(5, 3), batch_size=[5]),
+               batch_size=[5]).memmap(root)
+    meta = json.loads((root / "sub" / "meta.json").read_text())
+    meta["shape"], meta["b"]["shape"] = [3], [3, 3]
+    (root / "sub" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointFormatError, match=re.escape(
+            f"{root / 'sub'}: 'sub' does not fit in its parent '<root>' (batch size [5])")):
+        tdview.load_memmap(root)
+    assert tdview.load_memmap(root, subpath="sub").batch_size == (3,)
+
+
 def _chain(path: Path, depth: int) -> Path:
     """An archive of ``depth`` TensorDicts nested one in the other, "a/a/.../x"."""
     import zipfile

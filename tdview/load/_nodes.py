@@ -17,7 +17,7 @@ import torch
 from tensordict import TensorDict, is_tensorclass
 from tensordict.tensorclass import NonTensorDataBase
 
-from ..errors import LimitExceededError
+from ..errors import CheckpointFormatError, LimitExceededError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
 from ..index import LEAF, Node, show_path
 from . import _out
@@ -148,7 +148,14 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             value = build(ctx, child, device, existing)
             if value is not existing:
                 # validated: checks the batch size, broadcasts NonTensorData, moves devices
-                result._set_str(key, value, validated=False, inplace=False)
+                try:
+                    result._set_str(key, value, validated=False, inplace=False)
+                except (RuntimeError, ValueError) as error:
+                    raise CheckpointFormatError(
+                        f"{ctx.store.display(child.dirkey or '')}: {show_path(child.path)!r} "
+                        f"does not fit in its parent {show_path(node.path)!r} (batch size "
+                        f"{list(meta.batch_size)}): {error}"
+                    ) from None
             loaded.add(key)
             continue
         if direct is not None:
