@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import threading
 import warnings
 from pathlib import Path
@@ -423,6 +424,23 @@ def test_a_nested_tensordict_that_does_not_fit_its_parent(tmp_path: Path) -> Non
             f"{root / 'sub'}: 'sub' does not fit in its parent '<root>' (batch size [5])")):
         tdview.load_memmap(root)
     assert tdview.load_memmap(root, subpath="sub").batch_size == (3,)
+
+
+def test_a_folder_the_store_refuses_is_left_out_with_its_reason(tmp_path: Path) -> None:
+    root = tmp_path / "ck"
+    TensorDict(a=torch.ones(1), sub=TensorDict(b=torch.ones(2))).memmap(root)
+    outside = tmp_path / "elsewhere"
+    shutil.move(root / "sub", outside)
+    (root / "sub").symlink_to(outside)
+    with pytest.warns(UserWarning) as record:
+        loaded = tdview.load_memmap(root)
+    assert list(loaded.keys()) == ["a"]
+    (message,) = [str(w.message) for w in record]
+    assert f"'sub' of {root}: its folder {root / 'sub'} cannot be read" in message
+    assert f"resolves to {outside}, outside the checkpoint root" in message
+    assert "tensordict" not in message
+    with Checkpoint(root) as ckpt:
+        assert "cannot be read" in ckpt.node("sub").problems[0]
 
 
 def _chain(path: Path, depth: int) -> Path:

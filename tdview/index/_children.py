@@ -140,7 +140,10 @@ def tensordict_children(
             yield _leaf(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
             folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
-            yield make((*path, key), folder, record.type_hint)
+            node = make((*path, key), folder, record.type_hint)
+            if folder is None:
+                _explain_folder(store, dirkey, key, robust, node)
+            yield node
     if meta.legacy_no_collection_records:
         yield from _listed_collections(store, path, dirkey, meta, make)
 
@@ -204,7 +207,10 @@ def tensordict_child(
             if isinstance(record, LeafRecord):
                 return _leaf(store, path + (key,), dirkey, record, robust=robust)
             folder = collection_dir(store, dirkey, key, robust=robust)
-            return make(path + (key,), folder, record.type_hint)
+            node = make(path + (key,), folder, record.type_hint)
+            if folder is None:
+                _explain_folder(store, dirkey, key, robust, node)
+            return node
     return None
 
 
@@ -230,6 +236,22 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
     elif file is None and (record.is_nested or (record.numel or 0) > 0):
         node.problems.append(_absence(store, tried))
     return node
+
+
+def _explain_folder(store: Store, dirkey: str, key: str, robust: bool, node: Node) -> None:
+    """Say why a collection's folder was not found when the store refuses it (a symlink
+    out of the checkpoint, a loop...) rather than that it is missing."""
+    names = _names(key, robust=robust, collection=True)
+    if not names:
+        return
+    folder = join_key(dirkey, names[0])
+    try:
+        store.list_dir(folder)
+    except (TDViewError, OSError) as exc:
+        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            return
+        node.problems[:] = [f"its folder {store.display(folder)} cannot be read: "
+                            f"{str(exc).rstrip('.')}"]
 
 
 def _absence(store: Store, key: str) -> str:

@@ -186,9 +186,10 @@ def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -
         return False
     if child.dirkey is None:
         problem = "; ".join(child.problems) or "its folder is missing"
+        # tensordict leaves out a missing folder too; one the store refuses it would read
+        also = " (tensordict also leaves it out)" if problem.endswith("is missing") else ""
         warnings.warn(f"tdview left out {show_path(child.path)!r} of {ctx.ckpt.path}: "
-                      f"{problem} (tensordict also leaves it out).", UserWarning,
-                      stacklevel=user_stacklevel())
+                      f"{problem}{also}.", UserWarning, stacklevel=user_stacklevel())
         return False
     return True
 
