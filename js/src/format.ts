@@ -19,6 +19,10 @@ export function humanBytes(bytes: number | null): string {
   }
   if (unit === 0) return `${value} B`;
   const digits = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  // 999,999 B is 999.999 kB, which rounds to "1000 KB": show it as the next unit
+  if (Number(value.toFixed(digits)) >= 1000 && unit < UNITS.length - 1) {
+    return `${(value / 1000).toFixed(2)} ${UNITS[unit + 1]}`;
+  }
   return `${value.toFixed(digits)} ${UNITS[unit]}`;
 }
 

@@ -149,6 +149,22 @@ function summarize(node: MemoryNode, path: Path): NodeSummary {
   };
 }
 
+/** What the kernel sends as a preview's table: rows by the remaining dims flattened in C
+ * order, cut to 50 columns (a 1-d leaf stays 1-d). */
+function tableSlice(
+  display: BufferDtype,
+  shape: readonly number[],
+  nRows: number,
+  shown: number[],
+) {
+  if (shape.length < 2) return { dtype: display, shape: [nRows], data: typedArray(display, shown) };
+  const width = shape.slice(1).reduce((a, b) => a * b, 1);
+  const cols = Math.min(width, 50);
+  const cells: number[] = [];
+  for (let r = 0; r < nRows; r++) cells.push(...shown.slice(r * width, r * width + cols));
+  return { dtype: display, shape: [nRows, cols], data: typedArray(display, cells) };
+}
+
 export class MemoryDataSource implements DataSource {
   readonly log: LogEntry[] = [];
   inFlight = 0;
@@ -254,11 +270,7 @@ export class MemoryDataSource implements DataSource {
         dtype,
         shape: summary.shape,
         display_dtype: display,
-        slice: {
-          dtype: display,
-          shape: [nRows, ...summary.shape.slice(1)],
-          data: typedArray(display, shown),
-        },
+        slice: tableSlice(display, summary.shape, nRows, shown),
         stats: {
           min: finite.length ? Math.min(...finite) : null,
           max: finite.length ? Math.max(...finite) : null,

@@ -78,6 +78,8 @@ export class App {
   readonly #onSelect: ((path: Path) => void) | undefined;
   readonly #detailsDelayMs: number;
   #detailsTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Set by `dispose`: replies and reveals that end later change nothing. */
+  #disposed = false;
   #shownPath: string | null = null;
 
   constructor(options: AppOptions) {
@@ -117,11 +119,13 @@ export class App {
   async reveal(path: Path): Promise<boolean> {
     if (!this.tree || !this.view) return false;
     const index = await this.tree.revealPath(path);
+    if (this.#disposed) return false;
     if (index >= 0) this.view.scrollToIndex(index);
     return index >= 0;
   }
 
   dispose(): void {
+    this.#disposed = true;
     clearTimeout(this.#detailsTimer);
     this.tree?.dispose();
     this.view?.dispose();
@@ -130,6 +134,7 @@ export class App {
   }
 
   #selectionChanged(): void {
+    if (this.#disposed) return; // a rebuilt view must not write `selected` nor ask
     const path = this.tree?.selectedPath ?? null;
     const key = path && JSON.stringify(path);
     if (key === this.#shownPath) return;

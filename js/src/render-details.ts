@@ -212,6 +212,7 @@ export class DetailsPanel {
     this.#details = null;
     this.preview.suspend();
     this.loader.setNode(null);
+    this.#info.classList.remove("tdview-loading"); // of a show() this one supersedes
     if (path === null) {
       this.#info.replaceChildren();
       this.#hideActions();

@@ -393,7 +393,11 @@ export class LoadPanel {
   }
 
   #showResult(result: LoadResult): void {
-    this.#resultCode = result.code;
+    // the kernel's line stands for the form only while the form shows the loaded node
+    // (the user may have selected another one meanwhile: Copy code must copy its line)
+    if (JSON.stringify(this.#node?.path) === JSON.stringify(result.path)) {
+      this.#resultCode = result.code;
+    }
     const where = result.path.join("/") || "the whole checkpoint";
     const head = el("p", "tdview-load-done");
     head.append(`Loaded ${where} `);

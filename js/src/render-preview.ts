@@ -33,6 +33,11 @@ function statText(value: number | null): string {
   return value === null ? "—" : formatValue(value, "float64");
 }
 
+/** A min or max: a whole number (every min and max of an integer leaf) shown exactly. */
+function extremeText(value: number | null): string {
+  return value !== null && Number.isSafeInteger(value) ? String(value) : statText(value);
+}
+
 /** Index of flat column `j` over `dims` (C order), e.g. "1,0" for j = 3 over [2, 3]. */
 export function columnLabel(j: number, dims: readonly number[]): string {
   if (dims.length <= 1) return String(j);
@@ -100,8 +105,8 @@ export function tableCaption(data: PreviewData): string {
 export function statsTable(stats: PreviewStats): HTMLElement {
   const box = el("div", "tdview-stats");
   const entries: [string, string][] = [
-    ["min", statText(stats.min)],
-    ["max", statText(stats.max)],
+    ["min", extremeText(stats.min)],
+    ["max", extremeText(stats.max)],
     ["mean", statText(stats.mean)],
     ["std", statText(stats.std)],
     ["NaN", formatCount(stats.nan)],

@@ -174,7 +174,9 @@ export class TreeModel {
     return this.#indexOf({ level: level.parent, index: level.ownerIndex });
   }
 
+  /** Selects a row (the user's choice: a reveal still under way gives up). */
   selectIndex(index: number): void {
+    this.#revealToken++;
     const pos = this.#rows()[index];
     if (!pos || index === this.#selIndex) return;
     this.#sel = pos;
@@ -196,6 +198,7 @@ export class TreeModel {
   }
 
   collapse(index: number): void {
+    this.#revealToken++; // the user's choice: a reveal under way gives up
     const pos = this.#rows()[index];
     if (!pos || !this.#isOpen(pos)) return;
     if (pos.level) pos.level.open.delete(pos.index);
@@ -423,14 +426,16 @@ export class TreeModel {
 
   #fill(level: Level, page: number, result: ChildrenResult): void {
     let structural = false;
+    let moved = false;
     if (result.total !== level.total) {
       structural = true;
       level.total = result.total;
       level.items.length = result.total;
       for (const i of level.open) if (i >= result.total) level.open.delete(i);
       for (const [key, i] of level.byKey) if (i >= result.total) level.byKey.delete(key);
+      moved = this.#clampSelection(level);
     }
-    const selectedBefore = this.#nodeAt(this.#sel);
+    const selectedBefore = moved ? undefined : this.#nodeAt(this.#sel);
     result.children.forEach((child, i) => {
       const index = result.offset + i;
       if (index >= level.total) return;
@@ -439,7 +444,25 @@ export class TreeModel {
     });
     level.pages.set(page, "loaded");
     if (structural) this.#flat = null;
-    this.#emit({ rows: true, selection: this.#nodeAt(this.#sel) !== selectedBefore });
+    this.#emit({ rows: true, selection: moved || this.#nodeAt(this.#sel) !== selectedBefore });
+  }
+
+  /**
+   * The level has fewer rows than it announced: a selection on (or below) a row past its
+   * end moves to its last row, or to its parent when it is empty. True when it moved.
+   */
+  #clampSelection(level: Level): boolean {
+    for (let pos: Pos = this.#sel; pos.level; ) {
+      if (pos.level === level && pos.index >= level.total) {
+        this.#sel =
+          level.total > 0
+            ? { level, index: level.total - 1 }
+            : { level: level.parent, index: level.ownerIndex };
+        return true;
+      }
+      pos = { level: pos.level.parent, index: pos.level.ownerIndex };
+    }
+    return false;
   }
 
   #emit(change: TreeChange): void {

@@ -11,6 +11,9 @@ describe("format", () => {
     expect(humanBytes(21_168_000)).toBe("21.2 MB");
     expect(humanBytes(123_456_789_012)).toBe("123 GB");
     expect(humanBytes(5e18)).toBe("5000 PB");
+    // rounding to three digits reaches the next unit: say it in that unit
+    expect(humanBytes(999_999)).toBe("1.00 MB");
+    expect(humanBytes(999_499)).toBe("999 KB");
   });
 
   it("groups counts", () => {

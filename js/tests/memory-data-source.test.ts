@@ -56,6 +56,20 @@ describe("MemoryDataSource", () => {
     expect(preview.histogram?.edges.data).toHaveLength(11);
   });
 
+  it("sends a table as the kernel does: rows by the other dims flattened", async () => {
+    const tree = new MemoryDataSource({
+      key: "",
+      children: [
+        { key: "t", shape: [2, 2, 3], data: Array.from({ length: 12 }, (_, i) => i) },
+        { key: "v", shape: [3], data: [7, 8, 9] },
+      ],
+    });
+    const table = await tree.preview(["t"], 20);
+    expect(table.slice.shape).toEqual([2, 6]);
+    expect([...table.slice.data]).toEqual(Array.from({ length: 12 }, (_, i) => i));
+    expect((await tree.preview(["v"], 2)).slice.shape).toEqual([2]);
+  });
+
   it("loads with progress and gives reproducing code", async () => {
     const seen: number[] = [];
     const result = await source.load(

@@ -83,6 +83,20 @@ describe("the preview of the golden bfloat16 leaf", () => {
     expect(tableCaption(data)).toBe("first 4 of 1,000 rows");
   });
 
+  it("shows a whole min and max exactly, and the mean as a float", () => {
+    const stats = statsTable({
+      min: 1234567,
+      max: 2 ** 53 + 2,
+      mean: 1234567.5,
+      std: 0,
+      nan: 0,
+      inf: 0,
+      count: 2,
+    });
+    const values = cells(stats, ".tdview-stat-value");
+    expect(values.slice(0, 3)).toEqual(["1234567", "9.0072e+15", "1.23457e+6"]);
+  });
+
   it("lists the statistics", () => {
     const stats = statsTable(
       data.stats ?? { min: null, max: null, mean: null, std: null, nan: 0, inf: 0, count: 0 },
