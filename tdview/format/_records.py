@@ -228,6 +228,17 @@ class TensorDictNode(NodeBase):
             self.__dict__["_load_order"] = order  # a cache, not a field (frozen)
         return order
 
+    def entry(self, key: str) -> LeafRecord | CollectionRecord | None:
+        """The entry of ``key`` (None when the node records none), from a dict made on
+        the first call: looking up every key of a level of 100,000 stays linear."""
+        by_key = self.__dict__.get("_by_key")
+        if by_key is None:
+            by_key = {}
+            for e in self.entries:
+                by_key.setdefault(e.key, e)  # the first, as a scan in order finds it
+            self.__dict__["_by_key"] = by_key  # a cache, not a field (frozen)
+        return by_key.get(key)
+
     @property
     def leaves(self) -> tuple[LeafRecord, ...]:
         """The leaf records, in file order."""

@@ -272,7 +272,8 @@ class Checkpoint:
             return next((c for c in ch.json_field_children(node.path, meta) if c.key == key),
                         None)
         if ch.has_members(meta):
-            return ch.member_child(self.store, node.path, dirkey, key, make)
+            return ch.member_child(self.store, node.path, dirkey, key, make,
+                                   node.lookup_cache)
         if ch.has_source(meta) and key == ch.VIEW_SOURCE:
             return self._read_children(node)[0]
         return None

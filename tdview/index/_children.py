@@ -202,16 +202,16 @@ def tensordict_child(
 ) -> Node | None:
     """The child ``key`` of a TensorDict node, without looking at its siblings (None if the
     node records no such entry)."""
-    for record in meta.entries:
-        if record.key == key:
-            if isinstance(record, LeafRecord):
-                return _leaf(store, path + (key,), dirkey, record, robust=robust)
-            folder = collection_dir(store, dirkey, key, robust=robust)
-            node = make(path + (key,), folder, record.type_hint)
-            if folder is None:
-                _explain_folder(store, dirkey, key, robust, node)
-            return node
-    return None
+    record = meta.entry(key)
+    if record is None:
+        return None
+    if isinstance(record, LeafRecord):
+        return _leaf(store, path + (key,), dirkey, record, robust=robust)
+    folder = collection_dir(store, dirkey, key, robust=robust)
+    node = make(path + (key,), folder, record.type_hint)
+    if folder is None:
+        _explain_folder(store, dirkey, key, robust, node)
+    return node
 
 
 def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool) -> Node:
@@ -288,11 +288,18 @@ def member_children(
 
 
 def member_child(store: Store, path: NestedPath, dirkey: str, key: str,
-                 make: MakeCollection) -> Node | None:
-    """Member ``key`` (``"0"``, ``"1"``...) of a lazy stack, if it is before the first gap."""
+                 make: MakeCollection, known: Collection[str] = ()) -> Node | None:
+    """Member ``key`` (``"0"``, ``"1"``...) of a lazy stack, if it is before the first gap.
+
+    ``known``: members found before, whose folders (and those before them) need no check
+    again, so that looking members up one after the other stays linear."""
     if not key.isdigit() or not key.isascii() or str(int(key)) != key:
         return None
-    if not all(store.is_dir(join_key(dirkey, str(i))) for i in range(int(key) + 1)):
+    last = int(key)
+    first = last
+    while first > 0 and str(first - 1) not in known:
+        first -= 1
+    if not all(store.is_dir(join_key(dirkey, str(i))) for i in range(first, last + 1)):
         return None
     return make(path + (key,), join_key(dirkey, key), None)
 

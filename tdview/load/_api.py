@@ -17,7 +17,7 @@ from ..index._paths import join_key
 from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor
 from ._mapping import check_writable
-from ._nodes import build
+from ._nodes import build, depth_room
 from ._out import check_out
 from ._pickles import check_allow_pickle
 from ._prefetch import Prefetcher
@@ -104,12 +104,13 @@ def load_checkpoint(
         ckpt.store.prepare(node.dirkey, payloads=ctx.read_data)
     if num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
         ctx.prefetch = _prefetcher(ckpt, node, num_threads)
+    ctx.max_depth = depth_room()
     try:
         with gc_paused():
             result = build(ctx, node, device, out)
     except RecursionError:
-        # MAX_LOAD_DEPTH keeps within the default limit; a caller deep in its own stack, or
-        # nesting that takes more frames per level, can still meet it
+        # depth_room counts the frames of a TensorDict in a TensorDict; nesting that takes
+        # more per level (tensorclasses, views) can still meet the limit
         raise LimitExceededError(
             f"{ckpt.path}: the tree below {show_path(node.path)!r} is nested too deep for "
             f"Python's recursion limit ({sys.getrecursionlimit()}). Load a deeper part "

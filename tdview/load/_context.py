@@ -84,8 +84,9 @@ class LoadContext:
         Called with the path of each leaf once it is loaded.
     dtypes : dict
         ``"torch.float32"`` -> ``torch.float32``, filled as leaves are met.
-    depth : int
-        How many nodes are being built, one inside the other (bounded).
+    depth, max_depth : int
+        How many nodes are being built, one inside the other, and how many may be
+        (``_nodes.depth_room``: what the recursion limit leaves).
     """
 
     ckpt: Checkpoint
@@ -96,6 +97,7 @@ class LoadContext:
     progress: Callable[[tuple[str, ...]], object] | None = None
     dtypes: dict[str, torch.dtype] = field(default_factory=dict)
     depth: int = 0
+    max_depth: int = 1 << 30
     _mapping: torch.Tensor | None = None
     _root: str | None = None
     is_archive: bool = field(init=False)

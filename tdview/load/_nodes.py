@@ -10,6 +10,7 @@ stacks and legacy views are rebuilt around their members or source.
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 from typing import Any
 
@@ -37,12 +38,22 @@ from ._leaves import file_leaf_tensor, leaf_tensor
 from ._pickles import non_tensor_extras
 from ._stacks import stack_values
 
-__all__ = ["build", "node_meta"]
+__all__ = ["build", "depth_room", "node_meta"]
 
 _SCALARS = (str, int, float, bool, type(None))
-#: The deepest nesting one load builds: each level takes two or three Python frames,
-#: and Python's default recursion limit is 1,000 (tensordict's loader fails at ~330).
-MAX_LOAD_DEPTH = 300
+#: Python frames each level of nesting takes in :func:`build` (a TensorDict in a
+#: TensorDict: ``build``, ``_tensordict``), and frames kept free for what a level calls.
+FRAMES_PER_LEVEL, SPARE_FRAMES = 2, 60
+
+
+def depth_room() -> int:
+    """How many tensordicts deep one load may build from here: what Python's recursion
+    limit leaves above the caller's frames (about 470 with the default limit, as deep as
+    tensordict's own loader goes; more after ``sys.setrecursionlimit``)."""
+    frame, used = sys._getframe(), 0
+    while frame is not None:
+        frame, used = frame.f_back, used + 1
+    return max(1, (sys.getrecursionlimit() - used - SPARE_FRAMES) // FRAMES_PER_LEVEL)
 
 
 def node_meta(ctx: LoadContext, node: Node) -> NodeMeta:
@@ -77,12 +88,13 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     >>> build(ctx, ckpt.root, None)                                  # doctest: +SKIP
     TensorDict(...)
     """
-    if ctx.depth >= MAX_LOAD_DEPTH:
+    if ctx.depth >= ctx.max_depth:
         raise LimitExceededError(
-            f"{ctx.store.display(node.dirkey or '')}: nested more than {MAX_LOAD_DEPTH} "
-            "tensordicts deep below the one being loaded, more than tdview loads in one call "
-            "(tensordict's own loader fails at about 330). Load a deeper part with "
-            "subpath=; the index and the viewer show trees of any depth."
+            f"{ctx.store.display(node.dirkey or '')}: nested more than {ctx.max_depth} "
+            "tensordicts deep below the one being loaded, more than Python's recursion limit "
+            f"({sys.getrecursionlimit()}) leaves room for. Load a deeper part with subpath= "
+            "(or raise the limit with sys.setrecursionlimit); the index and the viewer show "
+            "trees of any depth."
         )
     ctx.depth += 1  # counted here, not in a wrapper: one frame less per level
     try:

@@ -102,7 +102,10 @@ class DirectoryStore(Store):
                 found = _SLOW
         listings = self._listings
         self._held += held
-        while self._held > _HELD_NAMES and listings:  # drop the oldest
+        # drop the least recently used, but never the last one used: the parent a
+        # sub-folder was just found in (_dir_path), which may alone hold more names than
+        # the budget (a level of 100,000 folders would be listed again for each of them)
+        while self._held > _HELD_NAMES and len(listings) > 1:
             old = listings.pop(next(iter(listings)))
             self._held -= 1 + (len(old[1]) + len(old[2]) if type(old) is tuple else 0)
         listings[dirkey] = found
@@ -115,7 +118,12 @@ class DirectoryStore(Store):
         if not dirkey:
             return self._prefix
         parent, _, name = dirkey.rpartition("/")
-        up = self._listings.get(parent) or self._listing(parent)
+        listings = self._listings
+        up = listings.pop(parent, None)
+        if up is None:
+            up = self._listing(parent)
+        else:
+            listings[parent] = up  # now the most recently used (see _listing)
         if type(up) is not tuple:
             return up  # _MISSING or _SLOW
         entry = up[2].get(name)
