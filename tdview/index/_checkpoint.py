@@ -202,7 +202,8 @@ class Checkpoint:
                 known.clear()
             else:
                 node.children_cache = {child.path[-1]: child for child in children}
-        return list(node.children_cache.values())
+            node.children_order = tuple(node.children_cache.values())
+        return list(node.children_order)
 
     def load_items(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf
@@ -223,9 +224,11 @@ class Checkpoint:
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""
         node = where if isinstance(where, Node) else self.node(where)
-        items = self.children(node)
-        stop = len(items) if limit is None else offset + max(limit, 0)
-        return Page(node.path, offset, len(items), items[max(offset, 0) : stop])
+        if node.children_cache is None:
+            self.children(node)
+        items = node.children_order  # sliced, not copied whole: a page of a level of
+        stop = len(items) if limit is None else offset + max(limit, 0)  # 10^5 per request
+        return Page(node.path, offset, len(items), list(items[max(offset, 0) : stop]))
 
     def child(self, node: Node, key: str) -> Node | None:
         """The child ``key`` of ``node`` (``_tensordict`` reaches a tensorclass's fields)."""

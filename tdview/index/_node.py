@@ -57,6 +57,7 @@ class Node:
     problems: list[str] = field(default_factory=list)
     # Filled on first use by the checkpoint.
     children_cache: dict[str, Node] | None = None
+    children_order: tuple[Node, ...] = ()  # the same children, to page through by index
     rollup_cache: Any = None
     # Children found one by one (``Checkpoint.lookup``) before the whole list was read,
     # and the ``_tensordict`` node of a tensorclass (``Checkpoint.inner``; None: none).
