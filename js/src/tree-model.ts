@@ -435,7 +435,7 @@ export class TreeModel {
       for (const [key, i] of level.byKey) if (i >= result.total) level.byKey.delete(key);
       moved = this.#clampSelection(level);
     }
-    const selectedBefore = moved ? undefined : this.#nodeAt(this.#sel);
+    const selectedBefore = this.#nodeAt(this.#sel);
     result.children.forEach((child, i) => {
       const index = result.offset + i;
       if (index >= level.total) return;

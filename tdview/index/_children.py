@@ -139,11 +139,7 @@ def tensordict_children(
         elif isinstance(record, LeafRecord):
             yield _leaf(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
-            folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
-            node = make((*path, key), folder, record.type_hint)
-            if folder is None:
-                _explain_folder(store, dirkey, key, robust, node)
-            yield node
+            yield _collection(store, path, dirkey, record, make, robust, dirs)
     if meta.legacy_no_collection_records:
         yield from _listed_collections(store, path, dirkey, meta, make)
 
@@ -207,11 +203,7 @@ def tensordict_child(
         return None
     if isinstance(record, LeafRecord):
         return _leaf(store, path + (key,), dirkey, record, robust=robust)
-    folder = collection_dir(store, dirkey, key, robust=robust)
-    node = make(path + (key,), folder, record.type_hint)
-    if folder is None:
-        _explain_folder(store, dirkey, key, robust, node)
-    return node
+    return _collection(store, path, dirkey, record, make, robust)
 
 
 def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool) -> Node:
@@ -238,32 +230,41 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
     return node
 
 
-def _explain_folder(store: Store, dirkey: str, key: str, robust: bool, node: Node) -> None:
-    """Say why a collection's folder was not found when the store refuses it (a symlink
-    out of the checkpoint, a loop...) rather than that it is missing."""
+def _collection(store: Store, path: NestedPath, dirkey: str, record: CollectionRecord,
+                make: MakeCollection, robust: bool, dirs: Collection[str] = _NO_FILES) -> Node:
+    """The node of a collection entry; when its folder is not found and the store refuses
+    it (a symlink out of the checkpoint, a loop...), its problem says why."""
+    key = record.key
+    folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
+    node = make((*path, key), folder, record.type_hint)
     names = _names(key, robust=robust, collection=True)
-    if not names:
-        return
-    folder = join_key(dirkey, names[0])
-    try:
-        store.list_dir(folder)
-    except (TDViewError, OSError) as exc:
-        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
-            return
-        node.problems[:] = [f"its folder {store.display(folder)} cannot be read: "
-                            f"{str(exc).rstrip('.')}"]
+    if folder is None and names:
+        tried = join_key(dirkey, names[0])
+        reason = _refusal(store.list_dir, tried)
+        if reason is not None:
+            node.problems[:] = [f"its folder {store.display(tried)} cannot be read: {reason}"]
+    return node
 
 
 def _absence(store: Store, key: str) -> str:
     """Why a leaf's file is not there: it is missing, or the store refuses it (a symlink
     out of the checkpoint, a FIFO or device...), with the store's reason."""
+    reason = _refusal(store.entry, key)
+    if reason is None:
+        return f"the file {store.display(key)} is missing"
+    return f"the file {store.display(key)} cannot be read: {reason}"
+
+
+def _refusal(read: Callable[[str], object], key: str) -> str | None:
+    """The store's reason for refusing ``key`` when ``read(key)`` fails for another reason
+    than its absence; None when it is absent (or reads fine)."""
     try:
-        store.entry(key)
-    except FileNotFoundError:
-        pass
+        read(key)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     except (TDViewError, OSError) as exc:
-        return f"the file {store.display(key)} cannot be read: {str(exc).rstrip('.')}"
-    return f"the file {store.display(key)} is missing"
+        return str(exc).rstrip(".")
+    return None
 
 
 def _listed_collections(

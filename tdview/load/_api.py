@@ -43,7 +43,7 @@ def load_memmap(
     check_mode(mode)
     check_allow_pickle(allow_pickle)
     check_out(out)
-    device = _device(device, os.fspath(prefix))
+    device = None if device is None else torch.device(device)  # a bad string fails first
     ckpt = Checkpoint(prefix, robust_key=robust_key)
     try:
         return load_checkpoint(ckpt, subpath, device, non_blocking, out=out, mode=mode,
@@ -57,7 +57,7 @@ def _device(device: DeviceLike, where: object) -> torch.device | None:
     if device is None:
         return None
     found = torch.device(device)
-    check_usable(found, f"{where}: device={device!r} was asked for")
+    check_usable(found, f"{where}: device={str(found)!r} was asked for")
     return found
 
 

@@ -53,8 +53,7 @@ def check_allow_pickle(allow_pickle: object) -> None:
         raise TypeError("allow_pickle must be a bool or None.")
 
 
-def unpickle_file(store: Store, key: str, allow_pickle: bool | None,
-                  data: bytes | None = None) -> Any:
+def unpickle_file(store: Store, key: str, allow_pickle: bool | None) -> Any:
     """Unpickle one file of the checkpoint under the ``allow_pickle`` policy.
 
     Parameters
@@ -63,8 +62,6 @@ def unpickle_file(store: Store, key: str, allow_pickle: bool | None,
     key : str
         The store key of ``other.pickle`` or ``pickle.pkl``.
     allow_pickle : bool or None
-    data : bytes, optional
-        The file's bytes when the caller already read them.
 
     Raises
     ------
@@ -81,9 +78,7 @@ def unpickle_file(store: Store, key: str, allow_pickle: bool | None,
         raise PickleRefusedError(_REFUSAL.format(where=where))
     if allow_pickle is None:
         warnings.warn(PICKLE_WARNING, FutureWarning, stacklevel=user_stacklevel())
-    if data is None:
-        data = store.read_bytes(key, MAX_PICKLE_BYTES)
-    return pickle.loads(data)  # noqa: S301 - the caller allowed it (allow_pickle)
+    return pickle.loads(store.read_bytes(key, MAX_PICKLE_BYTES))  # noqa: S301 - the caller allowed it (allow_pickle)
 
 
 def non_tensor_extras(store: Store, dirkey: str, allow_pickle: bool | None) -> dict | None:

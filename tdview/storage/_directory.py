@@ -27,7 +27,6 @@ _Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str
 _HELD_NAMES = 16384
 
 
-
 def check_key(key: str, root: str) -> str:
     """:func:`~._base.check_key` for a key joined to a path of this system."""
     return _check_any_key(key, root, windows=WINDOWS_PATHS)
