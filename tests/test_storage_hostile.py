@@ -213,7 +213,7 @@ def test_short_file(tmp_path: Path, size: int) -> None:
 
 def test_not_a_zip(tmp_path: Path) -> None:
     path = write(tmp_path, b"hello, this is text\n" * 10, "notes.txt")
-    with refused(NotACheckpointError, str(path), "not a directory nor a checkpoint archive"):
+    with refused(NotACheckpointError, str(path), "not a memory-mapped tensordict archive"):
         open_store(path)
 
 

@@ -17,12 +17,15 @@ def not_a_checkpoint(path: str, why: str) -> NotACheckpointError:
 
     Examples
     --------
-    >>> str(not_a_checkpoint("/x.txt", "no zip end record")).startswith("/x.txt is not")
-    True
+    The message keeps the reference loader's phrase "is a file but not a memory-mapped
+    tensordict archive", so code that matches tensordict's message keeps working.
+
+    >>> print(not_a_checkpoint("/x.txt", "no zip end record"))
+    /x.txt is a file but not a memory-mapped tensordict archive (expected a zip file with a top-level meta.json entry): no zip end record.
     """
     return NotACheckpointError(
-        f"{path} is not a directory nor a checkpoint archive (expected a zip file with a "
-        f"top-level meta.json entry): {why}."
+        f"{path} is a file but not a memory-mapped tensordict archive (expected a zip file "
+        f"with a top-level meta.json entry): {why}."
     )
 
 
