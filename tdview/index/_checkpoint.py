@@ -52,6 +52,8 @@ class Checkpoint:
     ----------
     prefix : str or Path
         A checkpoint directory, or a zip archive (any suffix) with a top-level meta.json.
+        A directory without a ``meta.json`` opens as a folder of checkpoints: a
+        :class:`~tdview.index.Collection` (a subclass).
     robust_key : bool, optional
         ``False`` reads the legacy raw-name layout only; ``None``/``True`` read the
         percent-encoded names with the legacy fallback.
@@ -64,6 +66,16 @@ class Checkpoint:
     >>> ckpt.node("model/head/weight").record.shape             # doctest: +SKIP
     (512, 64)
     """
+
+    def __new__(cls, prefix: str | os.PathLike[str], *, robust_key: bool | None = None
+                ) -> Checkpoint:
+        # A folder without a meta.json is a folder of checkpoints: a Collection.
+        if cls is Checkpoint:
+            from ._collection import Collection, is_collection_folder
+
+            if is_collection_folder(prefix):
+                return super().__new__(Collection)
+        return super().__new__(cls)
 
     def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
         self.store: Store = open_store(prefix)
@@ -272,6 +284,11 @@ class Checkpoint:
                                             key, make, robust=self.robust)
                 if found is not None:
                     return found
+            elif inner is not None and inner.dirkey is not None and ch.has_members(inner.meta):
+                found = ch.member_child(self.store, node.path, inner.dirkey, key, make,
+                                        node.lookup_cache)
+                if found is not None:
+                    return found
             return next((c for c in ch.json_field_children(node.path, meta) if c.key == key),
                         None)
         if ch.has_members(meta):
@@ -313,6 +330,11 @@ class Checkpoint:
         if isinstance(meta, TensorclassNode):
             inner = self.inner(node)
             fields = list(ch.json_field_children(node.path, meta))
+            if inner is not None and inner.dirkey is not None and ch.has_members(inner.meta):
+                # over a lazy stack (a stacked torchrl History): the stack's members,
+                # shown on the tensorclass as its fields are
+                return list(ch.member_children(self.store, node.path, inner.dirkey,
+                                               make)) + fields
             if inner is None or not isinstance(inner.meta, TensorDictNode):
                 return fields
             assert inner.dirkey is not None

@@ -3,7 +3,9 @@
 The reference never lists a TensorDict folder: it opens the names it derives from
 ``meta.json`` (robust names first, then the safe legacy name). Lazy stacks count
 ``0/``, ``1/``... up to the first gap; tensorclasses keep their fields in
-``_tensordict/``; views keep their source in ``_source/``. Only 0.3-era TensorDict
+``_tensordict/`` (a tensorclass over a lazy stack, such as a stacked torchrl ``History``,
+keeps the stack's members there, shown on the tensorclass); views keep their source in
+``_source/``. Only 0.3-era TensorDict
 nodes, which recorded no collections, need a listing.
 """
 

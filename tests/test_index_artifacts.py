@@ -1,0 +1,128 @@
+"""The index shows what the loader loads, on real files written by the real writers.
+
+tensordict's ``memmap``/``save`` (and torchrl's ``History`` where torchrl imports) write
+each checkpoint; tensordict's own ``TensorDict.load_memmap`` is the reference for what a
+node holds (its batch size and keys). Issue 14: a tensorclass over a lazy stack, ragged
+stacks, pickled non-tensor entries, and the words the CLI and the widget use for them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack, tensorclass
+
+from tdview.index import LEAF, TENSORCLASS, Checkpoint, rollup, search, walk
+
+CONTAINERS = ["dir", "tdz"]
+
+
+@tensorclass
+class Episode:
+    """A tensorclass to stack lazily (members of different lengths make it ragged)."""
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+
+
+def episode(length: int, fill: float = 0.0) -> Episode:
+    return Episode(obs=torch.full((length, 4), fill), reward=torch.full((length, 1), fill),
+                   batch_size=[length])
+
+
+def write(obj: object, root: Path, name: str, container: str) -> Path:
+    """Write ``obj`` with tensordict's own writer: ``memmap`` (a folder) or ``save``
+    (a ``.tdz`` archive)."""
+    path = root / (f"{name}.tdz" if container == "tdz" else name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if container == "tdz":
+            obj.save(str(path))  # type: ignore[attr-defined]
+        else:
+            obj.memmap(path)  # type: ignore[attr-defined]
+    return path
+
+
+def reference(path: Path) -> object:
+    """What tensordict's own loader gives for ``path`` (the reference)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TensorDict.load_memmap(path, allow_pickle=True)
+
+
+def members_of(obj: object) -> list:
+    """The members of a (tensorclass over a) lazy stack that tensordict loaded."""
+    stack = obj._tensordict if hasattr(obj, "_tensordict") else obj  # type: ignore[attr-defined]
+    assert isinstance(stack, LazyStackedTensorDict)
+    return list(stack.tensordicts)
+
+
+# -- a tensorclass over a lazy stack ---------------------------------------------------
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_tensorclass_over_a_lazy_stack_shows_its_members(tmp_path: Path,
+                                                          container: str) -> None:
+    """Its members, their leaves and sizes are in the index, and search finds its keys
+    (the index showed no child and "0 B in 0 leaves", and search found nothing)."""
+    stacked = lazy_stack([episode(3, 1.0), episode(3, 2.0)])
+    path = write(stacked, tmp_path, "episodes", container)
+    loaded = reference(path)
+    members = members_of(loaded)
+    with Checkpoint(path) as ckpt:
+        root = ckpt.root
+        assert root.kind == TENSORCLASS and root.class_name == "Episode"
+        children = ckpt.children(root)
+        assert [c.key for c in children] == [str(i) for i in range(len(members))]
+        for child, member in zip(children, members, strict=True):
+            assert [c.key for c in ckpt.children(child)] == list(member.keys())
+            assert ckpt.batch_size(child) == tuple(member.batch_size)
+        # a node found by path, without its siblings, is the same as the listed one
+        assert ckpt.node("1/obs").record.shape == tuple(members[1]["obs"].shape)
+        total = rollup(ckpt, root)
+        leaves = [n for n in walk(ckpt, root) if n.kind == LEAF]
+        assert total.leaves == len(leaves) == sum(len(list(m.keys())) for m in members)
+        assert total.bytes == sum(t.numel() * t.element_size() for m in members
+                                  for t in m.values())
+        assert total.numel == sum(t.numel() for m in members for t in m.values())
+        matches, _ = search(ckpt, "obs")
+        assert matches == [("0", "obs"), ("1", "obs")]
+        assert ckpt.batch_size(root) == tuple(loaded.batch_size)  # type: ignore[attr-defined]
+
+
+def _history() -> type:
+    torchrl = pytest.importorskip(
+        "torchrl.data.llm.history",
+        reason="torchrl is not installed: its History is the tensorclass-over-a-lazy-stack "
+               "that real LLM checkpoints hold (the Episode tests cover the layout)")
+    return torchrl.History
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
+                                                            container: str) -> None:
+    """torchrl's ``History``, stacked lazily as a batch of conversations, shows each
+    conversation and its keys as tensordict loads them."""
+    history = _history()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chats = lazy_stack([
+            history(role=["user", "assistant"], content=["hi", "hello"], batch_size=(2,)),
+            history(role=["user", "assistant", "user"], content=["a", "b", "c"],
+                    batch_size=(3,)),
+        ])
+    path = write(chats, tmp_path, "history", container)
+    members = members_of(reference(path))
+    with Checkpoint(path) as ckpt:
+        assert ckpt.root.class_name == "History"
+        children = ckpt.children(ckpt.root)
+        assert len(children) == len(members) == 2
+        for child, member in zip(children, members, strict=True):
+            assert sorted(c.key for c in ckpt.children(child)) == sorted(member.keys())
+            assert ckpt.batch_size(child) == tuple(member.batch_size)
+        assert ckpt.node("1/content").value == ["a", "b", "c"]
+        matches, _ = search(ckpt, "role")
+        assert matches == [("0", "role"), ("1", "role")]
