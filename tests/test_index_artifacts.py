@@ -126,3 +126,39 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
         assert ckpt.node("1/content").value == ["a", "b", "c"]
         matches, _ = search(ckpt, "role")
         assert matches == [("0", "role"), ("1", "role")]
+
+
+# -- ragged lazy stacks ----------------------------------------------------------------
+
+
+def _ragged_stacks() -> dict[str, object]:
+    """Stacks whose members differ in length, as tensordict writes them."""
+    def member(*batch: int) -> TensorDict:
+        return TensorDict(x=torch.zeros(*batch, 2), batch_size=list(batch))
+
+    return {
+        "episodes": lazy_stack([episode(3), episode(5), episode(3)]),
+        "dim0": lazy_stack([member(3), member(5)]),
+        "dim1": lazy_stack([member(2, 3), member(2, 5)], dim=1),
+        "two_ragged_dims": lazy_stack([member(2, 3), member(4, 3), member(4, 5)]),
+        "even": lazy_stack([member(3), member(3)]),  # no -1: members agree
+    }
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("name", sorted(_ragged_stacks()))
+def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name: str,
+                                                            container: str) -> None:
+    """-1 in every dim where the members differ, in the index, the protocol and the CLI
+    (the first member's batch size was shown: ``[2, 5]`` for ``[2, -1]``)."""
+    from tdview._tree_text import describe
+    from tdview.protocol._nodes import summary
+
+    path = write(TensorDict(stack=_ragged_stacks()[name]), tmp_path, name, container)
+    expected = tuple(reference(path)["stack"].batch_size)  # type: ignore[index]
+    assert (-1 in expected) == (name != "even")
+    with Checkpoint(path) as ckpt:
+        node = ckpt.node("stack")
+        assert ckpt.batch_size(node) == expected
+        assert summary(ckpt, node)["batch_size"] == list(expected)
+        assert f"batch [{', '.join(map(str, expected))}]" in describe(ckpt, node)

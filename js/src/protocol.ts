@@ -78,6 +78,7 @@ export interface NodeSummary {
   /** Shape of a leaf tensor; null for nodes. */
   shape: number[] | null;
   dtype: string | null;
+  /** -1 in a dim where the members of a lazy stack differ, as tensordict says. */
   batch_size: number[] | null;
   stack_dim: number | null;
   bytes: number | null;
@@ -107,6 +108,17 @@ export interface Rollup {
   by_dtype: Record<string, number>;
 }
 
+/** The rows of a torchrl replay-buffer storage: `written` of `capacity` (its first batch
+ * dim), from the `storage_metadata.json` next to its `meta.json`. */
+export interface StorageRows {
+  written: number;
+  capacity: number;
+}
+
+/** What a preview below a torchrl storage covers: the written rows (default) or all. */
+export const ROWS_SCOPES = ["written", "all"] as const;
+export type RowsScope = (typeof ROWS_SCOPES)[number];
+
 export interface NodeDetails extends NodeSummary {
   names: (string | null)[] | null;
   device: string | null;
@@ -116,6 +128,8 @@ export interface NodeDetails extends NodeSummary {
   value: unknown;
   pickle: PickleInfo | null;
   rollup: Rollup | null;
+  /** Set on a torchrl replay-buffer storage, else null. */
+  rows: StorageRows | null;
 }
 
 export interface Options {
@@ -171,6 +185,8 @@ export interface SearchResult {
 export interface PreviewParams {
   path: Path;
   rows: number;
+  /** Below a torchrl storage: "written" (the default, sent only as "all") or "all". */
+  rows_scope?: RowsScope;
 }
 export interface PreviewStats {
   min: number | null;
@@ -191,6 +207,8 @@ export interface PreviewResult {
   slice: BufferRef;
   stats: PreviewStats | null;
   histogram: { edges: BufferRef; counts: BufferRef } | null;
+  /** Below a torchrl storage: its rows and which of them the preview covers; else null. */
+  rows: (StorageRows & { scope: RowsScope }) | null;
 }
 export type DevicesParams = Record<string, never>;
 export interface DeviceInfo {
@@ -274,6 +292,8 @@ export interface Progress {
 
 const path = array(str);
 const shape = array(count);
+/** A batch size: a size per dim, or -1 where the members of a lazy stack differ. */
+const batchSize = array<number>((v, at) => (v === -1 ? -1 : count(v, at)));
 const mode = literal("r", "r+", null);
 
 const summaryShape = {
@@ -285,7 +305,7 @@ const summaryShape = {
   n_children: count,
   shape: nullable(shape),
   dtype: nullable(str),
-  batch_size: nullable(shape),
+  batch_size: nullable(batchSize),
   stack_dim: nullable(int),
   bytes: nullable(count),
   numel: nullable(count),
@@ -313,6 +333,7 @@ export const decodeNodeDetails: Decoder<NodeDetails> = object({
   value: unknownValue,
   pickle: nullable(object({ bytes: count, globals: array(pair(str, str)) })),
   rollup: nullable(object({ bytes: count, numel: count, leaves: count, by_dtype: record(count) })),
+  rows: nullable(object({ written: count, capacity: count })),
 });
 
 export const decodeBufferRef: Decoder<BufferRef> = object({
@@ -341,7 +362,13 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   children: object({ path, offset: count, limit: count }),
   node: object({ path }),
   search: object({ pattern: str, limit: count }),
-  preview: object({ path, rows: count }),
+  preview: (v, at) => {
+    const params: PreviewParams = object({ path, rows: count })(v, at);
+    // optional: checked when sent, as the kernel does
+    const scope = isPlainObject(v) && Object.hasOwn(v, "rows_scope") ? v.rows_scope : undefined;
+    if (scope === undefined) return params;
+    return { ...params, rows_scope: literal(...ROWS_SCOPES)(scope, `${at}.rows_scope`) };
+  },
   devices: (v, at) => object({})(v, at) as DevicesParams,
   load: object({ path, device: str, mode, allow_pickle: bool, variable: nullable(str) }),
 };
@@ -361,6 +388,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
       object({ min: stat, max: stat, mean: stat, std: stat, nan: count, inf: count, count }),
     ),
     histogram: nullable(object({ edges: decodeBufferRef, counts: decodeBufferRef })),
+    rows: nullable(object({ written: count, capacity: count, scope: literal(...ROWS_SCOPES) })),
   }),
   devices: object({
     devices: array(

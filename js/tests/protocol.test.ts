@@ -156,6 +156,9 @@ describe("parsers", () => {
     const root = message.root as Record<string, unknown>;
     expect(parseState({ ...message, root: { ...root, stack_dim: -1 } })).not.toBeNull();
     expect(parseState({ ...message, root: { ...root, bytes: -1 } })).toBeNull();
+    // a ragged lazy stack's batch size, as tensordict gives it; no other negative dim
+    expect(parseState({ ...message, root: { ...root, batch_size: [2, -1] } })).not.toBeNull();
+    expect(parseState({ ...message, root: { ...root, batch_size: [2, -2] } })).toBeNull();
     expect(parseState({ ...message, root: { ...root, kind: "folder" } })).toBeNull();
   });
 

@@ -369,15 +369,27 @@ class Checkpoint:
         return None
 
     def _stack_batch_size(self, node: Node) -> tuple[int, ...] | None:
+        """As tensordict computes it: the members' batch size with -1 in every dim where
+        they differ (a ragged stack of episodes is ``[2, -1]``), and the number of
+        members inserted at the stack dim. None when a member's is unknown or their
+        numbers of dims differ (tensordict refuses to stack those)."""
         members = self.children(node)
         if not members:
             return None
-        first = self.batch_size(members[0])
-        if first is None:
+        merged = self.batch_size(members[0])
+        for member in members[1:]:
+            if merged is None:
+                return None
+            size = self.batch_size(member)
+            if size is None or len(size) != len(merged):
+                return None
+            if size != merged:
+                merged = tuple(m if m == s else -1 for m, s in zip(merged, size, strict=True))
+        if merged is None:
             return None
         dim = getattr(node.meta, "stack_dim", 0) or 0
-        dim = dim if dim >= 0 else dim + len(first) + 1
-        return first[:dim] + (len(members),) + first[dim:]
+        dim = dim if dim >= 0 else dim + len(merged) + 1
+        return merged[:dim] + (len(members),) + merged[dim:]
 
     def names(self, node: Node) -> tuple[str | None, ...] | None:
         meta = node.meta
