@@ -45,10 +45,18 @@ def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
             parts.append(_pickled(ckpt, node))
         elif rollups:
             total = rollup(ckpt, node)
-            parts.append(f"{human_bytes(total.bytes)} in {total.leaves} leaves")
+            parts.append(f"{human_bytes(total.bytes)} in {_count(total.leaves, 'leaf')}")
     if node.problems:
         parts.append("PROBLEM: " + "; ".join(node.problems))
     return "  ".join(parts)
+
+
+def _count(n: int, one: str) -> str:
+    """``_count(1, "leaf")`` -> ``"1 leaf"``; ``_count(3, "leaf")`` -> ``"3 leaves"``."""
+    return f"1 {one}" if n == 1 else f"{n:,} {_PLURALS.get(one, one + 's')}"
+
+
+_PLURALS = {"leaf": "leaves"}
 
 
 def _pickled(ckpt: Checkpoint, node: Node) -> str:

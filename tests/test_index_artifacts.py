@@ -162,3 +162,17 @@ def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name
         assert ckpt.batch_size(node) == expected
         assert summary(ckpt, node)["batch_size"] == list(expected)
         assert f"batch [{', '.join(map(str, expected))}]" in describe(ckpt, node)
+
+
+# -- the words -------------------------------------------------------------------------
+
+
+def test_one_leaf_is_a_leaf(tmp_path: Path) -> None:
+    """``tdview tree`` says "in 1 leaf" (it said "in 1 leaves")."""
+    from tdview._tree_text import describe
+
+    path = write(TensorDict(one=TensorDict(w=torch.ones(3)), two=TensorDict(
+        a=torch.ones(2), b=torch.ones(2))), tmp_path, "words", "dir")
+    with Checkpoint(path) as ckpt:
+        assert describe(ckpt, ckpt.node("one")).endswith("12 B in 1 leaf")
+        assert describe(ckpt, ckpt.node("two")).endswith("16 B in 2 leaves")

@@ -313,7 +313,8 @@ export class LoadPanel {
     const onProgress = (p: ProgressInfo) => {
       progress.max = Math.max(p.total, 1);
       progress.value = p.done;
-      const what = p.total > 0 ? ` ${formatCount(p.done)} / ${formatCount(p.total)} leaves` : "";
+      const leaves = p.total === 1 ? "leaf" : "leaves";
+      const what = p.total > 0 ? ` ${formatCount(p.done)} / ${formatCount(p.total)} ${leaves}` : "";
       progressText.textContent = `Loading ${label}…${what}${p.label ? ` · ${p.label}` : ""}`;
     };
     try {

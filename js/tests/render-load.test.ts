@@ -168,6 +168,17 @@ describe("LoadPanel", () => {
     expect(source.calls("load")).toHaveLength(0);
   });
 
+  it("counts one leaf as a leaf in the progress", async () => {
+    const { q, node, source } = setup({ latencyMs: 5 });
+    await tick(10);
+    await node("x");
+    q<HTMLButtonElement>(".tdview-load-button").click();
+    await tick(7);
+    expect(q(".tdview-progress-label").textContent).toMatch(/^Loading x… [01] \/ 1 leaf(?!s)/);
+    for (let i = 0; i < 10 && !document.querySelector(".tdview-load-done"); i++) await tick(10);
+    expect(source.calls("load")).toHaveLength(1);
+  });
+
   it("loads with the form's params, shows progress, then the result and its code", async () => {
     const { q, node, type, choose, source } = setup({ latencyMs: 5 });
     await tick(10);
