@@ -15,6 +15,7 @@ from .index import (
     path_matcher,
     pickle_info,
     rollup,
+    storage_rows,
     walk,
 )
 
@@ -29,6 +30,7 @@ class TreeOptions:
 
 def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
     """One line about a node: kind, shape/dtype or batch size, sizes, problems."""
+    problems = list(node.problems)
     if node.kind == LEAF and node.record is not None:
         record = node.record
         shape = shape_text(record.shape)
@@ -39,6 +41,13 @@ def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
         batch = ckpt.batch_size(node)
         if batch is not None:
             parts.append(f"batch {shape_text(batch)}")
+        try:  # a torchrl replay-buffer storage
+            rows = storage_rows(ckpt, node)
+        except (TDViewError, OSError) as error:
+            problems.append(str(error))
+        else:
+            if rows is not None:
+                parts.append(f"{rows.written:,} of {rows.capacity:,} rows written")
         if node.has_value:
             parts.append(_short(node.value))
         elif needs_unpickling(ckpt.store, node):
@@ -46,8 +55,8 @@ def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
         elif rollups:
             total = rollup(ckpt, node)
             parts.append(f"{human_bytes(total.bytes)} in {_count(total.leaves, 'leaf')}")
-    if node.problems:
-        parts.append("PROBLEM: " + "; ".join(node.problems))
+    if problems:
+        parts.append("PROBLEM: " + "; ".join(problems))
     return "  ".join(parts)
 
 

@@ -20,7 +20,7 @@ NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 NULLABLE = {"shape", "dtype", "batch_size", "stack_dim", "bytes", "numel", "names", "device",
             "storage", "value", "pickle", "rollup", "offset", "crc32", "min", "max", "mean",
             "std", "stats", "histogram", "free_bytes", "total_bytes", "variable", "path",
-            "root", "mode"}
+            "root", "mode", "rows"}
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
 FREE = {"by_dtype", "value"}
 #: Element sizes of the buffer dtypes.
@@ -103,6 +103,7 @@ def test_every_golden_file_is_covered() -> None:
     covered = {"cancel", "progress", "state", "state_error"}  # progress: test_protocol_data;
     covered |= {n for n in NAMES if n.startswith("request_")}  # state: test_widget
     covered |= set(REPLIES) | {"reply_preview", "reply_load"}
+    covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
     assert set(NAMES) <= covered, set(NAMES) - covered
 
 

@@ -14,10 +14,12 @@ import {
   cancelledError,
   type DataSource,
   type PreviewData,
+  type PreviewOptions,
   type ProgressInfo,
   ProtocolError,
   resolvePreview,
   type TotalsOptions,
+  withRowsScope,
   withTotals,
 } from "./data-source";
 import {
@@ -152,8 +154,9 @@ export class CommDataSource implements DataSource {
     return this.#result("search", { pattern, limit }, opts);
   }
 
-  async preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData> {
-    const { result, buffers } = await this.call("preview", { path, rows }, { ...opts });
+  async preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData> {
+    const params = withRowsScope({ path, rows }, opts);
+    const { result, buffers } = await this.call("preview", params, { ...opts });
     return resolvePreview(result, buffers);
   }
 

@@ -20,6 +20,7 @@ import type {
   Path,
   PreviewResult,
   PreviewStats,
+  RowsScope,
   SearchResult,
 } from "./protocol";
 
@@ -79,6 +80,19 @@ export interface TotalsOptions extends CallOptions {
   totals?: boolean;
 }
 
+export interface PreviewOptions extends CallOptions {
+  /** Below a torchrl storage: its written rows ("written", the default) or all of them. */
+  rowsScope?: RowsScope;
+}
+
+/** The preview params for `opts`: `rows_scope` is sent only when it is "all". */
+export function withRowsScope<P extends object>(
+  params: P,
+  opts?: PreviewOptions,
+): P | (P & { rows_scope: "all" }) {
+  return opts?.rowsScope === "all" ? { ...params, rows_scope: "all" } : params;
+}
+
 /**
  * The request params for `opts`: `totals: false` is sent only when asked, so that a
  * default request stays what it was before the flag existed.
@@ -111,6 +125,7 @@ export interface PreviewData {
   slice: DecodedTensor;
   stats: PreviewStats | null;
   histogram: { edges: DecodedTensor; counts: DecodedTensor } | null;
+  rows: PreviewResult["rows"];
 }
 
 export interface DataSource {
@@ -122,7 +137,7 @@ export interface DataSource {
   ): Promise<ChildrenResult>;
   node(path: Path, opts?: TotalsOptions): Promise<NodeDetails>;
   search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult>;
-  preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData>;
+  preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData>;
   devices(opts?: CallOptions): Promise<DevicesResult>;
   load(
     params: LoadParams,
@@ -158,5 +173,6 @@ export function resolvePreview(result: PreviewResult, buffers: readonly WireBuff
     slice: tensor(result.slice),
     stats: result.stats,
     histogram: histogram && { edges: tensor(histogram.edges), counts: tensor(histogram.counts) },
+    rows: result.rows,
   };
 }

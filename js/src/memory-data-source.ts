@@ -12,10 +12,12 @@ import {
   type CallOptions,
   type DataSource,
   type PreviewData,
+  type PreviewOptions,
   type ProgressInfo,
   ProtocolError,
   type TotalsOptions,
   throwIfAborted,
+  withRowsScope,
   withTotals,
 } from "./data-source";
 import type {
@@ -29,6 +31,7 @@ import type {
   NodeSummary,
   Path,
   SearchResult,
+  StorageRows,
 } from "./protocol";
 import { loadCode } from "./python-code";
 
@@ -220,6 +223,7 @@ export class MemoryDataSource implements DataSource {
         storage: node.storage ?? null,
         value: node.value ?? null,
         pickle: node.pickle ?? null,
+        rows: node.rows ?? null,
         // like the kernel: without totals, a collection's subtree sums are not there yet
         rollup: totals || !node.children ? (node.rollup ?? null) : null,
         ...(totals || !node.children ? {} : { bytes: null, numel: null }),
@@ -248,16 +252,20 @@ export class MemoryDataSource implements DataSource {
     });
   }
 
-  preview(path: Path, rows: number, opts?: CallOptions): Promise<PreviewData> {
-    return this.#answer("preview", { path, rows }, opts, () => {
+  preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData> {
+    return this.#answer("preview", withRowsScope({ path, rows }, opts), opts, () => {
       const { node, summary } = this.#lookup(path);
       if (summary.kind !== "leaf" || !summary.shape) {
         throw new ProtocolError("TypeError", `${path.join("/")} is not a tensor`, path);
       }
       const rowSize = summary.shape.slice(1).reduce((a, b) => a * b, 1);
       const data = node.data ?? [];
+      // like the kernel: below a torchrl storage, only its written rows unless asked for all
+      const storage = this.#storageRows(path, summary.shape);
+      const scope = opts?.rowsScope ?? "written";
+      const inScope = storage && scope === "written" ? storage.written : (summary.shape[0] ?? 1);
       // Rows of the leaf that `data` fills (a test tree may give fewer values than its shape).
-      const nRows = Math.min(rows, summary.shape[0] ?? 1, Math.floor(data.length / rowSize));
+      const nRows = Math.min(rows, inScope, Math.floor(data.length / rowSize));
       const shown = data.slice(0, nRows * rowSize);
       const dtype = summary.dtype ?? "float32";
       const display = DISPLAY_DTYPES[dtype] ?? "float64";
@@ -281,8 +289,22 @@ export class MemoryDataSource implements DataSource {
           count: shown.length,
         },
         histogram: histogramOf(finite),
+        rows: storage && { ...storage, scope },
       };
     });
+  }
+
+  /** The rows of the nearest node above a leaf that has them (a torchrl storage), when
+   * the leaf's dim 0 is that storage's capacity; else null. */
+  #storageRows(path: Path, shape: readonly number[]): StorageRows | null {
+    let node: MemoryNode | undefined = this.#tree;
+    let found: StorageRows | null = null;
+    for (const key of path.slice(0, -1)) {
+      if (node?.rows) found = node.rows;
+      node = node && this.#childrenByKey(node).get(key);
+    }
+    if (node?.rows) found = node.rows;
+    return found && shape.length > 0 && shape[0] === found.capacity ? found : null;
   }
 
   devices(opts?: CallOptions): Promise<DevicesResult> {

@@ -10,7 +10,7 @@ import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, formatShape, humanBytes } from "./format";
-import type { NodeDetails, Options, Path, StorageInfo } from "./protocol";
+import type { NodeDetails, Options, Path, StorageInfo, StorageRows } from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
 import { LoadPanel } from "./render-load";
 import { PreviewSection } from "./render-preview";
@@ -70,6 +70,11 @@ export function costText(storage: StorageInfo, bytes: number | null): string {
   }
 }
 
+/** A torchrl storage's rows: "20,000 of 100,000 rows written". */
+export function rowsText(rows: StorageRows): string {
+  return `${formatCount(rows.written)} of ${formatCount(rows.capacity)} rows written`;
+}
+
 /** The rows of the list, in display order; empty values are left out. */
 export function detailFields(d: NodeDetails): Field[] {
   const fields: Field[] = [
@@ -81,6 +86,7 @@ export function detailFields(d: NodeDetails): Field[] {
     ["Shape", formatShape(d.shape)],
     ["Dtype", d.dtype ?? ""],
     ["Batch size", formatShape(d.batch_size)],
+    ["Replay buffer", d.rows ? rowsText(d.rows) : ""],
     ["Names", d.names ? d.names.map((n) => n ?? "None").join(", ") : ""],
     ["Stack dim", d.stack_dim === null ? "" : String(d.stack_dim)],
     ["Device", d.device ?? ""],

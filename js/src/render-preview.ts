@@ -2,12 +2,16 @@
  * Preview on demand: a "Preview" button on a leaf sends one `preview` request and shows
  * a bounded table of the first values, statistics and a histogram (plain SVG bars).
  * Nothing is read before the button is pressed; a new selection aborts the request.
+ *
+ * Below a torchrl replay-buffer storage the kernel previews the rows written; a toggle
+ * ("written rows only (20,000 of 100,000)" / "all rows") asks again for the other scope,
+ * and the choice holds for the next previews of this panel.
  */
 
 import { type DataSource, type DecodedTensor, isCancelled, type PreviewData } from "./data-source";
 import { alertBox, button, el, errorText, svg } from "./dom";
 import { formatCount } from "./format";
-import type { NodeDetails, Path, PreviewStats } from "./protocol";
+import type { NodeDetails, Path, PreviewStats, RowsScope } from "./protocol";
 
 export interface PreviewSectionOptions {
   /** Rows of the table asked for (the kernel caps it at 100). */
@@ -81,17 +85,20 @@ export function previewTable(data: PreviewData): HTMLElement {
   return wrap;
 }
 
-/** "first 20 of 1,000 rows · 50 of 21,168 columns", or "" when all is shown. */
+/** "first 20 of 1,000 rows · 50 of 21,168 columns" ("… written rows" when the preview
+ * covers the written rows of a torchrl storage), or "" when all is shown. */
 export function tableCaption(data: PreviewData): string {
   const { slice, shape } = data;
   if (slice.shape.length === 0) return "";
   const parts: string[] = [];
   const rows = slice.shape[0] ?? 0;
-  const total = shape[0] ?? rows;
+  const written = data.rows?.scope === "written";
+  const total = written && data.rows ? data.rows.written : (shape[0] ?? rows);
+  const noun = written ? "written rows" : "rows";
   parts.push(
     rows < total
-      ? `first ${formatCount(rows)} of ${formatCount(total)} rows`
-      : `${formatCount(rows)} rows`,
+      ? `first ${formatCount(rows)} of ${formatCount(total)} ${noun}`
+      : `${formatCount(rows)} ${noun}`,
   );
   if (slice.shape.length >= 2) {
     const cols = slice.shape[1] ?? 0;
@@ -176,6 +183,41 @@ export function dtypeNote(data: PreviewData): string {
   return `shown as ${data.display_dtype} (stored as ${data.dtype})`;
 }
 
+let scopeGroups = 0;
+
+/**
+ * Two radio buttons, "written rows only (20,000 of 100,000)" and "all rows": which rows of
+ * a torchrl storage the preview covers. `onChange` gets the scope picked.
+ */
+export function rowsToggle(
+  rows: NonNullable<PreviewData["rows"]>,
+  onChange: (scope: RowsScope) => void,
+): HTMLElement {
+  const box = el("fieldset", "tdview-rows-scope");
+  box.append(el("legend", "tdview-field-label", "Rows of the replay buffer"));
+  const name = `tdview-rows-scope-${++scopeGroups}`;
+  const written = `written rows only (${formatCount(rows.written)} of ${formatCount(rows.capacity)})`;
+  const choices: [RowsScope, string, string][] = [
+    ["written", written, "The rows the buffer's storage_metadata.json says were written"],
+    ["all", "all rows", "Every row of the storage; unwritten rows hold zeros or old memory"],
+  ];
+  for (const [scope, text, title] of choices) {
+    const input = el("input", "tdview-rows-scope-input");
+    input.type = "radio";
+    input.name = name;
+    input.value = scope;
+    input.checked = rows.scope === scope;
+    input.addEventListener("change", () => {
+      if (input.checked) onChange(scope);
+    });
+    const label = el("label", "tdview-rows-scope-option");
+    label.title = title;
+    label.append(input, el("span", "", text));
+    box.append(label);
+  }
+  return box;
+}
+
 /** The whole preview of one leaf. */
 export function renderPreview(data: PreviewData): HTMLElement {
   const box = el("div", "tdview-preview-result");
@@ -197,6 +239,13 @@ export class PreviewSection {
   readonly #body: HTMLElement;
   #path: Path | null = null;
   #abort: AbortController | null = null;
+  /** Which rows of a torchrl storage to preview (kept across leaves). */
+  #scope: RowsScope = "written";
+
+  /** The rows scope the next preview asks for. */
+  get rowsScope(): RowsScope {
+    return this.#scope;
+  }
 
   constructor(source: DataSource, options: PreviewSectionOptions = {}) {
     this.#source = source;
@@ -240,19 +289,35 @@ export class PreviewSection {
     const abort = new AbortController();
     this.#abort = abort;
     this.#button.disabled = true;
-    this.#body.replaceChildren(el("p", "tdview-note tdview-busy", "Reading…"));
+    // a toggle being switched stays, disabled, while its rows are read
+    const toggle = this.#body.querySelector<HTMLFieldSetElement>(".tdview-rows-scope");
+    if (toggle) toggle.disabled = true;
+    const busy = el("p", "tdview-note tdview-busy", "Reading…");
+    this.#body.replaceChildren(...(toggle ? [toggle, busy] : [busy]));
     try {
-      const data = await this.#source.preview(path, this.#rows, { signal: abort.signal });
-      if (!abort.signal.aborted) this.#body.replaceChildren(renderPreview(data));
+      const data = await this.#source.preview(path, this.#rows, {
+        signal: abort.signal,
+        rowsScope: this.#scope,
+      });
+      if (abort.signal.aborted) return;
+      const rows = data.rows;
+      const head = rows ? [rowsToggle(rows, (s) => this.#setScope(s))] : [];
+      this.#body.replaceChildren(...head, renderPreview(data));
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
-      this.#body.replaceChildren(alertBox(errorText(error)));
+      if (toggle) toggle.disabled = false; // the other scope can still be asked for
+      this.#body.replaceChildren(...(toggle ? [toggle] : []), alertBox(errorText(error)));
     } finally {
       if (this.#abort === abort) {
         this.#abort = null;
         this.#button.disabled = false;
       }
     }
+  }
+
+  #setScope(scope: RowsScope): void {
+    this.#scope = scope;
+    void this.run();
   }
 
   dispose(): void {

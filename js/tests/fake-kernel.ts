@@ -5,7 +5,7 @@
 
 import { type DecodedTensor, ProtocolError } from "../src/data-source";
 import type { MemoryDataSource } from "../src/memory-data-source";
-import { parseCancel, parseRequest, type Request } from "../src/protocol";
+import { parseCancel, parseRequest, type Request, type RowsScope } from "../src/protocol";
 import type { FakeModel } from "./fake-model";
 
 type Emit = (msg: Record<string, unknown>, buffers?: DataView[]) => void;
@@ -17,8 +17,13 @@ function wire(tensor: DecodedTensor, buffers: DataView[]) {
 }
 
 /** A preview reply as the kernel sends it: BufferRefs in the JSON, bytes in buffers. */
-async function previewReply(memory: MemoryDataSource, path: string[], rows: number) {
-  const data = await memory.preview(path, rows);
+async function previewReply(
+  memory: MemoryDataSource,
+  path: string[],
+  rows: number,
+  scope: RowsScope | undefined,
+) {
+  const data = await memory.preview(path, rows, scope ? { rowsScope: scope } : {});
   const buffers: DataView[] = [];
   const slice = wire(data.slice, buffers);
   const h = data.histogram;
@@ -41,7 +46,7 @@ function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unk
         emit({ kind: "tdview:progress", v: 1, id: req.id, ...p }),
       );
     case "preview":
-      return previewReply(memory, req.params.path, req.params.rows);
+      return previewReply(memory, req.params.path, req.params.rows, req.params.rows_scope);
   }
 }
 

@@ -26,6 +26,7 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
+from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Node",
     "Page",
     "Rollup",
+    "StorageRows",
     "cached_rollup",
     "described_pickle",
     "leaf_storage",
@@ -50,8 +52,10 @@ __all__ = [
     "path_matcher",
     "pickle_info",
     "rollup",
+    "rows_of_leaf",
     "search",
     "show_path",
     "size_problems",
+    "storage_rows",
     "walk",
 ]

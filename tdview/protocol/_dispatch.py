@@ -115,7 +115,8 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
     if method == "devices":
         return _load.devices(), []
     if method == "preview":
-        return _preview.preview(ckpt, params["path"], params["rows"], check)
+        return _preview.preview(ckpt, params["path"], params["rows"], check,
+                                rows_scope=params["rows_scope"])
 
     def report(done: int, total: int, label: str) -> None:
         check()

@@ -21,6 +21,8 @@ REQUEST, REPLY = "tdview:request", "tdview:reply"
 CANCEL, PROGRESS = "tdview:cancel", "tdview:progress"
 METHODS = ("children", "node", "search", "preview", "devices", "load")
 MODES = ("r", "r+", None)
+#: ``rows_scope`` of ``preview``: the written rows of a torchrl storage, or all its rows.
+ROWS_SCOPES = ("written", "all")
 
 #: Largest ``limit`` honoured by ``children`` and ``search`` (bigger ones are clamped).
 MAX_PAGE = 10_000
@@ -109,6 +111,16 @@ def _totals(params: dict[str, Any], method: str) -> bool:
     return _bool(params, "totals", method) if "totals" in params else True
 
 
+def _rows_scope(params: dict[str, Any]) -> str:
+    """``rows_scope`` of ``preview`` (optional, default ``"written"``): below a torchrl
+    storage, ``"written"`` previews the rows its ``storage_metadata.json`` says were
+    written and ``"all"`` every row (elsewhere both preview every row)."""
+    value = params.get("rows_scope", "written")
+    if not isinstance(value, str) or value not in ROWS_SCOPES:
+        raise _fail("preview params.rows_scope", '"written" or "all"', value)
+    return value
+
+
 def _variable(params: dict[str, Any]) -> str | None:
     """The name to bind: NFKC-normalized as Python reads identifiers (else "ｘ" would be
     bound where no code can reach it), and none that IPython or Python itself use."""
@@ -135,7 +147,8 @@ def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
                 "limit": min(_count(params, "limit", method), MAX_PAGE)}
     if method == "preview":
         return {"path": _path(params, method),
-                "rows": min(_count(params, "rows", method), MAX_ROWS)}
+                "rows": min(_count(params, "rows", method), MAX_ROWS),
+                "rows_scope": _rows_scope(params)}
     if method == "devices":
         return {}
     mode = _field(params, "mode", method)

@@ -20,6 +20,7 @@ from ..index import (
     rollup,
     search,
     size_problems,
+    storage_rows,
 )
 from ..index._facts import pickle_key
 from ._json import bounded_value
@@ -59,8 +60,10 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
 
     Leaves report their shape and dtype (``"float32"``, without ``torch.``); other nodes
     their batch size. ``bytes`` and ``numel`` are the subtree's rollup (cached by the
-    index), None for a node that holds no tensor (a non-tensor value). ``pickled`` says
-    whether loading the node alone would unpickle; ``problems`` lists what the index
+    index), None for a node that holds no tensor (a non-tensor value); ``bytes`` counts
+    the pickle files that loading would unpickle too (a pickled value alone has
+    ``bytes`` and no ``numel``). ``pickled`` says whether loading the node alone would
+    unpickle; ``problems`` lists what the index
     and the size checks found.
 
     Parameters
@@ -91,6 +94,7 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
              or cached_rollup(ckpt, node) is not None
              else None)
     holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
+    sized = holds_tensors or (total is not None and total.pickles > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)
     stack_dim = getattr(node.meta, "stack_dim", None)
     pickled = _pickled(ckpt, node)
@@ -106,7 +110,7 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
         "dtype": dtype_name(record.dtype.name) if record is not None else None,
         "batch_size": None if batch is None else list(batch),
         "stack_dim": stack_dim if isinstance(stack_dim, int) else None,
-        "bytes": total.bytes if total is not None and holds_tensors else None,
+        "bytes": total.bytes if total is not None and sized else None,
         "numel": total.numel if total is not None and holds_tensors else None,
         "pickled": pickled,
         "problems": _problems(ckpt, node, pickled),
@@ -147,6 +151,17 @@ def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any]
     return {"bytes": info.size, "globals": [[module, name] for module, name in info.globals]}
 
 
+def _rows(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, int] | None:
+    """``{written, capacity}`` of a torchrl storage (a bad ``storage_metadata.json`` is
+    a problem of the node)."""
+    try:
+        found = storage_rows(ckpt, node)
+    except (TDViewError, OSError) as error:
+        problems.append(str(error))
+        return None
+    return None if found is None else {"written": found.written, "capacity": found.capacity}
+
+
 def _device(ckpt: Checkpoint, node: Node) -> str | None:
     if not node.is_leaf:
         return ckpt.device(node)
@@ -161,7 +176,8 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     """The ``NodeDetails`` of a node: its summary plus names, device, ``"a/b"`` subpath,
     storage facts (where the bytes are, what loading them costs), the inline JSON value
     of a non-tensor node (JSON-safe and bounded), pickle facts and the subtree rollup
-    (``totals=False``: only when it is cached, see :func:`summary`).
+    (``totals=False``: only when it is cached, see :func:`summary`), and ``rows``, the
+    ``{written, capacity}`` rows of a torchrl replay-buffer storage (None elsewhere).
 
     Examples
     --------
@@ -177,6 +193,8 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
         found = rollup(ckpt, node)
         total = {"bytes": found.bytes, "numel": found.numel, "leaves": found.leaves,
                  "by_dtype": {dtype_name(k): v for k, v in found.by_dtype.items()}}
+        if found.pickles:  # pickled values below: their files are in "bytes", no leaf
+            total.update(pickles=found.pickles, pickle_bytes=found.pickle_bytes)
     try:
         storage = _storage(ckpt, node)
     except (TDViewError, OSError) as error:
@@ -190,6 +208,7 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
         value=bounded_value(node.value) if node.has_value else None,
         pickle=_pickle(ckpt, node, problems),
         rollup=total,
+        rows=_rows(ckpt, node, problems),
     )
     return result
 

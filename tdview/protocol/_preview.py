@@ -22,6 +22,12 @@ Statistics: ``min``, ``max``, ``mean`` and ``std`` (sample, ``correction=1``) ov
 finite values, ``nan`` and ``inf`` counts, ``count`` = all elements. The histogram has
 64 equal bins over ``[min, max]`` of the finite values (one bin per value for integer
 data spanning at most 64 values).
+
+Below a torchrl replay-buffer storage (:func:`tdview.index.rows_of_leaf`), slice,
+statistics and histogram cover the rows written (``rows_scope="written"``, the default:
+the others hold zeros or uninitialised memory) or every row (``"all"``); the reply's
+``rows`` says ``{written, capacity, scope}`` then, and is None elsewhere. ``shape`` is
+always the leaf's own.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 import torch
 
 from ..errors import LimitExceededError, PreviewUnsupportedError
-from ..index import Checkpoint, Node, leaf_storage
+from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
 from ..index._facts import COPY, DECOMPRESS
 from ._json import finite_or_none
 from ._load import host_memory
@@ -236,7 +242,7 @@ def _packed(nested: torch.Tensor) -> torch.Tensor:
 
 def preview(
     ckpt: Checkpoint, path: tuple[str, ...], rows: int,
-    check: Callable[[], None] = lambda: None,
+    check: Callable[[], None] = lambda: None, *, rows_scope: str = "written",
 ) -> tuple[dict[str, Any], list[bytes]]:
     """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts]``.
 
@@ -249,6 +255,8 @@ def preview(
         Rows of the slice (the caller caps it).
     check : callable, optional
         Called between chunks; raise from it to cancel.
+    rows_scope : {"written", "all"}
+        Below a torchrl storage: only its written rows, or all of them.
 
     Raises
     ------
@@ -271,13 +279,17 @@ def preview(
     tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
     if tensor.is_nested:
         tensor = _packed(tensor)
+    shape = list(tensor.shape)
+    written = rows_of_leaf(ckpt, path)
+    if written is not None and rows_scope == "written" and tensor.dim():
+        tensor = tensor[: written.written]
     shown, display_dtype = _display(_table(tensor, rows))
     stats, histogram = statistics(tensor, check)
     buffers: list[bytes] = []
     result = {
         "path": list(path),
         "dtype": dtype_name(node.record.dtype.name),
-        "shape": list(tensor.shape),
+        "shape": shape,
         "display_dtype": display_dtype,
         "slice": _ref(shown, display_dtype, buffers),
         "stats": stats,
@@ -285,5 +297,7 @@ def preview(
             "edges": _ref(histogram["edges"], "float64", buffers),
             "counts": _ref(histogram["counts"], "int64", buffers),
         },
+        "rows": None if written is None else {
+            "written": written.written, "capacity": written.capacity, "scope": rows_scope},
     }
     return result, buffers
