@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -16,16 +17,65 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tree(args: argparse.Namespace) -> int:
-    from ._tree_text import TreeOptions, render_tree
-    from .index import Checkpoint
+def parse_cli_subpath(text: str) -> tuple[str, ...]:
+    r"""The nested key a command-line SUBPATH names.
 
+    ``a/b`` is split on ``/``; ``\/`` is a ``/`` inside a key and ``\\`` a backslash;
+    a JSON list of strings names the keys as they are.
+
+    Examples
+    --------
+    >>> parse_cli_subpath("model/layers/0")
+    ('model', 'layers', '0')
+    >>> parse_cli_subpath(r"openai\/clip-vit-large-patch14/weight")
+    ('openai/clip-vit-large-patch14', 'weight')
+    >>> parse_cli_subpath('["openai/clip", "weight"]')
+    ('openai/clip', 'weight')
+    """
+    if text.lstrip().startswith("["):
+        try:
+            keys = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"SUBPATH {text!r} is not a JSON list of keys: {error}") from None
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise ValueError(f"SUBPATH {text!r}: a JSON SUBPATH is a list of strings")
+        return tuple(keys)
+    keys, current, chars = [], [], iter(text)
+    for char in chars:
+        if char == "\\":
+            current.append(next(chars, "\\"))
+        elif char == "/":
+            keys.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    keys.append("".join(current))
+    return tuple(key for key in keys if key)
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from ._collection_text import holds_checkpoints, nothing_found, render_collection
+    from ._tree_text import TreeOptions, render_tree
+    from .index import Checkpoint, Collection
+
+    path = parse_cli_subpath(args.subpath) if args.subpath else ()
+    depth = None if args.depth < 0 else args.depth
+    options = TreeOptions(depth=depth, pattern=args.filter, limit=args.limit,
+                          rollups=not args.no_rollups)
     with Checkpoint(args.path, robust_key=False if args.legacy_keys else None) as ckpt:
-        start = ckpt.node(args.subpath or ())
-        depth = None if args.depth < 0 else args.depth
-        options = TreeOptions(depth=depth, pattern=args.filter, limit=args.limit,
-                              rollups=not args.no_rollups)
-        for line in render_tree(ckpt, start, options):
+        if isinstance(ckpt, Collection):
+            if not holds_checkpoints(ckpt):
+                print(f"tdview: {nothing_found(ckpt)}", file=sys.stderr)
+                return 1
+            owner, prefix, inner = ckpt.locate(path)
+            if owner is ckpt:
+                lines = render_collection(ckpt, ckpt.node(inner), options)
+            else:
+                lines = render_tree(owner, owner.node(inner), options)
+                print(f"in {'/'.join(prefix)} ({owner.path}):")
+        else:
+            lines = render_tree(ckpt, ckpt.node(path), options)
+        for line in lines:
             print(line)
     return 0
 
@@ -38,10 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--replay-rows", type=int, default=100_000, help=argparse.SUPPRESS)
     demo.set_defaults(run=_demo)
     tree = commands.add_parser("tree", help="print the tree of a checkpoint from its metadata")
-    tree.add_argument("path", help="checkpoint directory or archive (.tdz)")
-    tree.add_argument("subpath", nargs="?", help='start at this nested key ("a/b")')
+    tree.add_argument("path", help="checkpoint directory or archive (.tdz), or a folder "
+                      "holding checkpoints")
+    tree.add_argument("subpath", nargs="?", metavar="SUBPATH",
+                      help='start at this nested key: "a/b"; a "/" inside a key is written '
+                      '"\\/" (a backslash "\\\\"), or give the keys as a JSON list: '
+                      '\'["openai/clip-vit-large-patch14", "weight"]\'')
     tree.add_argument("--depth", type=int, default=2, help="levels to show (-1: all)")
-    tree.add_argument("--filter", help="show only keys matching (substring, or glob with * ? [)")
+    tree.add_argument("--filter", metavar="PATTERN",
+                      help="show only the keys matching, at any depth, and the way to them "
+                      "(a substring of a key, or a glob with * ? [ over the key or the a/b "
+                      'path); prints "no matches" when none does')
     tree.add_argument("--limit", type=int, default=50, help="children shown per level")
     tree.add_argument("--no-rollups", action="store_true", help="skip subtree totals")
     tree.add_argument("--legacy-keys", action="store_true", help="read raw key names only")

@@ -11,6 +11,7 @@ from .index import (
     LEAF,
     Checkpoint,
     Node,
+    Rollup,
     needs_unpickling,
     path_matcher,
     pickle_info,
@@ -49,15 +50,24 @@ def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
             if rows is not None:
                 parts.append(f"{rows.written:,} of {rows.capacity:,} rows written")
         if node.has_value:
-            parts.append(_short(node.value))
+            parts.append(short_value(node.value))
         elif needs_unpickling(ckpt.store, node):
             parts.append(_pickled(ckpt, node))
         elif rollups:
             total = rollup(ckpt, node)
-            parts.append(f"{human_bytes(total.bytes)} in {_count(total.leaves, 'leaf')}")
+            parts.append(f"{human_bytes(total.bytes)} in {_contents(total)}")
     if problems:
         parts.append("PROBLEM: " + "; ".join(problems))
     return "  ".join(parts)
+
+
+def _contents(total: Rollup) -> str:
+    """What a subtree's size is made of: ``"3 leaves"``, ``"1 pickled value"``,
+    ``"3 leaves and 1 pickled value"`` (a pickle is no leaf: see :class:`Rollup`)."""
+    made = [_count(total.leaves, "leaf")] if total.leaves or not total.pickles else []
+    if total.pickles:
+        made.append(_count(total.pickles, "pickled value"))
+    return " and ".join(made)
 
 
 def _count(n: int, one: str) -> str:
@@ -79,7 +89,7 @@ def _pickled(ckpt: Checkpoint, node: Node) -> str:
     return f"pickled, locked ({human_bytes(info.size)}; {imports})"
 
 
-def _short(value: object, width: int = 60) -> str:
+def short_value(value: object, width: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -109,16 +119,27 @@ def draw_rows(rows: Iterable[TreeRow]) -> Iterator[str]:
 
 
 def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator[str]:
-    """Lines of the tree below ``start`` (itself first)."""
+    """Lines of the tree below ``start`` (itself first); with a filter, a ``no matches``
+    line when nothing below ``start`` matches."""
     label = "/".join(start.path) or ckpt.path
     yield f"{label}  {describe(ckpt, start, rollups=options.rollups)}"
-    keep = _matching(ckpt, start, options.pattern) if options.pattern else None
-    yield from draw_rows(_level(ckpt, start, 1, options, keep))
+    keep = matching(ckpt, start, options.pattern) if options.pattern else None
+    if keep is not None and not keep.hits:
+        yield "no matches"
+        return
+    yield from draw_rows(tree_rows(ckpt, start, options, keep))
+
+
+def tree_rows(ckpt: Checkpoint, start: Node, options: TreeOptions,
+              keep: _Filter | None = None) -> Iterator[TreeRow]:
+    """The rows below ``start``, from depth 1 (``keep``: what a filter shows)."""
+    return _level(ckpt, start, 1, options, keep)
 
 
 def _level(ckpt: Checkpoint, node: Node, depth: int, options: TreeOptions,
            keep: _Filter | None) -> Iterator[TreeRow]:
-    if options.depth is not None and depth > options.depth:
+    # A filter shows the way to every match, at any depth; --depth bounds the rest.
+    if options.depth is not None and depth > options.depth and keep is None:
         return
     children = [c for c in ckpt.children(node) if keep is None or c.path in keep.shown]
     shown = children[: options.limit]
@@ -139,7 +160,7 @@ class _Filter:
     shown: set[tuple[str, ...]]  # matches and their ancestors
 
 
-def _matching(ckpt: Checkpoint, start: Node, pattern: str) -> _Filter:
+def matching(ckpt: Checkpoint, start: Node, pattern: str) -> _Filter:
     """The paths that match ``pattern`` (as :func:`tdview.index.search` matches), and
     their ancestors, so that the tree shows the way to each match."""
     match = path_matcher(pattern)

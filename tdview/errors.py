@@ -8,6 +8,9 @@ the same situation, so code written against tensordict keeps catching them.
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class TDViewError(Exception):
     """Base class of every error raised by tdview."""
@@ -15,6 +18,20 @@ class TDViewError(Exception):
 
 class NotACheckpointError(TDViewError, ValueError):
     """The path is neither a checkpoint directory nor a checkpoint archive."""
+
+
+class NotACheckpointFolderError(FileNotFoundError, NotACheckpointError):
+    """A directory with no ``meta.json`` given to the loader: a ``FileNotFoundError`` for
+    ``<dir>/meta.json``, as the reference loader raises, and a
+    :class:`NotACheckpointError` (a ``ValueError``), whose message goes on to name the
+    checkpoints found in the folder."""
+
+    def __init__(self, meta_path: str, found: str) -> None:
+        super().__init__(errno.ENOENT, os.strerror(errno.ENOENT), meta_path)
+        self.found = found
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}. {self.found}"
 
 
 class CheckpointFormatError(TDViewError, ValueError):
@@ -35,6 +52,22 @@ class UnsafeCheckpointError(TDViewError, ValueError):
     Examples: a key or symlink that resolves outside the checkpoint root, an entry
     name with ``..`` or an absolute path, an encrypted zip entry, overlapping entries.
     """
+
+
+class UntrustedLinkError(UnsafeCheckpointError):
+    """A symlink leads out of the checkpoint root to a place no rule trusts.
+
+    Links inside the root are followed, and so are links into a content store that
+    holds the checkpoint (Hugging Face cache, git-annex, DVC) and links below a trusted
+    path: :func:`tdview.trust_paths` or the ``TDVIEW_TRUSTED_PATHS`` environment
+    variable. The message names the link, its target and the path to trust.
+    """
+
+
+class LinkWriteError(UnsafeCheckpointError, PermissionError):
+    """``mode="r+"`` asked to write a file reached through a symlink out of the
+    checkpoint root: tdview never writes through such a link (``mode="r"`` reads it).
+    A ``PermissionError`` too, as an unwritable file is for ``mode="r+"``."""
 
 
 class LimitExceededError(TDViewError, ValueError):

@@ -7,6 +7,7 @@ unpickles, never imports a module named in a checkpoint, and never writes.
 from __future__ import annotations
 
 from ._checkpoint import Checkpoint, Page
+from ._collection import Collection, is_collection_folder
 from ._facts import (
     LeafStorage,
     described_pickle,
@@ -38,6 +39,7 @@ __all__ = [
     "TENSORDICT",
     "VIEW",
     "Checkpoint",
+    "Collection",
     "LeafStorage",
     "NestedPath",
     "Node",
@@ -46,6 +48,7 @@ __all__ = [
     "StorageRows",
     "cached_rollup",
     "described_pickle",
+    "is_collection_folder",
     "leaf_storage",
     "needs_unpickling",
     "normalize_subpath",

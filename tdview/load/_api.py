@@ -12,7 +12,8 @@ import torch
 from .._gc import gc_paused
 from ..errors import LimitExceededError, SubpathError, TDViewError
 from ..format import decode_name, encode_key, is_safe_legacy_key
-from ..index import Checkpoint, Node, normalize_subpath, show_path, walk
+from ..index import Checkpoint, Collection, Node, normalize_subpath, show_path, walk
+from ..index._collection import not_a_checkpoint_folder
 from ..index._paths import join_key
 from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor
@@ -45,6 +46,10 @@ def load_memmap(
     check_out(out)
     device = None if device is None else torch.device(device)  # a bad string fails first
     ckpt = Checkpoint(prefix, robust_key=robust_key)
+    if isinstance(ckpt, Collection):  # a folder without meta.json: what tensordict raises
+        error = not_a_checkpoint_folder(ckpt)
+        ckpt.close()
+        raise error
     try:
         return load_checkpoint(ckpt, subpath, device, non_blocking, out=out, mode=mode,
                                num_threads=num_threads, allow_pickle=allow_pickle)

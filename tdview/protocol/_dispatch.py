@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Cancelled, NoCheckpointError, TDViewError
-from ..index import Checkpoint
-from . import _load, _nodes, _preview
+from ..index import Checkpoint, Collection
+from . import _collection, _load, _nodes, _preview
 from ._messages import (
     CANCEL,
     Request,
@@ -101,8 +101,48 @@ class Session:
 
 
 def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
-    ckpt, params = session.ckpt, request.params
+    ckpt = session.ckpt
     assert ckpt is not None
+    if isinstance(ckpt, Collection):
+        return _run_collection(session, ckpt, request, progress_fn)
+    return _run_on(session, ckpt, session.source, request, progress_fn)
+
+
+def _run_collection(session: Session, coll: Collection, request: Request,
+                    progress_fn: ProgressFn | None) -> Reply:
+    """A request on a folder of checkpoints: its own nodes answered here, a member's
+    by the member (see :mod:`._collection`)."""
+    method, params = request.method, request.params
+    if method == "search":
+        return _collection.search_result(coll, params["pattern"], params["limit"]), []
+    if "path" not in params:
+        return _run_on(session, coll, session.source, request, progress_fn)
+    owner, prefix, inner = coll.locate(params["path"])
+    if owner is coll:
+        node = coll.node(inner)
+        if method == "children":
+            return _collection.children_page(coll, node, session.source, params["offset"],
+                                             params["limit"], totals=params["totals"]), []
+        if method == "node":
+            return _collection.details(coll, node, session.source,
+                                       totals=params["totals"]), []
+        if method == "load":
+            _collection.refuse_load(coll, node)
+        return _run_on(session, coll, session.source, request, progress_fn)
+    mount = coll.own_node(prefix)
+    assert mount is not None
+    if method == "node" and not inner:
+        return _collection.details(coll, mount, session.source, totals=params["totals"]), []
+    member = _collection.member_info(session.source, mount)
+    inside = Request(request.id, method, {**params, "path": inner})
+    result, out = _run_on(session, owner, member["source"], inside, progress_fn)
+    assert result is not None
+    return _collection.put_under(result, prefix, member), out
+
+
+def _run_on(session: Session, ckpt: Checkpoint, source: str, request: Request,
+            progress_fn: ProgressFn | None) -> Reply:
+    params = request.params
     check = lambda: session.check(request.id)  # noqa: E731
     method = request.method
     if method == "children":
@@ -123,7 +163,7 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
         if progress_fn is not None:
             progress_fn(done, total, label)
 
-    return _load.load(ckpt, session.source, params, session.namespace, report,
+    return _load.load(ckpt, source, params, session.namespace, report,
                       bind=session.on_load, check=check), []
 
 

@@ -1,0 +1,183 @@
+"""Requests on a folder of checkpoints (:class:`~tdview.index.Collection`).
+
+A path that reaches into a member is answered by that member's own checkpoint, with the
+path cut to the member's part, and the reply's paths are put back under the member's
+place in the collection: every method then works inside a member exactly as on a
+checkpoint opened alone. Nodes of the collection's own tree (folders, members, side
+files) are summarised here; a side ``.memmap`` is a tensor leaf of the collection's own
+store, so that previews and leaf loads of it take the common path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import SubpathError, TDViewError
+from ..index import LEAF, Checkpoint, Collection, Node, path_matcher, search
+from ..index._collection import FOLDER, JSON_FILE, MEMBER, PICKLE_FILE, RAW_MEMMAP
+from . import _nodes
+from ._json import bounded_value
+
+
+def member_info(source: str, node: Node) -> dict[str, Any]:
+    """Where a member is, as the loader takes it: ``{source, depth, container}``.
+    ``source`` joins the collection's path as the user spelled it and the member's
+    folders; ``depth`` is how many leading keys of a path name the member."""
+    return {"source": os.path.join(source, *node.path), "depth": len(node.path),
+            "container": node.type_hint or "directory"}
+
+
+def summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
+    """The ``NodeSummary`` of a node of the collection's own tree."""
+    if node.kind == LEAF:  # a side .memmap: a tensor leaf of the collection's store
+        result = _nodes.summary(coll, node, totals=totals)
+        result["class_name"] = RAW_MEMMAP
+        return result
+    if node.kind == MEMBER:
+        return _member_summary(coll, node, source, totals=totals)
+    total = coll.total(node) if totals or node.rollup_cache is not None else None
+    n_children = 0 if node.kind in (JSON_FILE, PICKLE_FILE) else coll.count_children(node)
+    if node.kind == JSON_FILE:
+        coll.side_value(node)  # a problem reading it shows on the row
+    return {
+        "key": node.key, "path": list(node.path), "kind": node.kind,
+        "class_name": {JSON_FILE: "JSON file", PICKLE_FILE: "pickle file"}.get(node.kind, ""),
+        "has_children": n_children > 0, "n_children": n_children, "shape": None,
+        "dtype": None, "batch_size": None, "stack_dim": None,
+        "bytes": None if total is None else total.bytes,
+        "numel": None if total is None or node.kind != FOLDER else total.numel,
+        "pickled": node.kind == PICKLE_FILE, "problems": list(node.problems),
+    }
+
+
+def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool
+                    ) -> dict[str, Any]:
+    try:
+        member = coll.member(node)
+    except (TDViewError, OSError):
+        result = {"key": node.key, "path": list(node.path), "kind": MEMBER, "class_name": "",
+                  "has_children": False, "n_children": 0, "shape": None, "dtype": None,
+                  "batch_size": None, "stack_dim": None, "bytes": None, "numel": None,
+                  "pickled": False, "problems": list(node.problems)}
+    else:
+        result = _nodes.summary(member, member.root, totals=totals)
+        result.update(key=node.key, path=list(node.path), kind=MEMBER)
+    result["member"] = member_info(source, node)
+    return result
+
+
+def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
+    """The ``NodeDetails`` of a node of the collection's own tree."""
+    if node.kind == LEAF:
+        result = _nodes.details(coll, node, totals=totals)
+        result["class_name"] = RAW_MEMMAP
+        return result
+    if node.kind == MEMBER:
+        result = _member_summary(coll, node, source, totals=totals)
+        try:
+            member = coll.member(node)
+        except (TDViewError, OSError):
+            result.update(names=None, device=None, subpath="", storage=None, value=None,
+                          pickle=None, rollup=None)
+            return result
+        inner = _nodes.details(member, member.root, totals=totals)
+        inner.update(key=node.key, path=list(node.path), kind=MEMBER, member=result["member"])
+        return inner
+    result = summary(coll, node, source, totals=totals)
+    problems = result["problems"]
+    total = coll.total(node) if result["bytes"] is not None else None
+    result.update(
+        names=None, device=None, subpath="/".join(node.path), storage=_file_storage(coll, node),
+        value=bounded_value(coll.side_value(node)) if node.kind == JSON_FILE else None,
+        pickle=_pickle(coll, node, problems) if node.kind == PICKLE_FILE else None,
+        rollup=None if total is None or node.kind != FOLDER and node.path else {
+            "bytes": total.bytes, "numel": total.numel, "leaves": total.leaves,
+            "by_dtype": {_nodes.dtype_name(k): v for k, v in total.by_dtype.items()}},
+    )
+    return result
+
+
+def _file_storage(coll: Collection, node: Node) -> dict[str, Any] | None:
+    if node.file is None:
+        return None
+    try:
+        entry = coll.store.entry(node.file)
+    except (TDViewError, OSError):
+        return None
+    return {"location": entry.display, "offset": 0, "stored_bytes": entry.stored_size,
+            "compression": entry.compression, "crc32": None, "cost": "copy"}
+
+
+def _pickle(coll: Collection, node: Node, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        info = coll.side_pickle(node)
+    except (TDViewError, OSError, ValueError) as error:
+        problems.append(str(error))
+        return None
+    if info is None:
+        problems.append(f"{coll.store.display(node.file or '')} is too large to scan "
+                        "(imports unknown)")
+        return {"bytes": coll.file_size(node), "globals": []}
+    return {"bytes": coll.file_size(node),
+            "globals": [[module, name] for module, name in info.globals]}
+
+
+def children_page(coll: Collection, node: Node, source: str, offset: int, limit: int, *,
+                  totals: bool) -> dict[str, Any]:
+    page = coll.page(node, offset, limit)
+    return {"path": list(node.path), "offset": offset, "total": page.total,
+            "children": [summary(coll, child, source, totals=totals) for child in page.items]}
+
+
+def search_result(coll: Collection, pattern: str, limit: int) -> dict[str, Any]:
+    """``SearchResult`` over the collection: its own nodes' names, then each member's
+    keys (its search, under the member's path), depth-first."""
+    matches: list[list[str]] = []
+    truncated = False
+    match = path_matcher(pattern) if pattern else None
+    for node in coll.walk_own():
+        if match is None:
+            break
+        if match(node.path):
+            if len(matches) == limit:
+                truncated = True
+                break
+            matches.append(list(node.path))
+        if node.kind == MEMBER:
+            try:
+                member = coll.member(node)
+            except (TDViewError, OSError):
+                continue
+            found, more = search(member, pattern, limit=limit - len(matches) + 1)
+            matches.extend(list(node.path) + list(p) for p in found)
+            if len(matches) > limit or more:
+                truncated = True
+                del matches[limit:]
+                break
+    return {"pattern": pattern, "matches": matches, "truncated": truncated}
+
+
+def routed(coll: Collection, path: tuple[str, ...]) -> tuple[Checkpoint, tuple[str, ...],
+                                                              tuple[str, ...]]:
+    """:meth:`Collection.locate`, for a request's path."""
+    return coll.locate(path)
+
+
+def refuse_load(coll: Collection, node: Node) -> None:
+    """A load of a folder or a side file of the collection: a clear SubpathError."""
+    if node.kind != LEAF:
+        raise SubpathError(coll.not_loadable(node.path))
+
+
+def put_under(result: dict[str, Any], prefix: tuple[str, ...], member: dict[str, Any]
+              ) -> dict[str, Any]:
+    """A member's reply with its paths put under the member's place in the collection,
+    and the member's facts (``member``) on each node it describes."""
+    if isinstance(result.get("path"), list):
+        result["path"] = list(prefix) + result["path"]
+    if "kind" in result and "key" in result:  # a node: the loader's code names the member
+        result["member"] = member
+    for child in result.get("children", ()):
+        child["path"] = list(prefix) + child["path"]
+    return result
