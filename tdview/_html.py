@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 
 from ._tree_text import TreeRow, describe, draw_rows
 from .format import CollectionRecord, TensorDictNode
-from .index import Checkpoint, Node
+from .index import Checkpoint, Collection, Node
+from .index._collection import FOLDER, MEMBER
 
 #: Levels shown below the root, and children shown per level.
 DEPTH = 2
@@ -31,6 +32,9 @@ def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN,
     """The rows of the static tree: the root, then ``depth`` levels of at most ``limit``
     children each (a ``"… n more"`` row stands for the rest of a level), reading at most
     about ``budget`` bytes of ``meta.json`` beyond the root's."""
+    if isinstance(ckpt, Collection):
+        yield from _collection_rows(ckpt, depth, limit, budget)
+        return
     start = ckpt.meta_bytes_read
 
     def affordable() -> bool:
@@ -52,6 +56,31 @@ def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN,
 
     yield 0, "", describe(ckpt, ckpt.root, rollups=False)
     yield from level(ckpt.root, 1)
+
+
+def _collection_rows(coll: Collection, depth: int, limit: int, budget: int) -> Iterator[Row]:
+    """The static rows of a folder of checkpoints: its own levels, and below a member
+    that member's first levels (each member with its own metadata budget)."""
+    from ._collection_text import describe_own
+
+    def level(node: Node, at: int) -> Iterator[Row]:
+        children = coll.children(node)
+        for child in children[:limit]:
+            yield at, child.key, describe_own(coll, child, rollups=False)
+            if at >= depth:
+                continue
+            if child.kind == FOLDER:
+                yield from level(child, at + 1)
+            elif child.kind == MEMBER and not child.problems:
+                member = coll.member(child)
+                below = rows(member, depth - at, limit, budget // 4)
+                next(below)  # the member's root: the row above
+                yield from ((at + d, key, text) for d, key, text in below)
+        if len(children) > limit:
+            yield at, f"… {len(children) - limit:,} more", ""
+
+    yield 0, "", describe_own(coll, coll.root, rollups=False)
+    yield from level(coll.root, 1)
 
 
 Item = tuple[str, "Node | None", "str | None"]  # key, node (None: not read), type hint

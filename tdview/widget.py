@@ -16,8 +16,9 @@ import anywidget
 import traitlets
 
 from . import _html
-from .index import Checkpoint, normalize_subpath
-from .protocol import PROTOCOL_VERSION, Dispatcher, Session, summary
+from ._collection_text import holds_checkpoints, nothing_found
+from .index import Checkpoint, Collection, normalize_subpath
+from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
 from .protocol._load import check_device
 from .protocol._messages import MODES
 
@@ -47,8 +48,9 @@ class TDView(anywidget.AnyWidget):
     Parameters
     ----------
     path : str or PathLike
-        The checkpoint. If it cannot be opened the widget still shows, with ``error``
-        saying why.
+        The checkpoint, or a folder holding checkpoints (a training run, a replay-buffer
+        dump): each checkpoint found in it is a node to open. If it cannot be opened the
+        widget still shows, with ``error`` saying why.
     device : str
         Default device of loads (``"cpu"``, ``"cuda:0"``, ``"meta"`` …).
     allow_pickle : bool
@@ -95,8 +97,10 @@ class TDView(anywidget.AnyWidget):
         ckpt, error, root = None, "", None
         try:
             ckpt = Checkpoint(source, robust_key=robust_key)
-            root = summary(ckpt, ckpt.root, totals=False)  # totals on demand
-            if ckpt.root.problems:
+            root = root_summary(ckpt, source)  # totals on demand
+            if isinstance(ckpt, Collection) and not holds_checkpoints(ckpt):
+                error = nothing_found(ckpt)
+            elif ckpt.root.problems:
                 error = "; ".join(ckpt.root.problems)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)

@@ -339,3 +339,32 @@ def test_cli_subpath_reaches_keys_holding_a_slash(tmp_path: Path) -> None:
     assert split.returncode == 2 and "has no key 'openai'" in split.stderr
     with Checkpoint(tmp_path / "cache") as ckpt:
         assert search(ckpt, "clip")[0] == [(key,)]
+
+
+# ------------------------------------------------------------------- the widget
+
+
+def test_widget_shows_a_collection_and_its_static_tree(run: Path) -> None:
+    from tdview import TDView
+
+    view = TDView(run)
+    assert view.error == "" and view.root["kind"] == "collection"
+    assert view.root["n_children"] == 4
+    text = view._repr_mimebundle_()[0]["text/plain"]
+    assert "step_2000.tdz  checkpoint (archive)  TensorDict" in text
+    assert "step  int64  []  8 B" in text  # a member's first level, read from metadata
+    html = view._repr_mimebundle_()[0]["text/html"]
+    assert "step_1000" in html and "config.json" in html
+    layer = view.load("step_1000/model/layers/0")
+    assert torch.equal(layer["weight"], TensorDict.load_memmap(run / "step_1000")[
+        "model", "layers", "0", "weight"])
+    view.close()
+
+
+def test_widget_on_a_folder_with_nothing_checkpoint_like(tmp_path: Path) -> None:
+    from tdview import TDView
+
+    (tmp_path / "readme.txt").write_text("hello")
+    view = TDView(tmp_path)
+    assert "holds none: no meta.json" in view.error and str(tmp_path) in view.error
+    view.close()

@@ -21,6 +21,7 @@ is converted for display (complex leaves are shown by magnitude).
 
 from __future__ import annotations
 
+from ._collection import root_summary
 from ._dispatch import Cancelled, Dispatcher, NoCheckpointError, Session, handle
 from ._json import json_safe
 from ._load import devices, load, load_code
@@ -67,5 +68,6 @@ __all__ = [
     "reply_ok",
     "search_result",
     "statistics",
+    "root_summary",
     "summary",
 ]

@@ -28,6 +28,13 @@ def member_info(source: str, node: Node) -> dict[str, Any]:
             "container": node.type_hint or "directory"}
 
 
+def root_summary(ckpt: Checkpoint, source: str) -> dict[str, Any]:
+    """The root's ``NodeSummary`` as the widget's first paint sends it (no totals)."""
+    if isinstance(ckpt, Collection):
+        return summary(ckpt, ckpt.root, source, totals=False)
+    return _nodes.summary(ckpt, ckpt.root, totals=False)
+
+
 def summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
     """The ``NodeSummary`` of a node of the collection's own tree."""
     if node.kind == LEAF:  # a side .memmap: a tensor leaf of the collection's store
