@@ -24,6 +24,7 @@ from tdview.index import (
     search,
     walk,
 )
+from tdview.index._facts import pickle_key
 
 from .corpus import BUILDERS, CONTAINERS, EXTRA_DTYPES, dtypes, write
 
@@ -107,11 +108,17 @@ def test_index_agrees_with_tensordict(corpus_root: Path, name: str, container: s
 
 
 def walked_rollup(ckpt: Checkpoint, top) -> tuple:
-    """The totals of ``top`` added up node by node over :func:`walk` (every child a node)."""
-    nbytes = numel = leaves = 0
+    """The totals of ``top`` added up node by node over :func:`walk` (every child a node);
+    a node whose load unpickles adds its pickle file's size and counts one pickle."""
+    nbytes = numel = leaves = pickles = pickle_bytes = 0
     problems = len(top.problems)
     by_dtype: dict[str, int] = {}
-    for node in walk(ckpt, top):
+    for node in [top, *walk(ckpt, top)]:
+        if not node.is_leaf and needs_unpickling(ckpt.store, node):
+            size = ckpt.store.entry(pickle_key(node)).size
+            nbytes, pickles, pickle_bytes = nbytes + size, pickles + 1, pickle_bytes + size
+        if node is top:
+            continue
         if node.is_leaf:
             own = rollup(ckpt, node)  # a leaf's own totals, its problems included
             nbytes, numel, leaves = nbytes + own.bytes, numel + own.numel, leaves + 1
@@ -120,11 +127,12 @@ def walked_rollup(ckpt: Checkpoint, top) -> tuple:
                 by_dtype[name] = by_dtype.get(name, 0) + size
         else:
             problems += len(node.problems)
-    return nbytes, numel, leaves, by_dtype, problems
+    return nbytes, numel, leaves, by_dtype, problems, pickles, pickle_bytes
 
 
 def totals(total) -> tuple:
-    return total.bytes, total.numel, total.leaves, total.by_dtype, total.problems
+    return (total.bytes, total.numel, total.leaves, total.by_dtype, total.problems,
+            total.pickles, total.pickle_bytes)
 
 
 @pytest.mark.parametrize("container", ["dir", "tdz"])
@@ -196,8 +204,9 @@ def test_rollup_counts_every_leaf(demo_paths: dict[str, Path]) -> None:
     with Checkpoint(demo_paths["archive"]) as ckpt:
         total = rollup(ckpt, ckpt.root)
         assert total.leaves == len(files)
-        assert total.bytes == sum(f.stat().st_size for f in files)
-        assert sum(total.by_dtype.values()) == total.bytes
+        assert total.pickles == 1  # the demo's one pickled value: its file, not a leaf
+        assert total.bytes == sum(f.stat().st_size for f in files) + total.pickle_bytes
+        assert sum(total.by_dtype.values()) + total.pickle_bytes == total.bytes
         replay = rollup(ckpt, ckpt.node("replay"))
         assert replay.by_dtype["torch.bfloat16"] == 1_000 * 2
         assert rollup(ckpt, ckpt.node("replay")) is replay  # cached

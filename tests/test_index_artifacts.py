@@ -176,3 +176,53 @@ def test_one_leaf_is_a_leaf(tmp_path: Path) -> None:
     with Checkpoint(path) as ckpt:
         assert describe(ckpt, ckpt.node("one")).endswith("12 B in 1 leaf")
         assert describe(ckpt, ckpt.node("two")).endswith("16 B in 2 leaves")
+
+
+# -- pickled non-tensor entries in rollups ---------------------------------------------
+
+
+def _adam_state() -> dict:
+    """A real optimizer's state dict: Adam after one step on a small model."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 8))
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 32)).sum().backward()
+    optimizer.step()
+    return optimizer.state_dict()
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path,
+                                                          container: str) -> None:
+    """A torchrl trainer's optimizer part (``_state_dict_to_td(optimizer.state_dict())``):
+    its pickled Adam state adds its file's bytes to the rollups, as a pickle, not a leaf
+    (it showed "0 B in 0 leaves")."""
+    trainers = pytest.importorskip(
+        "torchrl.trainers.trainers",
+        reason="torchrl is not installed: its Trainer writes the optimizer part this way")
+    from tdview._tree_text import describe
+    from tdview._units import human_bytes
+    from tdview.protocol._nodes import details, summary
+
+    part = trainers._state_dict_to_td(_adam_state())
+    path = write(TensorDict(optimizer=part, model=TensorDict(w=torch.ones(3))), tmp_path,
+                 "trainer", container)
+    assert set(reference(path)["optimizer"].keys()) == {"state", "param_groups"}  # type: ignore[index]
+    with Checkpoint(path) as ckpt:
+        state = ckpt.node("optimizer/state")
+        size = ckpt.store.entry(state.dirkey + "/other.pickle").size
+        assert size > 10_000  # the exp_avg and exp_avg_sq tensors, pickled
+        optimizer = rollup(ckpt, ckpt.node("optimizer"))
+        assert (optimizer.bytes, optimizer.pickle_bytes, optimizer.pickles) == (size, size, 1)
+        assert (optimizer.leaves, optimizer.numel, optimizer.by_dtype) == (0, 0, {})
+        root = rollup(ckpt, ckpt.root)
+        assert (root.bytes, root.leaves, root.numel, root.pickles) == (size + 12, 1, 3, 1)
+        assert sum(root.by_dtype.values()) + root.pickle_bytes == root.bytes
+        line = describe(ckpt, ckpt.node("optimizer"))
+        assert line.endswith(f"{human_bytes(size)} in 1 pickled value"), line
+        assert describe(ckpt, ckpt.root).endswith("in 1 leaf and 1 pickled value")
+        # the protocol: a pickled value alone has a size and no element count
+        assert (summary(ckpt, state)["bytes"], summary(ckpt, state)["numel"]) == (size, None)
+        reply = details(ckpt, ckpt.node("optimizer"))["rollup"]
+        assert (reply["pickles"], reply["pickle_bytes"], reply["leaves"]) == (1, size, 0)
+        assert "pickles" not in details(ckpt, ckpt.node("model"))["rollup"]  # sent if any

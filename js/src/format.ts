@@ -1,6 +1,6 @@
 /** Text for people: sizes, shapes, kinds. */
 
-import type { NodeKind, NodeSummary } from "./protocol";
+import type { NodeKind, NodeSummary, Rollup } from "./protocol";
 
 const UNITS = ["B", "KB", "MB", "GB", "TB", "PB"];
 
@@ -33,6 +33,23 @@ export function formatShape(shape: readonly number[] | null): string {
 /** Integer with thin group separators: 1234567 → "1,234,567". */
 export function formatCount(n: number | null): string {
   return n === null ? "" : n.toLocaleString("en-US");
+}
+
+function counted(n: number, one: string): string {
+  return `${formatCount(n)} ${one}${n === 1 ? "" : "s"}`;
+}
+
+/**
+ * What a subtree's size is made of (as `tdview tree` says it, with tensors for leaves).
+ *
+ * @example rollupContents({ bytes: 9, numel: 2, leaves: 1, by_dtype: {}, pickles: 1 })
+ *   === "1 tensor and 1 pickled value"
+ */
+export function rollupContents(r: Rollup): string {
+  const pickles = r.pickles ?? 0;
+  const made = r.leaves > 0 || pickles === 0 ? [counted(r.leaves, "tensor")] : [];
+  if (pickles > 0) made.push(counted(pickles, "pickled value"));
+  return made.join(" and ");
 }
 
 const KIND_LABELS: Record<NodeKind, string> = {

@@ -102,10 +102,16 @@ export interface PickleInfo {
 }
 
 export interface Rollup {
+  /** Tensor bytes (`by_dtype`) plus `pickle_bytes`. */
   bytes: number;
   numel: number;
+  /** Tensors; a pickled value is no leaf. */
   leaves: number;
   by_dtype: Record<string, number>;
+  /** Values below that a load would unpickle, and their files' bytes: sent only when
+   * there are some. */
+  pickles?: number;
+  pickle_bytes?: number;
 }
 
 /** The rows of a torchrl replay-buffer storage: `written` of `capacity` (its first batch
@@ -315,6 +321,18 @@ const summaryShape = {
 
 export const decodeNodeSummary: Decoder<NodeSummary> = object(summaryShape);
 
+const rollupShape = object({ bytes: count, numel: count, leaves: count, by_dtype: record(count) });
+
+/** A rollup, with `pickles` and `pickle_bytes` when the subtree holds pickled values. */
+const decodeRollup: Decoder<Rollup> = (v, at) => {
+  const rollup: Rollup = rollupShape(v, at);
+  for (const key of ["pickles", "pickle_bytes"] as const) {
+    const found = (v as Record<string, unknown>)[key];
+    if (found !== undefined) rollup[key] = count(found, `${at}.${key}`);
+  }
+  return rollup;
+};
+
 export const decodeNodeDetails: Decoder<NodeDetails> = object({
   ...summaryShape,
   names: nullable(array(nullable(str))),
@@ -332,7 +350,7 @@ export const decodeNodeDetails: Decoder<NodeDetails> = object({
   ),
   value: unknownValue,
   pickle: nullable(object({ bytes: count, globals: array(pair(str, str)) })),
-  rollup: nullable(object({ bytes: count, numel: count, leaves: count, by_dtype: record(count) })),
+  rollup: nullable(decodeRollup),
   rows: nullable(object({ written: count, capacity: count })),
 });
 

@@ -9,7 +9,7 @@
 import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
-import { formatCount, formatShape, humanBytes } from "./format";
+import { formatCount, formatShape, humanBytes, rollupContents } from "./format";
 import type { NodeDetails, Options, Path, StorageInfo, StorageRows } from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
 import { LoadPanel } from "./render-load";
@@ -95,7 +95,7 @@ export function detailFields(d: NodeDetails): Field[] {
   const r = d.rollup;
   // A node's size is its subtree's: one row each, with the tensor count.
   const bytes = r ? r.bytes : d.bytes;
-  const tensors = r ? ` in ${formatCount(r.leaves)} tensor${r.leaves === 1 ? "" : "s"}` : "";
+  const tensors = r ? ` in ${rollupContents(r)}` : "";
   fields.push(
     ["Elements", formatCount(r ? r.numel : d.numel)],
     ["Size", bytes === null ? "" : `${humanBytes(bytes)} (${formatCount(bytes)} B)${tensors}`],

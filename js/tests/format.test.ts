@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeShape, formatCount, humanBytes } from "../src/format";
+import { describeShape, formatCount, humanBytes, rollupContents } from "../src/format";
 import type { NodeSummary } from "../src/protocol";
 
 describe("format", () => {
@@ -18,6 +18,15 @@ describe("format", () => {
 
   it("groups counts", () => {
     expect(formatCount(1_234_567)).toBe("1,234,567");
+  });
+
+  it("says what a size is made of: tensors and pickled values", () => {
+    const r = { bytes: 0, numel: 0, leaves: 0, by_dtype: {} };
+    expect(rollupContents(r)).toBe("0 tensors");
+    expect(rollupContents({ ...r, leaves: 1 })).toBe("1 tensor");
+    expect(rollupContents({ ...r, leaves: 1200 })).toBe("1,200 tensors");
+    expect(rollupContents({ ...r, pickles: 1, pickle_bytes: 82_338 })).toBe("1 pickled value");
+    expect(rollupContents({ ...r, leaves: 3, pickles: 2 })).toBe("3 tensors and 2 pickled values");
   });
 
   it("describes leaves by shape and dtype, nodes by batch size", () => {

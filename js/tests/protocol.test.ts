@@ -162,6 +162,18 @@ describe("parsers", () => {
     expect(parseState({ ...message, root: { ...root, kind: "folder" } })).toBeNull();
   });
 
+  it("keep a rollup's pickles when there are some, and check them", () => {
+    const { message } = loadGolden("reply_node_tensordict");
+    const result = message.result as Record<string, unknown>;
+    const rollup = { ...(result.rollup as object), pickles: 1, pickle_bytes: 82_338 };
+    expect(parseResult("node", { ...result, rollup }).rollup).toMatchObject({
+      pickles: 1,
+      pickle_bytes: 82_338,
+    });
+    const bad = { ...result, rollup: { ...rollup, pickles: -1 } };
+    expect(() => parseResult("node", bad)).toThrow(/rollup.pickles/);
+  });
+
   it("reject a reply with ok but no result, or an error without a message", () => {
     const { message } = loadGolden("reply_error");
     const error = message.error as Record<string, unknown>;

@@ -3,6 +3,7 @@
 Both walk the tree depth-first through the index, so they parse every ``meta.json``
 of the subtree once (cached) and never read a payload byte. A rollup totals a plain
 TensorDict folder from its records, without a node per child, and caches it per folder.
+A pickled non-tensor value adds the size of its pickle file (see :class:`Rollup`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..errors import TDViewError
 from ..format import TensorclassNode, TensorDictNode
 from ._checkpoint import Checkpoint
 from ._children import Folder, json_field_children, tensordict_totals
-from ._facts import leaf_entry
+from ._facts import leaf_entry, needs_unpickling, pickle_key
 from ._node import Node
 from ._paths import NestedPath
 
@@ -25,19 +26,30 @@ _GLOB = set("*?[")
 
 @dataclass(slots=True)
 class Rollup:
-    """Totals of a subtree. Nested leaves count the bytes of their data file."""
+    """Totals of a subtree. Nested leaves count the bytes of their data file.
+
+    A non-tensor value that loading would unpickle (its ``other.pickle`` or
+    ``pickle.pkl``, see :func:`~tdview.index.needs_unpickling`) is no leaf: it adds the
+    size of its pickle file to ``bytes`` and ``pickle_bytes`` and one to ``pickles``,
+    nothing to ``numel``, ``leaves`` (tensors, as the loader reports them) or
+    ``by_dtype``. So ``bytes == sum(by_dtype.values()) + pickle_bytes``.
+    """
 
     bytes: int = 0
     numel: int = 0
     leaves: int = 0
     by_dtype: dict[str, int] = field(default_factory=dict)
     problems: int = 0
+    pickles: int = 0
+    pickle_bytes: int = 0
 
     def add(self, other: Rollup) -> None:
         self.bytes += other.bytes
         self.numel += other.numel
         self.leaves += other.leaves
         self.problems += other.problems
+        self.pickles += other.pickles
+        self.pickle_bytes += other.pickle_bytes
         for dtype, size in other.by_dtype.items():
             self.by_dtype[dtype] = self.by_dtype.get(dtype, 0) + size
 
@@ -166,9 +178,30 @@ def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
         inner = ckpt.inner(node)
         if inner is not None and inner.dirkey is not None and _plain(inner.meta):
             # its fields: the inner TensorDict's entries, then the JSON fields
-            return _totals_frame(ckpt, node, node.path, dirkey, inner.dirkey,  # type: ignore[arg-type]
-                                 inner.meta, problems, json_field_children(node.path, meta))
-    return node, dirkey, iter(ckpt.children(node)), Rollup(problems=problems)
+            frame = _totals_frame(ckpt, node, node.path, dirkey, inner.dirkey,  # type: ignore[arg-type]
+                                  inner.meta, problems, json_field_children(node.path, meta))
+            frame[3].add(_pickle_rollup(ckpt, node))
+            return frame
+    total = _pickle_rollup(ckpt, node)
+    total.problems += problems
+    return node, dirkey, iter(ckpt.children(node)), total
+
+
+def _pickle_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
+    """The size of the pickle file that loading ``node`` would unpickle, as a rollup of
+    no leaf: its entry is looked up (the file is read only when a ``json_types.json``
+    may describe it, to check its hash). Empty when there is none or it cannot be looked
+    up (the node's details then say why)."""
+    key = pickle_key(node)
+    if key is None:
+        return Rollup()
+    try:
+        if not needs_unpickling(ckpt.store, node):
+            return Rollup()
+        size = ckpt.store.entry(key).size
+    except (TDViewError, OSError):
+        return Rollup()
+    return Rollup(bytes=size, pickles=1, pickle_bytes=size)
 
 
 def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:

@@ -63,8 +63,7 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     index), None for a node that holds no tensor (a non-tensor value); ``bytes`` counts
     the pickle files that loading would unpickle too (a pickled value alone has
     ``bytes`` and no ``numel``). ``pickled`` says whether loading the node alone would
-    unpickle; ``problems`` lists what the index
-    and the size checks found.
+    unpickle; ``problems`` lists what the index and the size checks found.
 
     Parameters
     ----------
