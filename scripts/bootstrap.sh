@@ -23,6 +23,11 @@ fi
 command -v npm >/dev/null || { echo "bootstrap: npm (Node 20) is needed to build the front end" >&2; exit 1; }
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet -e ".[dev]"
+# torchrl writes the replay buffers of tests/test_replay_buffers.py (tdview never imports
+# it). 0.14.1 pins tensordict<0.15, which pip's resolver refuses beside tensordict 0.15,
+# though what the tests use of it (ReplayBuffer.dumps) runs with 0.15: so it is installed
+# without its dependencies, and the rest of them are in the test extra above.
+.venv/bin/pip install --quiet --no-deps "torchrl==0.14.1"
 # The editable build skips npm when a bundle exists; keep the bundle current.
 (cd js && npm ci --no-audit --no-fund --silent && npm run --silent build)
 # The JupyterLab extension (labextension/ -> tdview/labextension/). The editable install

@@ -29,7 +29,7 @@ KINDS = {"tensordict", "tensorclass", "lazy_stack", "non_tensor", "non_tensor_st
 SUMMARY_KEYS = {"key", "path", "kind", "class_name", "has_children", "n_children", "shape",
                 "dtype", "batch_size", "stack_dim", "bytes", "numel", "pickled", "problems"}
 DETAIL_KEYS = SUMMARY_KEYS | {"names", "device", "subpath", "storage", "value", "pickle",
-                              "rollup"}
+                              "rollup", "rows"}
 
 
 def request(method: str, params: dict, rid: int = 8589934593) -> dict:
