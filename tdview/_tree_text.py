@@ -85,8 +85,21 @@ def _pickled(ckpt: Checkpoint, node: Node) -> str:
         return f"pickled (unreadable: {error})"
     if info is None:
         return "pickled"
-    imports = ", ".join(f"{m}.{n}" for m, n in info.globals) or "no imports"
-    return f"pickled, locked ({human_bytes(info.size)}; {imports})"
+    return f"pickled {human_bytes(info.size)} ({imports_text(info.globals)}): {PICKLE_POLICY}"
+
+
+#: When a pickled value is unpickled (tdview's loader and tensordict's alike); the widget
+#: says the same (``PICKLE_PROBLEM`` in the protocol, the lock box of its details).
+PICKLE_POLICY = "unpickled only on load with allow_pickle=True, or None with a warning"
+
+
+def imports_text(names: Iterable[tuple[str, str]], most: int = 3) -> str:
+    """``"imports collections.OrderedDict"``: the first ``most`` globals a pickle names."""
+    found = [f"{module}.{name}" for module, name in names]
+    if not found:
+        return "imports nothing"
+    more = f" and {len(found) - most} more" if len(found) > most else ""
+    return "imports " + ", ".join(found[:most]) + more
 
 
 def short_value(value: object, width: int = 60) -> str:

@@ -9,11 +9,12 @@ stacks, pickled non-tensor entries, and the words the CLI and the widget use for
 from __future__ import annotations
 
 import warnings
+from collections import deque
 from pathlib import Path
 
 import pytest
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack, tensorclass
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, lazy_stack, tensorclass
 
 from tdview.index import LEAF, TENSORCLASS, Checkpoint, rollup, search, walk
 
@@ -226,3 +227,29 @@ def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path,
         reply = details(ckpt, ckpt.node("optimizer"))["rollup"]
         assert (reply["pickles"], reply["pickle_bytes"], reply["leaves"]) == (1, size, 0)
         assert "pickles" not in details(ckpt, ckpt.node("model"))["rollup"]  # sent if any
+
+
+def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
+    """Not "pickled, locked" (which reads like tensordict's is_locked and hides that the
+    default allow_pickle=None unpickles, with a FutureWarning): its size, what it imports
+    and when it is unpickled; the protocol says the same."""
+    from tdview._tree_text import PICKLE_POLICY, describe
+    from tdview.load import load_memmap
+    from tdview.protocol._nodes import PICKLE_PROBLEM, details
+
+    path = write(TensorDict(state=NonTensorData(deque([1, 2]))), tmp_path, "od", "dir")
+    with Checkpoint(path) as ckpt:
+        node = ckpt.node("state")
+        size = ckpt.store.entry("state/other.pickle").size
+        line = describe(ckpt, node)
+        assert "locked" not in line
+        assert line.endswith(f"pickled {size} B (imports collections.deque): "
+                             "unpickled only on load with allow_pickle=True, or None with "
+                             "a warning"), line
+        assert PICKLE_POLICY in PICKLE_PROBLEM and PICKLE_PROBLEM in details(ckpt, node)["problems"]
+    # what it says is what the loader does
+    with pytest.warns(FutureWarning, match="pickled"):
+        assert load_memmap(path)["state"] == deque([1, 2])
+    assert load_memmap(path, allow_pickle=True)["state"] == deque([1, 2])
+    with pytest.raises(RuntimeError, match="Refusing"):
+        load_memmap(path, allow_pickle=False)

@@ -214,7 +214,7 @@ def test_tree_command(demo_paths) -> None:
     assert "head  TensorDict" in out and "weight  float32  [512, 64]  128.0 KiB" in out
     assert "layers" not in out
     top = subprocess.run(run, capture_output=True, text=True, check=True).stdout
-    assert "tags  NonTensorData  batch []  pickled, locked" in top
+    assert "tags  NonTensorData  batch []  pickled 56 B (imports nothing): unpickled only" in top
     assert "replay  TensorDict  batch [1000]" in top
     bad = subprocess.run(run + ["nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "has no key 'nope'" in bad.stderr

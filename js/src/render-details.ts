@@ -132,6 +132,10 @@ function copyTextOf(label: string, d: NodeDetails): string | null {
   return null;
 }
 
+/** When a pickled value is unpickled, as `tdview tree` and the kernel's problems say it. */
+export const PICKLE_POLICY =
+  "unpickled only on load with allow_pickle=True, or None with a warning";
+
 /** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
 function lockBox(
   d: NodeDetails,
@@ -154,7 +158,9 @@ function lockBox(
   const text = el(
     "p",
     "tdview-lock-text",
-    `Loading it unpickles ${size}, which can run arbitrary code. Unlock it only if you trust this file.`,
+    `Loading it unpickles ${size}, which can run arbitrary code. It is ${PICKLE_POLICY} ` +
+      "(load_memmap's default); allow_pickle=False refuses it. Unlock it (allow_pickle=True) " +
+      "only if you trust this file.",
   );
   const globals = el("div", "tdview-lock-globals");
   const names = pickle?.globals ?? [];

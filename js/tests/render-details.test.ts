@@ -29,7 +29,9 @@ function tree() {
         class_name: "NonTensorData",
         pickled: true,
         pickle: { bytes: 56, globals: [["collections", "OrderedDict"]] as [string, string][] },
-        problems: ["pickled value: loading it needs allow_pickle=True"],
+        problems: [
+          "pickled value: unpickled only on load with allow_pickle=True, or None with a warning",
+        ],
       },
       { key: "a/b", shape: [2] },
     ],
@@ -140,6 +142,10 @@ describe("DetailsPanel", () => {
     expect(lock()?.dataset.locked).toBe("true");
     expect(lock()?.querySelector(".tdview-lock-badge")?.textContent).toBe("Locked");
     expect(lock()?.textContent).toContain("56 B of pickle");
+    // when it is unpickled, as tdview tree says it: the default None unpickles too
+    expect(lock()?.textContent).toContain(
+      "unpickled only on load with allow_pickle=True, or None with a warning",
+    );
     expect(
       [...(lock()?.querySelectorAll(".tdview-globals li") ?? [])].map((li) => li.textContent),
     ).toEqual(["collections.OrderedDict"]);

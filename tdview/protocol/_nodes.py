@@ -25,7 +25,9 @@ from ..index import (
 from ..index._facts import pickle_key
 from ._json import bounded_value
 
-PICKLE_PROBLEM = "pickled value: loading it needs allow_pickle=True"
+#: Said of a node whose load unpickles, as ``tdview tree`` says it (``PICKLE_POLICY``).
+PICKLE_PROBLEM = ("pickled value: unpickled only on load with allow_pickle=True, or None "
+                  "with a warning")
 
 
 def dtype_name(name: str) -> str:
