@@ -141,6 +141,24 @@ def test_preview_of_all_rows_when_asked(buffer_path: Path) -> None:
     assert result["stats"]["min"] == 0.0  # LazyMemmapStorage's unwritten rows are zeros
 
 
+def test_a_buffer_opened_at_its_dump_folder(buffer_path: Path) -> None:
+    """``Checkpoint(path)`` of the folder ``dumps`` wrote is a collection whose member
+    ``storage`` is the checkpoint: its rows and previews are the same as opened alone,
+    and every node of the collection's own tree has ``rows`` (null) in its details."""
+    ckpt = Checkpoint(buffer_path)
+    assert ask(ckpt, "node", path=["storage"])[0]["rows"] == {"written": ROWS,
+                                                              "capacity": CAPACITY}
+    written, _ = ask(ckpt, "preview", path=["storage", "step_count"], rows=100)
+    assert written["stats"]["count"] == ROWS and written["rows"]["scope"] == "written"
+    everything, _ = ask(ckpt, "preview", path=["storage", "step_count"], rows=100,
+                        rows_scope="all")
+    assert everything["stats"]["count"] == CAPACITY
+    keys = set(golden("reply_node")["message"]["result"])
+    for path in ([], ["writer"], ["writer", "metadata.json"], ["buffer_metadata.json"]):
+        result, _ = ask(ckpt, "node", path=path)
+        assert keys <= set(result) and result["rows"] is None, path
+
+
 def test_a_buffer_dumped_from_memory_and_archived(tmp_path: Path) -> None:
     """A ``LazyTensorStorage`` (rows in memory, saved by torchrl as a memmap), packed into
     a zip archive as a user would ship it: the rows come from the archive's entry."""

@@ -86,7 +86,7 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
             member = coll.member(node)
         except (TDViewError, OSError):
             result.update(names=None, device=None, subpath="", storage=None, value=None,
-                          pickle=None, rollup=None)
+                          pickle=None, rollup=None, rows=None)
             return result
         inner = _nodes.details(member, member.root, totals=totals)
         inner.update(key=node.key, path=list(node.path), kind=MEMBER, member=result["member"])
@@ -101,6 +101,7 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
         rollup=None if total is None or node.kind != FOLDER and node.path else {
             "bytes": total.bytes, "numel": total.numel, "leaves": total.leaves,
             "by_dtype": {_nodes.dtype_name(k): v for k, v in total.by_dtype.items()}},
+        rows=None,
     )
     return result
 
