@@ -16,7 +16,7 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, lazy_stack, tensorclass
 
-from tdview.index import LEAF, TENSORCLASS, Checkpoint, rollup, search, walk
+from tdview.index import LEAF, TENSORCLASS, Checkpoint, rollup, search, stack_schema, walk
 
 CONTAINERS = ["dir", "tdz"]
 
@@ -116,7 +116,8 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
                     batch_size=(3,)),
         ])
     path = write(chats, tmp_path, "history", container)
-    members = members_of(reference(path))
+    loaded = reference(path)
+    members = members_of(loaded)
     with Checkpoint(path) as ckpt:
         assert ckpt.root.class_name == "History"
         children = ckpt.children(ckpt.root)
@@ -127,6 +128,11 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
         assert ckpt.node("1/content").value == ["a", "b", "c"]
         matches, _ = search(ckpt, "role")
         assert matches == [("0", "role"), ("1", "role")]
+        schema = {e.key[0]: e for e in stack_schema(ckpt, ckpt.root) or []}
+        assert set(schema) == set(loaded._tensordict.keys())  # type: ignore[attr-defined]
+        for key, entry in schema.items():
+            assert entry.stacked_shape(2, 0) == tuple(
+                loaded._tensordict.get_item_shape(key)), key  # type: ignore[attr-defined]
 
 
 # -- ragged lazy stacks ----------------------------------------------------------------
@@ -253,3 +259,83 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
     assert load_memmap(path, allow_pickle=True)["state"] == deque([1, 2])
     with pytest.raises(RuntimeError, match="Refusing"):
         load_memmap(path, allow_pickle=False)
+
+
+# -- the merged schema of a lazy stack -------------------------------------------------
+
+
+def _schema_stacks() -> dict[str, object]:
+    def member(n: int, *, extra: bool = False, wide: bool = False) -> TensorDict:
+        td = TensorDict(obs=torch.zeros(n, 4), done=torch.zeros(n, dtype=torch.bool),
+                        next=TensorDict(obs=torch.zeros(n, 4), batch_size=[n]),
+                        info=NonTensorData("x"), batch_size=[n])
+        if extra:
+            td["extra"] = torch.zeros(n, 2)
+        if wide:
+            td["obs"] = torch.zeros(n, 4, 2)  # one more dim: the ranks differ
+        return td
+
+    return {
+        "ragged": lazy_stack([member(3), member(5, extra=True), member(3)]),
+        "ranks": lazy_stack([member(3), member(3, wide=True)]),
+        "dim1": lazy_stack([TensorDict(a=torch.zeros(2, 3, 7), batch_size=[2, 3]),
+                            TensorDict(a=torch.zeros(2, 5, 7), batch_size=[2, 5])], dim=1),
+        "episodes": lazy_stack([episode(3), episode(5)]),
+    }
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("name", sorted(_schema_stacks()))
+def test_the_schema_of_a_lazy_stack_is_what_tensordict_sees(tmp_path: Path, name: str,
+                                                            container: str) -> None:
+    """Each key's dtype, and its shape with -1 where the members differ: stacked, it is
+    tensordict's ``get_item_shape``; a key only some members hold says how many."""
+    from tdview.index import stack_members
+
+    path = write(TensorDict(stack=_schema_stacks()[name]), tmp_path, name, container)
+    loaded = reference(path)["stack"]  # type: ignore[index]
+    stack = loaded._tensordict if hasattr(loaded, "_tensordict") else loaded
+    with Checkpoint(path) as ckpt:
+        node = ckpt.node("stack")
+        members, dim = stack_members(ckpt, node)  # type: ignore[misc]
+        assert (len(members), dim) == (len(stack.tensordicts), stack.stack_dim)
+        entries = stack_schema(ckpt, node)
+        assert entries is not None
+        every = [e for e in entries if e.members == len(members)]
+        assert {e.key for e in every} == {k if isinstance(k, tuple) else (k,)
+                                          for k in stack.keys(True)}
+        for entry in every:
+            key = entry.key if len(entry.key) > 1 else entry.key[0]
+            assert entry.stacked_shape(len(members), dim) == tuple(stack.get_item_shape(key)), key
+            value = stack.tensordicts[0].get(key)
+            if entry.kind == LEAF:
+                assert entry.dtype == str(value.dtype), key
+        exclusive = {e.key: e.members for e in entries if e.members < len(members)}
+        assert exclusive == ({("extra",): 1} if name == "ragged" else {})
+        if name == "ragged":
+            lines = [e.text() for e in entries]
+            assert "obs: float32[-1, 4]" in lines and "next/obs: float32[-1, 4]" in lines
+            assert "done: bool[-1]" in lines and "info: NonTensorData[-1]" in lines
+        if name == "ranks":
+            obs = next(e for e in entries if e.key == ("obs",))
+            assert obs.ranks_differ and obs.stacked_shape(2, 0) == (-1,)
+
+
+def test_the_schema_is_in_the_details_of_a_lazy_stack_only(tmp_path: Path) -> None:
+    """An optional ``schema`` in the protocol's details: for a lazy stack (or a
+    tensorclass over one), with the subtree totals; absent for other nodes."""
+    from tdview.protocol._nodes import details
+
+    path = write(TensorDict(stack=lazy_stack([episode(3), episode(5)]),
+                            plain=TensorDict(a=torch.ones(2))), tmp_path, "d", "dir")
+    with Checkpoint(path) as ckpt:
+        first = details(ckpt, ckpt.node("stack"), totals=False)
+        assert first["schema"] is None  # not walked for the first paint
+        schema = details(ckpt, ckpt.node("stack"))["schema"]
+        assert schema == {"members": 2, "stack_dim": 0, "truncated": False, "entries": [
+            {"key": ["obs"], "kind": "leaf", "class_name": "Tensor", "dtype": "float32",
+             "shape": [-1, 4], "members": 2},
+            {"key": ["reward"], "kind": "leaf", "class_name": "Tensor", "dtype": "float32",
+             "shape": [-1, 1], "members": 2}]}
+        assert "schema" not in details(ckpt, ckpt.node("plain"))
+        assert "schema" not in details(ckpt, ckpt.node("stack/0"))

@@ -28,6 +28,7 @@ from ._node import (
 )
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._replay import StorageRows, rows_of_leaf, storage_rows
+from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
 from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Node",
     "Page",
     "Rollup",
+    "SchemaEntry",
     "StorageRows",
     "cached_rollup",
     "described_pickle",
@@ -55,10 +57,13 @@ __all__ = [
     "path_matcher",
     "pickle_info",
     "rollup",
+    "schema_lines",
     "rows_of_leaf",
     "search",
     "show_path",
     "size_problems",
+    "stack_members",
+    "stack_schema",
     "storage_rows",
     "walk",
 ]

@@ -20,6 +20,8 @@ from ..index import (
     rollup,
     search,
     size_problems,
+    stack_members,
+    stack_schema,
     storage_rows,
 )
 from ..index._facts import pickle_key
@@ -211,7 +213,30 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
         rollup=total,
         rows=_rows(ckpt, node, problems),
     )
+    if stack_members(ckpt, node) is not None:  # a lazy stack: its merged schema, with
+        result["schema"] = _schema(ckpt, node) if total is not None else None  # totals
     return result
+
+
+#: Entries of a lazy stack's schema sent at most (a stack of models may hold thousands).
+MAX_SCHEMA_ENTRIES = 1000
+
+
+def _schema(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+    """``{members, stack_dim, entries, truncated}``: the merged schema of a lazy stack
+    (:func:`~tdview.index.stack_schema`), each entry ``{key, kind, class_name, dtype,
+    shape, members}`` with -1 in a dim where the members differ."""
+    found = stack_members(ckpt, node)
+    entries = stack_schema(ckpt, node)
+    if found is None or entries is None:
+        return None
+    return {"members": len(found[0]), "stack_dim": found[1],
+            "entries": [{"key": list(e.key), "kind": e.kind, "class_name": e.class_name,
+                         "dtype": None if e.dtype is None else dtype_name(e.dtype),
+                         "shape": None if e.shape is None else list(e.shape),
+                         "members": e.members}
+                        for e in entries[:MAX_SCHEMA_ENTRIES]],
+            "truncated": len(entries) > MAX_SCHEMA_ENTRIES}
 
 
 def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int, *,
