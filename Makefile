@@ -21,7 +21,8 @@ demo: env
 	cd js && npm run --silent build
 	$(PY) -m tdview demo --out $(DEMO_DIR)
 	@echo "Starting JupyterLab on http://$(HOST):$(PORT)/ (open the URL printed below)"
-	$(VENV)/bin/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
+	@# The venv's bin/ on PATH: the kernels, terminals and `!` commands find `tdview`.
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
 	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/tour.ipynb
 
 # Every test: TypeScript (lint, types, vitest), then Python (pytest, browser tests included).
