@@ -157,6 +157,10 @@ def test_a_broken_archive_member_is_a_problem_of_its_node(tmp_path: Path) -> Non
     bad = next(c for c in page["children"] if c["key"] == "bad.tdz")
     assert bad["kind"] == "checkpoint" and not bad["has_children"]
     assert "not a memory-mapped tensordict archive" in bad["problems"][0]
+    details = ok(session, "node", path=["bad.tdz"], totals=True)
+    assert details["kind"] == "checkpoint" and details["problems"] == bad["problems"]
+    inside = request(session, "node", path=["bad.tdz", "x"], totals=True)
+    assert inside["error"]["type"] == "NotACheckpointError"
     good = next(c for c in page["children"] if c["key"] == "good")
     assert good["bytes"] == td_bytes(Checkpoint(tmp_path / "good"))
 

@@ -32,7 +32,15 @@ from itertools import islice
 from typing import Any
 
 from ..errors import NotACheckpointFolderError, SubpathError, TDViewError
-from ..format import DEFAULT_MAX_DEPTH, DTYPES, LeafRecord, PickleInfo, json_depth, scan_pickle
+from ..format import (
+    DEFAULT_MAX_DEPTH,
+    DTYPES,
+    LeafRecord,
+    PickleInfo,
+    json_depth,
+    scan_pickle,
+    unscanned,
+)
 from ..storage import DirectoryStore
 from ._checkpoint import Checkpoint, Page
 from ._node import LEAF, Node
@@ -175,9 +183,11 @@ class Collection(Checkpoint):
             _read_value(self.store, node)
         return node.value
 
-    def side_pickle(self, node: Node) -> PickleInfo | None:
-        """The imports of a side pickle, from its opcodes (never unpickled); None when it
-        is larger than :data:`MAX_SIDE_PICKLE` (too large to scan: imports unknown).
+    def side_pickle(self, node: Node) -> PickleInfo:
+        """The imports of a side pickle, from its opcodes (never unpickled), with bounded
+        work: one larger than :data:`MAX_SIDE_PICKLE` is not read, and a scan past its
+        opcode or time budget stops; both say so (``info.unknown``: "too large to scan:
+        imports unknown").
 
         Raises
         ------
@@ -185,8 +195,9 @@ class Collection(Checkpoint):
             The file cannot be read, or is not a pickle.
         """
         assert node.file is not None
-        if self.file_size(node) > MAX_SIDE_PICKLE:
-            return None
+        size = self.file_size(node)
+        if size > MAX_SIDE_PICKLE:
+            return unscanned(size, f"larger than {MAX_SIDE_PICKLE >> 20} MiB")
         where = self.store.display(node.file)
         return scan_pickle(self.store.read_bytes(node.file, MAX_SIDE_PICKLE), where)
 
@@ -285,7 +296,10 @@ class Collection(Checkpoint):
                 )
             node = found
         if node.kind == MEMBER:
-            return self.member(node), path, ()
+            try:
+                return self.member(node), path, ()
+            except (TDViewError, OSError):
+                pass  # a member that cannot be opened is a node of the collection's own
         return self, (), path
 
     def is_own(self, node: Node) -> bool:
