@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..format import LazyStackNode, TensorclassNode
 from ._checkpoint import Checkpoint
 from ._children import has_members
-from ._node import LEAF, NON_TENSOR, TENSORCLASS, TENSORDICT, Node
+from ._node import LAZY_STACK, LEAF, NON_TENSOR, TENSORCLASS, TENSORDICT, Node
 from ._paths import NestedPath
 
 #: Lazy stacks of lazy stacks read as stacks, this deep (deeper: as their members).
@@ -137,14 +137,9 @@ def schema_lines(entries: list[SchemaEntry], total: int) -> list[str]:
 def _member_facts(ckpt: Checkpoint, member: Node,
                   depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
     """Every key below one member, depth-first in load order, with what it is there. A
-    member that is a lazy stack itself has its schema's keys, stacked; a lazy stack
-    below a member is one entry (its own schema is its own)."""
-    inner = stack_members(ckpt, member) if depth < _MAX_STACK_DEPTH else None
-    if inner is not None:
-        count, dim = len(inner[0]), inner[1]
-        for entry in stack_schema(ckpt, member, _depth=depth + 1) or ():
-            yield entry.key, (entry.kind, entry.class_name, entry.dtype,
-                              entry.stacked_shape(count, dim))
+    lazy stack (the member, or a node below it) gives its own schema's keys, stacked."""
+    if depth < _MAX_STACK_DEPTH and stack_members(ckpt, member) is not None:
+        yield from _stacked_facts(ckpt, member, (), depth)
         return
     base = len(member.path)
     stack = [(iter(ckpt.children(member)), ckpt.batch_size(member))]
@@ -165,5 +160,20 @@ def _member_facts(ckpt: Checkpoint, member: Node,
             continue
         batch = ckpt.batch_size(child)
         yield key, (child.kind, child.class_name, None, batch)
-        if child.kind in (TENSORDICT, TENSORCLASS):  # a nested lazy stack is one entry
+        if child.kind not in (TENSORDICT, TENSORCLASS, LAZY_STACK):
+            continue
+        if stack_members(ckpt, child) is None:
             stack.append((iter(ckpt.children(child)), batch))
+        elif depth < _MAX_STACK_DEPTH:
+            yield from _stacked_facts(ckpt, child, key, depth)
+
+
+def _stacked_facts(ckpt: Checkpoint, node: Node, prefix: NestedPath,
+                   depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
+    """The keys of a lazy stack's schema under ``prefix``, with their stacked shapes."""
+    found = stack_members(ckpt, node)
+    assert found is not None
+    count, dim = len(found[0]), found[1]
+    for entry in stack_schema(ckpt, node, _depth=depth + 1) or ():
+        yield prefix + entry.key, (entry.kind, entry.class_name, entry.dtype,
+                                   entry.stacked_shape(count, dim))
