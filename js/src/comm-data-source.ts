@@ -4,8 +4,9 @@
  * Each call gets a fresh id and an entry in the pending map; the reply with that id
  * settles it. A call ends in exactly one of: the reply, a timeout (no reply nor
  * progress for `timeoutMs`), an abort (the caller's signal; a cancel message is sent),
- * or the connection ending (comm closed, model destroyed, or `dispose()`), which
- * rejects every pending call at once.
+ * or the connection ending (comm closed, model destroyed, a send that throws, or
+ * `dispose()`), which rejects every pending call at once. A lost connection stays lost:
+ * later calls reject at once without sending, and `onLost` hears of it once.
  */
 
 import type { WireBuffer } from "./buffers";
@@ -60,7 +61,14 @@ export interface CommDataSourceOptions {
   timeoutMs?: number;
   /** First id; by default a random multiple of 2**32, so that views sharing a model differ. */
   firstId?: number;
+  /** Called once when the connection is lost (not on `dispose()`). */
+  onLost?: (error: ProtocolError) => void;
 }
+
+/** A send that throws: in JupyterLab, the kernel restarted (its comms are gone). */
+export const KERNEL_RESTARTED = "the kernel restarted: run the cell again";
+/** The comm closed or the model was destroyed. */
+export const CONNECTION_CLOSED = "the connection to the kernel was lost: run the cell again";
 
 interface Pending {
   method: Method;
@@ -79,6 +87,7 @@ export class CommDataSource implements DataSource {
   readonly #model: CommModel;
   readonly #pending = new Map<number, Pending>();
   readonly #timeoutMs: number;
+  readonly #onLost: ((error: ProtocolError) => void) | undefined;
   #nextId: number;
   #lost: ProtocolError | null = null;
 
@@ -86,6 +95,7 @@ export class CommDataSource implements DataSource {
     this.#model = model;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
     this.#nextId = options.firstId ?? randomFirstId();
+    this.#onLost = options.onLost;
     model.on("msg:custom", this.#onMessage);
     model.on("comm:close", this.#onClose);
     model.on("destroy", this.#onClose);
@@ -131,8 +141,9 @@ export class CommDataSource implements DataSource {
       pending.armTimer();
       try {
         this.#model.send(makeRequest(id, method, params));
-      } catch (e) {
-        this.#fail(id, new ProtocolError("ConnectionLost", `cannot send: ${String(e)}`), false);
+      } catch {
+        // The comm is gone (a kernel restart): every later send would throw the same.
+        this.#lose(KERNEL_RESTARTED, true);
       }
     });
   }
@@ -198,14 +209,15 @@ export class CommDataSource implements DataSource {
     }
   }
 
-  #lose(message: string): void {
-    this.#lost = new ProtocolError("ConnectionLost", message);
-    for (const id of [...this.#pending.keys()]) this.#fail(id, this.#lost, false);
+  #lose(message: string, notify = false): void {
+    if (this.#lost) return;
+    const lost = new ProtocolError("ConnectionLost", message);
+    this.#lost = lost;
+    for (const id of [...this.#pending.keys()]) this.#fail(id, lost, false);
+    if (notify) this.#onLost?.(lost);
   }
 
-  readonly #onClose: Listener = () => {
-    if (!this.#lost) this.#lose("the connection to the kernel was lost; re-run the cell");
-  };
+  readonly #onClose: Listener = () => this.#lose(CONNECTION_CLOSED, true);
 
   readonly #onMessage: Listener = (msg, buffers) => {
     if (!isPlainObject(msg) || typeof msg.id !== "number") return;

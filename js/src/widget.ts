@@ -3,7 +3,8 @@
  *
  * The view is rebuilt when a trait that shapes it changes (`_protocol_version`,
  * `source`, `root`, `error`); `selected` is synced both ways without a rebuild, and a
- * new `options` trait resets the load form's defaults.
+ * new `options` trait resets the load form's defaults. When the kernel goes away (a
+ * restart), the view says so once, stays on show greyed out, and asks nothing more.
  */
 
 import { CommDataSource, type CommModel } from "./comm-data-source";
@@ -31,12 +32,30 @@ function readState(model: WidgetModel): WidgetState | HTMLElement {
   return parseState(raw) ?? errorBox("tdview: the widget state is malformed; re-run the cell.");
 }
 
+/** The one calm line shown over a view whose kernel is gone. */
+export function lostNotice(message: string): HTMLElement {
+  const box = document.createElement("div");
+  box.className = "tdview-lost";
+  box.setAttribute("role", "status");
+  box.textContent = `tdview: ${message}.`;
+  return box;
+}
+
 function render({ model, el }: RenderProps): () => void {
   const container = document.createElement("div");
   container.className = "tdview-root";
   el.append(container);
-  const source = new CommDataSource(model);
   let app: App | null = null;
+  const onLost = (error: Error) => {
+    app?.dispose(); // nothing more is asked; pending replies change nothing
+    if (app) {
+      app.element.classList.add("tdview-stale");
+      app.element.inert = true;
+    }
+    app = null;
+    container.prepend(lostNotice(error.message));
+  };
+  const source = new CommDataSource(model, { onLost });
   let synced = JSON.stringify(model.get("selected") ?? []);
 
   const onSelect = (path: Path) => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { CommDataSource } from "../src/comm-data-source";
+import { CommDataSource, KERNEL_RESTARTED } from "../src/comm-data-source";
 import { ProtocolError } from "../src/data-source";
 import { parseCancel, parseRequest } from "../src/protocol";
 import { FakeModel } from "./fake-model";
@@ -208,8 +208,32 @@ describe("CommDataSource", () => {
     model.failSend = true;
     const error = await rejection(source.node([]));
     expect(error.type).toBe("ConnectionLost");
-    expect(error.message).toContain("Comm is closed");
+    expect(error.message).toBe(KERNEL_RESTARTED);
     expect(source.pendingCount).toBe(0);
+  });
+
+  it("after a send throws (a kernel restart), says so once and stops sending", async () => {
+    const model = new FakeModel();
+    const lost: string[] = [];
+    const source = new CommDataSource(model, { onLost: (e) => lost.push(e.message) });
+    const waiting = source.children([], 0, 10);
+    model.failSend = true;
+    const errors = await Promise.all([
+      rejection(waiting),
+      rejection(source.node([])),
+      rejection(source.search("x", 5)),
+    ]);
+    expect(errors.map((e) => e.message)).toEqual([
+      KERNEL_RESTARTED,
+      KERNEL_RESTARTED,
+      KERNEL_RESTARTED,
+    ]);
+    expect(lost).toEqual([KERNEL_RESTARTED]);
+    model.failSend = false;
+    await rejection(source.node([]));
+    expect(model.sent).toHaveLength(1); // only the first children request went out
+    source.dispose();
+    expect(lost).toHaveLength(1); // a dispose is not a loss to report
   });
 
   it("gives views that share a model different ids by default", () => {

@@ -194,6 +194,29 @@ describe("widget", () => {
     expect(el.querySelector(".tdview-code")?.textContent).toContain("mode=None");
   });
 
+  it("after a kernel restart, says so once, greys the view out and asks nothing", async () => {
+    const { el, model, kernel } = setup();
+    await settle();
+    const asked = kernel.requests.length;
+    model.failSend = true; // JupyterLab's comm throws "Cannot send" once the kernel restarted
+    const twisty = el.querySelector('[role="treeitem"][aria-expanded="false"] .tdview-twisty');
+    (twisty as HTMLElement | null)?.click();
+    const rows = [...el.querySelectorAll<HTMLElement>('[role="treeitem"]')];
+    rows[rows.length - 1]?.click();
+    await settle();
+    const notices = [...el.querySelectorAll(".tdview-lost")].map((n) => n.textContent);
+    expect(notices).toEqual(["tdview: the kernel restarted: run the cell again."]);
+    expect(el.textContent).not.toContain("ConnectionLost");
+    expect(el.textContent).not.toContain("Cannot send");
+    const stale = el.querySelector<HTMLElement>(".tdview-stale");
+    expect(stale?.inert).toBe(true);
+    model.failSend = false;
+    rows[1]?.click();
+    await settle();
+    expect(kernel.requests.length).toBe(asked); // nothing more was sent
+    expect(el.querySelectorAll(".tdview-lost")).toHaveLength(1);
+  });
+
   it("cleans up: listeners, DOM and pending requests", async () => {
     const { el, model, cleanup } = setup();
     model.onSend = null;
