@@ -1,6 +1,6 @@
 /** Text for people: sizes, shapes, kinds. */
 
-import type { NodeKind, NodeSummary, Rollup } from "./protocol";
+import type { NodeKind, NodeSummary, Rollup, StackSchema } from "./protocol";
 
 const UNITS = ["B", "KB", "MB", "GB", "TB", "PB"];
 
@@ -64,6 +64,22 @@ const KIND_LABELS: Record<NodeKind, string> = {
 
 export function kindLabel(kind: NodeKind): string {
   return KIND_LABELS[kind];
+}
+
+/**
+ * A lazy stack's merged schema, a line per key, as `tdview.index.schema_lines` writes it.
+ *
+ * @example schemaText(schema) === "obs: float32[-1, 4]\nextra: float32[5, 2] (1 of 3 members)"
+ */
+export function schemaText(schema: StackSchema): string {
+  const lines = schema.entries.map((e) => {
+    const what = e.dtype ?? (e.kind === "leaf" ? "mixed dtypes" : e.class_name);
+    const shape = e.shape === null ? "[?]" : formatShape(e.shape);
+    const some = e.members === schema.members ? "" : ` (${e.members} of ${schema.members} members)`;
+    return `${e.key.join("/")}: ${what}${shape}${some}`;
+  });
+  if (schema.truncated) lines.push(`… the first ${formatCount(schema.entries.length)} keys`);
+  return lines.join("\n");
 }
 
 /** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node. */

@@ -101,6 +101,28 @@ export interface PickleInfo {
   globals: [string, string][];
 }
 
+/** One key of a lazy stack's merged schema (`tdview.index.stack_schema`). */
+export interface SchemaEntry {
+  key: Path;
+  /** "leaf" for a tensor, else the node kind. */
+  kind: string;
+  class_name: string;
+  /** null: no tensor, or the members' dtypes differ. */
+  dtype: string | null;
+  /** The key's shape in a member, -1 where the members differ; null when unknown. */
+  shape: number[] | null;
+  /** How many members hold the key (fewer than all: only some do). */
+  members: number;
+}
+
+export interface StackSchema {
+  members: number;
+  stack_dim: number;
+  entries: SchemaEntry[];
+  /** More keys than were sent. */
+  truncated: boolean;
+}
+
 export interface Rollup {
   /** Tensor bytes (`by_dtype`) plus `pickle_bytes`. */
   bytes: number;
@@ -136,6 +158,9 @@ export interface NodeDetails extends NodeSummary {
   rollup: Rollup | null;
   /** Set on a torchrl replay-buffer storage, else null. */
   rows: StorageRows | null;
+  /** The merged schema of a lazy stack (or a tensorclass over one), with the subtree
+   * totals; null before them; absent on other nodes. */
+  schema?: StackSchema | null;
 }
 
 export interface Options {
@@ -354,6 +379,32 @@ export const decodeNodeDetails: Decoder<NodeDetails> = object({
   rows: nullable(object({ written: count, capacity: count })),
 });
 
+const decodeStackSchema: Decoder<StackSchema> = object({
+  members: count,
+  stack_dim: int,
+  entries: array(
+    object({
+      key: path,
+      kind: str,
+      class_name: str,
+      dtype: nullable(str),
+      shape: nullable(batchSize),
+      members: count,
+    }),
+  ),
+  truncated: bool,
+});
+
+/** Node details with a lazy stack's optional `schema` (kept when present). */
+function withSchema(decode: Decoder<NodeDetails>): Decoder<NodeDetails> {
+  return (v, at) => {
+    const details = decode(v, at);
+    const schema = (v as Record<string, unknown>).schema;
+    if (schema !== undefined) details.schema = nullable(decodeStackSchema)(schema, `${at}.schema`);
+    return details;
+  };
+}
+
 export const decodeBufferRef: Decoder<BufferRef> = object({
   dtype: literal(...BUFFER_DTYPES),
   shape,
@@ -394,7 +445,7 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
 const stat = nullable(num);
 const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
   children: object({ path, offset: count, total: count, children: array(decodeNodeSummary) }),
-  node: decodeNodeDetails,
+  node: withSchema(decodeNodeDetails),
   search: object({ pattern: str, matches: array(path), truncated: bool }),
   preview: object({
     path,

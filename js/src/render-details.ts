@@ -9,7 +9,7 @@
 import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
-import { formatCount, formatShape, humanBytes, rollupContents } from "./format";
+import { formatCount, formatShape, humanBytes, rollupContents, schemaText } from "./format";
 import type { NodeDetails, Options, Path, StorageInfo, StorageRows } from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
 import { LoadPanel } from "./render-load";
@@ -120,6 +120,7 @@ export function detailFields(d: NodeDetails): Field[] {
       .join(", ");
     fields.push(["By dtype", byDtype]);
   }
+  if (d.schema) fields.push(["Schema", schemaText(d.schema)]);
   if (d.value !== null && d.value !== undefined) fields.push(["Value", valueText(d.value)]);
   if (d.problems.length) fields.push(["Problems", d.problems.join("\n")]);
   return fields.filter(([, value]) => value !== "");

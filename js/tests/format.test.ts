@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeShape, formatCount, humanBytes, rollupContents } from "../src/format";
+import { describeShape, formatCount, humanBytes, rollupContents, schemaText } from "../src/format";
 import type { NodeSummary } from "../src/protocol";
 
 describe("format", () => {
@@ -18,6 +18,36 @@ describe("format", () => {
 
   it("groups counts", () => {
     expect(formatCount(1_234_567)).toBe("1,234,567");
+  });
+
+  it("writes a lazy stack's schema a key a line, -1 where members differ", () => {
+    const entry = { kind: "leaf", class_name: "Tensor", dtype: "float32", members: 3 };
+    const schema = {
+      members: 3,
+      stack_dim: 0,
+      truncated: false,
+      entries: [
+        { ...entry, key: ["obs"], shape: [-1, 4] },
+        { ...entry, key: ["next", "obs"], shape: [-1, 4] },
+        { ...entry, key: ["mixed"], dtype: null, shape: [-1] },
+        {
+          ...entry,
+          key: ["info"],
+          kind: "non_tensor",
+          class_name: "NonTensorData",
+          dtype: null,
+          shape: [-1],
+        },
+        { ...entry, key: ["extra"], shape: [5, 2], members: 1 },
+      ],
+    };
+    expect(schemaText(schema)).toBe(
+      "obs: float32[-1, 4]\nnext/obs: float32[-1, 4]\nmixed: mixed dtypes[-1]\n" +
+        "info: NonTensorData[-1]\nextra: float32[5, 2] (1 of 3 members)",
+    );
+    expect(schemaText({ ...schema, entries: schema.entries.slice(0, 1), truncated: true })).toBe(
+      "obs: float32[-1, 4]\n… the first 1 keys",
+    );
   });
 
   it("says what a size is made of: tensors and pickled values", () => {

@@ -162,6 +162,23 @@ describe("parsers", () => {
     expect(parseState({ ...message, root: { ...root, kind: "folder" } })).toBeNull();
   });
 
+  it("keep a lazy stack's schema when it is sent, and check it", () => {
+    const { message } = loadGolden("reply_node_tensordict");
+    const result = message.result as Record<string, unknown>;
+    const entry = { key: ["obs"], kind: "leaf", class_name: "Tensor", dtype: "float32" };
+    const schema = {
+      members: 2,
+      stack_dim: 0,
+      truncated: false,
+      entries: [{ ...entry, shape: [-1, 4], members: 2 }],
+    };
+    expect(parseResult("node", { ...result, schema }).schema).toEqual(schema);
+    expect(parseResult("node", { ...result, schema: null }).schema).toBeNull();
+    expect(parseResult("node", result).schema).toBeUndefined();
+    const bad = { ...schema, entries: [{ ...entry, shape: [-2], members: 2 }] };
+    expect(() => parseResult("node", { ...result, schema: bad })).toThrow(/schema.entries/);
+  });
+
   it("keep a rollup's pickles when there are some, and check them", () => {
     const { message } = loadGolden("reply_node_tensordict");
     const result = message.result as Record<string, unknown>;

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MemoryDataSource } from "../src/memory-data-source";
 import type { StorageInfo } from "../src/protocol";
-import { costText, DetailsPanel, shortLocation } from "../src/render-details";
+import { costText, DetailsPanel, detailFields, shortLocation } from "../src/render-details";
 import { tick } from "./trees";
 
 const storage = (cost: StorageInfo["cost"], stored_bytes = 2048): StorageInfo => ({
@@ -52,6 +52,27 @@ function setup() {
 afterEach(() => {
   document.body.replaceChildren();
   vi.restoreAllMocks();
+});
+
+describe("a lazy stack's schema", () => {
+  it("is a field of its details, a key a line", async () => {
+    const { source } = setup();
+    const details = await source.node(["replay"]);
+    expect(detailFields(details).map(([label]) => label)).not.toContain("Schema");
+    const entries = [
+      {
+        key: ["obs"],
+        kind: "leaf",
+        class_name: "Tensor",
+        dtype: "float32",
+        shape: [-1, 2],
+        members: 2,
+      },
+    ];
+    const schema = { members: 2, stack_dim: 0, truncated: false, entries };
+    const fields = new Map(detailFields({ ...details, schema }));
+    expect(fields.get("Schema")).toBe("obs: float32[-1, 2]");
+  });
 });
 
 describe("storage facts", () => {
