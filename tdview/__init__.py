@@ -18,11 +18,12 @@ from .load import load, load_memmap  # noqa: E402  isort: skip
 
 if TYPE_CHECKING:
     from .index import Checkpoint
+    from .storage import trust_paths
     from .widget import TDView
 
-_LAZY = {"Checkpoint": ".index", "TDView": ".widget"}
+_LAZY = {"Checkpoint": ".index", "TDView": ".widget", "trust_paths": ".storage"}
 
-__all__ = ["Checkpoint", "TDView", "__version__", "load", "load_memmap"]
+__all__ = ["Checkpoint", "TDView", "__version__", "load", "load_memmap", "trust_paths"]
 
 
 def __getattr__(name: str) -> Any:

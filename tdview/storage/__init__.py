@@ -3,7 +3,10 @@
 This layer knows keys and bytes, nothing about ``meta.json``. :func:`open_store`
 returns a :class:`DirectoryStore` for a directory and an :class:`ArchiveStore` for a
 ``.tdz`` (any zip file with a top-level ``meta.json``); both follow the
-:class:`Store` interface, and every key is confined to the checkpoint root.
+:class:`Store` interface, and every key is confined to the checkpoint root: a
+directory's symlinks may lead out of it only into a content store that holds the
+checkpoint (Hugging Face cache, git-annex, DVC) or below a path trusted with
+:func:`trust_paths` or ``TDVIEW_TRUSTED_PATHS``, and only for reading.
 
 Examples
 --------
@@ -17,7 +20,8 @@ from __future__ import annotations
 from ._archive import ArchiveStore
 from ._base import WINDOWS_PATHS, EntryInfo, Store
 from ._directory import DirectoryStore
+from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
 
-__all__ = ["WINDOWS_PATHS", "ArchiveStore", "DirectoryStore", "EntryInfo", "Store", "is_archive",
-           "open_store"]
+__all__ = ["TRUSTED_PATHS_ENV", "WINDOWS_PATHS", "ArchiveStore", "DirectoryStore", "EntryInfo",
+           "Link", "Store", "is_archive", "open_store", "trust_paths", "trusted_paths"]

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import UnsafeCheckpointError
+from ._links import Link
 
 __all__ = ["WINDOWS_PATHS", "EntryInfo", "Store", "check_key", "first_unsafe_name",
            "name_problem", "not_found"]
@@ -52,6 +53,9 @@ class EntryInfo:
         The absolute real path of the file (directory stores), ``None`` in archives.
     encrypted : bool
         True when the archive entry has the "encrypted" flag; reading it is refused.
+    link : Link or None
+        For a file read through a symlink out of the checkpoint root (directory stores):
+        that link, where it leads and why it is followed (read-only); ``None`` otherwise.
     """
 
     key: str
@@ -62,6 +66,7 @@ class EntryInfo:
     crc32: int | None
     file: str | None
     encrypted: bool = False
+    link: Link | None = None
 
 
 def name_problem(name: str, *, windows: bool = False) -> str | None:
@@ -257,6 +262,12 @@ class Store(abc.ABC):
         a shortcut for probing many names of one directory, never a listing to trust
         for absence.
         """
+        return None
+
+    def link(self, key: str) -> Link | None:
+        """The symlink out of the checkpoint root through which ``key``'s file is read
+        (see :mod:`._links`), or None: always None in an archive. Nothing may be written
+        through such a link."""
         return None
 
     def close(self) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, not_found
 from ._base import check_key as _check_any_key
+from ._checked import map_path, open_checked
+from ._links import Link, LinkResolver, trusted_paths
 
 __all__ = ["DirectoryStore"]
 
@@ -39,15 +42,22 @@ class DirectoryStore(Store):
     (``os.scandir``: names and types, no stat per file) and its real path is its
     parent's plus its name, so probing a key costs dict lookups; a key that meets a
     symlink is resolved with :func:`os.path.realpath`, and one that resolves outside
-    the root's real path raises :class:`~tdview.errors.UnsafeCheckpointError`. Files
-    are opened without following a symlink swapped in after the listing. Listings are
-    read once per store: files created later are not seen. The store never creates,
-    writes or opens for writing; sizes come from ``os.stat``.
+    the root's real path raises :class:`~tdview.errors.UntrustedLinkError` unless the
+    link policy (:mod:`._links`) lets it be read: a file of a content store that holds
+    the checkpoint (Hugging Face cache, git-annex, DVC) or a path below a trusted path
+    (``trusted``). Files are opened without following a symlink swapped in after the
+    listing (or after a key was resolved), and checked on the descriptor opened.
+    Listings are read once per store: files created later are not seen. The store never
+    creates, writes or opens for writing; sizes come from ``os.stat``.
 
     Parameters
     ----------
     path : str or os.PathLike
         An existing directory.
+    trusted : iterable of str or os.PathLike, optional
+        Paths outside the root that links may lead to, for reading. Defaults to
+        :func:`~._links.trusted_paths` when the store is opened
+        (``TDVIEW_TRUSTED_PATHS`` and :func:`tdview.trust_paths`).
 
     Examples
     --------
@@ -58,7 +68,8 @@ class DirectoryStore(Store):
 
     kind = "directory"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *,
+                 trusted: Iterable[str | os.PathLike[str]] | None = None) -> None:
         self.root = os.path.abspath(os.fspath(path))
         if not os.path.isdir(self.root):
             raise NotADirectoryError(f"{self.root} is not a directory")
@@ -69,6 +80,8 @@ class DirectoryStore(Store):
         self._held = 0
         self._noatime = _NOATIME
         self._display = os.path.join(self.root, "")
+        self._resolver = LinkResolver(self.root, self._real_root, self.display,
+                                      trusted_paths() if trusted is None else trusted)
 
     def display(self, key: str) -> str:
         return self._display + key if key else self.root
@@ -196,29 +209,70 @@ class DirectoryStore(Store):
 
     def _resolve(self, key: str) -> str:
         """The per-key path: ``realpath`` of the key, part after part, confined to the
-        root; a key that passes through one real folder twice is refused (a symlink to a
-        folder above it makes a tree without end)."""
+        root and to what the link policy allows outside it (a key reaching outside is
+        remembered, see :meth:`link`); a key that passes through one real folder twice
+        is refused (a symlink to a folder above it makes a tree without end)."""
         check_key(key, self.root)
-        if not key:
-            return self._real_root
-        real = self._real_root
-        seen = {real}
-        parts = key.split("/")
-        for depth, part in enumerate(parts, 1):
-            real = os.path.realpath(os.path.join(real, part))
-            if depth < len(parts) and real in seen:
-                raise UnsafeCheckpointError(
-                    f"refusing key {key!r} in {self.root}: its folder "
-                    f"{'/'.join(parts[:depth])!r} resolves to {real}, a folder it is "
-                    "already in (a symlink loop)."
-                )
-            seen.add(real)
-        if real != self._real_root and not real.startswith(self._prefix):
-            raise UnsafeCheckpointError(
-                f"refusing key {key!r} in {self.root}: it resolves to {real}, "
-                f"outside the checkpoint root {self._real_root}."
-            )
-        return real
+        return self._resolver.resolve(key) if key else self._real_root
+
+    def link(self, key: str) -> Link | None:
+        """The link out of the root through which ``key``'s file is read, or None when the
+        file is inside the root (or absent). Cheap (dict lookups) for a listed file and a
+        key met before; a key reached through a symlink is resolved otherwise.
+
+        Raises
+        ------
+        UntrustedLinkError
+            The key leads out of the root where no rule trusts.
+        """
+        links = self._resolver.links
+        if key in links:
+            return links[key]
+        found = self._probe(key) if key else _SLOW
+        if type(found) is tuple or found is _MISSING:
+            return None
+        self._resolve(key)
+        return self._resolver.links.get(key)
+
+    def open_file(self, key: str) -> int:
+        """Open the regular file of ``key`` read-only and return the descriptor (the
+        caller closes it), checked on that descriptor: a regular file, and (for a key met
+        through a symlink) the very file the key was resolved to, not a symlink or a
+        folder swapped in since.
+
+        Raises
+        ------
+        FileNotFoundError, UnsafeCheckpointError
+            Absent, not a regular file, or leading where the link policy refuses.
+        """
+        found = self._probe(key) if key else _SLOW
+        if type(found) is tuple and found[1] is _REGULAR:
+            try:
+                fd = self._open(found[0], _NOFOLLOW)
+            except OSError:
+                fd = -1  # gone or swapped: the per-key path decides
+        else:
+            fd = -1
+        if fd < 0:
+            real, st = self._stat(key)
+            self._require_regular(key, st)
+            fd = self._open_checked(key, real)
+        try:
+            self._require_regular(key, os.fstat(fd))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_checked(self, key: str, real: str) -> int:
+        """Open the real path of ``key``, checked on the descriptor (see ``_checked``)."""
+        return open_checked(self._open, real, self.display(key), self._real_root)
+
+    def map_path(self, fd: int, real: str) -> str:
+        """A path that opens the very file of descriptor ``fd`` (from :meth:`open_file`)
+        for an API that takes a path (``torch.from_file``): ``/proc/self/fd/<fd>`` on
+        Linux, ``real`` (its real path) elsewhere."""
+        return map_path(fd, real, self._real_root)
 
     def _stat(self, key: str) -> tuple[str, os.stat_result]:
         """Return ``(real path, stat)`` of an existing key, or raise FileNotFoundError."""
@@ -269,6 +323,7 @@ class DirectoryStore(Store):
             compression="stored",
             crc32=None,
             file=real,
+            link=self._resolver.links.get(key) if self._resolver.links else None,
         )
 
     def _require_regular(self, key: str, st: os.stat_result) -> None:
@@ -322,7 +377,7 @@ class DirectoryStore(Store):
             real, st = self._stat(key)
             self._require_regular(key, st)
             self._check_limit(key, st.st_size, limit)
-            fd = self._open(real, 0)
+            fd = self._open_checked(key, real)
         return self._read_open(fd, key, limit)
 
     def _read_open(self, fd: int, key: str, limit: int) -> bytes:
@@ -369,7 +424,11 @@ class DirectoryStore(Store):
             )
 
     def writable(self, key: str | None = None) -> bool:
+        """Whether the process may write the root folder or ``key``'s file; never for a
+        file read through a link out of the root (tdview writes through none)."""
         target = self._real_root if key is None else self.file_path(key)
+        if key is not None and self.link(key) is not None:
+            return False
         return os.access(target, os.W_OK)
 
 

@@ -1,0 +1,388 @@
+"""Which symlinks out of a checkpoint root a directory store follows: for reading only.
+
+A key whose real path stays inside the root is read as it is. A key whose real path
+leaves the root is read only when one of these says so:
+
+* **A content-addressed store that holds the checkpoint**, recognised by its structure
+  from the root's real path (never from the link's words alone):
+
+  - Hugging Face cache (``huggingface_hub.snapshot_download``): the root is
+    ``<repo>/snapshots/<rev>`` or a folder below it, ``<repo>`` is named ``models--*``,
+    ``datasets--*`` or ``spaces--*`` and holds a real ``blobs/`` folder; the file is a
+    regular file directly in ``<repo>/blobs/``, named by its hash (40 or 64 hex digits).
+  - git-annex: the nearest folder above the root that holds ``.git`` holds it as a real
+    folder with a real ``annex/objects/``; the file is a regular file
+    ``objects/<hash dir>/<hash dir>/<key>/<key>``.
+  - DVC: the nearest folder above the root that holds a real ``.dvc/`` folder; its cache
+    is ``.dvc/cache`` or the ``dir`` of the ``[cache]`` section of ``.dvc/config.local``
+    or ``.dvc/config``; the file is a regular file ``files/md5/<2 hex>/<30 hex>`` (DVC 3)
+    or ``<2 hex>/<30 hex>`` (DVC 2) of that cache.
+
+  The folders these rules climb to are above the checkpoint root, so a checkpoint
+  cannot make one up: a ``.git`` or ``.dvc`` folder inside the root is the
+  checkpoint's own (links into it stay inside the root and are followed anyway).
+* **A trusted path**: a folder (or file) given to :func:`trust_paths` or listed in the
+  ``TDVIEW_TRUSTED_PATHS`` environment variable (``os.pathsep``-separated). Folders
+  linked from the checkpoint may lead there too, not only files.
+
+Every other link out of the root is refused (:class:`~tdview.errors.UntrustedLinkError`,
+naming the link, its target and how to trust it). tdview never writes through a link
+that leaves the root, whichever rule let it read the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..errors import UnsafeCheckpointError, UntrustedLinkError
+from ._checked import readlink_or
+
+__all__ = ["TRUSTED_PATHS_ENV", "Link", "LinkPolicy", "LinkResolver", "trust_paths",
+           "trusted_paths", "untrusted_link"]
+
+#: The environment variable listing trusted paths (``os.pathsep``-separated).
+TRUSTED_PATHS_ENV = "TDVIEW_TRUSTED_PATHS"
+
+_HF_REPO = re.compile(r"(models|datasets|spaces)--.+")
+_HF_BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_ANNEX_HASH_DIR = re.compile(r"[0-9A-Za-z]{2,3}")
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+_HEX30 = re.compile(r"[0-9a-f]{30}")
+_DVC_CONFIG_BYTES = 1 << 16
+# Keys read through a link out of the root, kept per store (dropped all at once beyond).
+_HELD_LINKS = 16384
+# Paths added by trust_paths, in order, absolute (resolved when a store is opened).
+_ADDED: list[str] = []
+
+
+@dataclass(frozen=True)
+class Link:
+    """A key of a directory store whose file lies outside the checkpoint root.
+
+    Attributes
+    ----------
+    key : str
+        The store key.
+    link : str
+        The symlink that leaves the root, as the checkpoint names it.
+    target : str
+        What that symlink says (``os.readlink``).
+    real : str
+        The real path of the key's file.
+    reason : str
+        Why it may be read: ``"a blob of the Hugging Face cache /c/models--a--b"``,
+        ``"below the trusted path /data"``...
+    """
+
+    key: str
+    link: str
+    target: str
+    real: str
+    reason: str
+
+
+class _Trust:
+    """What :func:`trust_paths` returns: a context manager that takes back the paths it
+    added when the block ends (called plainly, the paths stay trusted)."""
+
+    def __init__(self, added: list[str]) -> None:
+        self.added = tuple(added)
+
+    def __enter__(self) -> tuple[str, ...]:
+        return trusted_paths()
+
+    def __exit__(self, *exc: object) -> None:
+        for path in self.added:
+            if path in _ADDED:
+                _ADDED.remove(path)
+
+    def __repr__(self) -> str:
+        return f"trust_paths{self.added!r}"
+
+
+def trust_paths(*paths: str | os.PathLike[str]) -> _Trust:
+    """Let checkpoints opened from now on read files below ``paths`` through symlinks.
+
+    A checkpoint directory whose symlinks lead out of it is refused, except into a
+    content store that holds it (Hugging Face cache, git-annex, DVC: see
+    :mod:`tdview.storage._links`). This trusts more places for this process, as the
+    ``TDVIEW_TRUSTED_PATHS`` environment variable does for every process: links into a
+    trusted folder are followed **for reading**; tdview never writes through them
+    (``mode="r+"`` refuses such a file, and the default mode maps it copy-on-write).
+
+    Parameters
+    ----------
+    *paths : str or os.PathLike
+        Folders (or single files); relative paths are made absolute now.
+
+    Returns
+    -------
+    A context manager: ``with tdview.trust_paths(p): ...`` trusts ``p`` for the block
+    only. Called plainly, the paths stay trusted until the process ends.
+
+    Examples
+    --------
+    >>> import tdview
+    >>> with tdview.trust_paths("/data/shared-weights"):      # doctest: +SKIP
+    ...     td = tdview.load_memmap("/home/me/ckpt")          # links into /data/shared-weights
+    """
+    added = []
+    for path in paths:
+        full = os.path.abspath(os.fspath(path))
+        if full not in _ADDED:
+            _ADDED.append(full)
+            added.append(full)
+    return _Trust(added)
+
+
+def trusted_paths() -> tuple[str, ...]:
+    """The trusted paths now: those of ``TDVIEW_TRUSTED_PATHS``, then those added by
+    :func:`trust_paths`, absolute (relative entries of the variable are taken from the
+    current directory)."""
+    listed = os.environ.get(TRUSTED_PATHS_ENV, "")
+    found = [os.path.abspath(p) for p in listed.split(os.pathsep) if p.strip()]
+    return tuple(found + [p for p in _ADDED if p not in found])
+
+
+class LinkResolver:
+    """The real path of a directory store's keys, part after part, confined to the root
+    and to what the :class:`LinkPolicy` allows outside it.
+
+    Parameters
+    ----------
+    root, real_root : str
+        The store's root as given (absolute) and its real path.
+    display : callable
+        A key's name in messages (the store's ``display``).
+    trusted : iterable of str or os.PathLike
+        The trusted paths (:func:`trusted_paths` when the store was opened).
+
+    Attributes
+    ----------
+    links : dict
+        Key -> :class:`Link`, for the keys resolved so far whose file is outside the
+        root (up to a bound: a key dropped is resolved again when asked for).
+    policy : LinkPolicy or None
+        Made when a key first leaves the root.
+    """
+
+    def __init__(self, root: str, real_root: str, display: Callable[[str], str],
+                 trusted: Iterable[str | os.PathLike[str]]) -> None:
+        self.root, self.real_root, self.display = root, real_root, display
+        self.prefix = real_root.rstrip(os.sep) + os.sep
+        self.trusted = tuple(os.path.abspath(os.fspath(p)) for p in trusted)
+        self.links: dict[str, Link] = {}
+        self.policy: LinkPolicy | None = None
+
+    def resolve(self, key: str) -> str:
+        """The real path of a checked, non-empty ``key``; a key reaching outside the root
+        is remembered in :attr:`links`, and one that passes through one real folder twice
+        is refused (a symlink to a folder above it makes a tree without end).
+
+        Raises
+        ------
+        UntrustedLinkError
+            A part of the key leads out of the root where the policy does not allow.
+        UnsafeCheckpointError
+            A symlink loop.
+        """
+        real = self.real_root
+        seen = {real}
+        parts = key.split("/")
+        left: tuple[str, str] | None = None  # (link, target) where the key left the root
+        reason = None
+        for depth, part in enumerate(parts, 1):
+            here = os.path.join(real, part)
+            real = os.path.realpath(here)
+            if depth < len(parts) and real in seen:
+                raise UnsafeCheckpointError(
+                    f"refusing key {key!r} in {self.root}: its folder "
+                    f"{'/'.join(parts[:depth])!r} resolves to {real}, a folder it is "
+                    "already in (a symlink loop)."
+                )
+            seen.add(real)
+            if real == self.real_root or real.startswith(self.prefix):
+                left = reason = None
+                continue
+            final = depth == len(parts)
+            if self.policy is None:
+                self.policy = LinkPolicy(self.real_root, self.trusted)
+            reason = self.policy.reason(real, final=final)
+            if reason is None:
+                raise untrusted_link(self.root, self.real_root, key,
+                                     self.display("/".join(parts[:depth])), readlink_or(here),
+                                     real, final=final)
+            if left is None:
+                left = self.display("/".join(parts[:depth])), readlink_or(here)
+        if left is not None and reason is not None:
+            if len(self.links) >= _HELD_LINKS:
+                self.links.clear()
+            self.links[key] = Link(key, left[0], left[1], real, reason)
+        return real
+
+
+class LinkPolicy:
+    """Which real paths out of one checkpoint root may be read (see the module).
+
+    Parameters
+    ----------
+    real_root : str
+        The checkpoint's real path (``os.path.realpath``).
+    trusted : tuple of str
+        Absolute trusted paths (resolved here).
+
+    Examples
+    --------
+    >>> policy = LinkPolicy("/c/models--a--b/snapshots/0123", ())       # doctest: +SKIP
+    >>> policy.reason("/c/models--a--b/blobs/" + "0" * 64, final=True)  # doctest: +SKIP
+    'a blob of the Hugging Face cache /c/models--a--b'
+    """
+
+    def __init__(self, real_root: str, trusted: tuple[str, ...]) -> None:
+        self.real_root = real_root
+        self.trusted = tuple(os.path.realpath(p) for p in trusted)
+        self._stores: list[tuple[str, str]] | None = None  # (kind, real folder), on demand
+
+    def reason(self, real: str, *, final: bool) -> str | None:
+        """Why ``real`` (a real path outside the root) may be read, or None when it may
+        not. ``final``: it is the key's file (a content store holds files only; a trusted
+        path may hold the folders a key passes through too)."""
+        for path in self.trusted:
+            if real == path or real.startswith(path.rstrip(os.sep) + os.sep):
+                return f"below the trusted path {path}"
+        if not final:
+            return None
+        for kind, folder in self.stores():
+            rest = real[len(folder) + 1:] if real.startswith(folder + os.sep) else None
+            if rest is not None and _fits(kind, rest.split(os.sep)) and _regular(real):
+                return f"a {_KINDS[kind]} {os.path.dirname(folder) if kind == 'hf' else folder}"
+        return None
+
+    def stores(self) -> list[tuple[str, str]]:
+        """``(kind, real folder)`` of the content stores that hold the checkpoint."""
+        if self._stores is None:
+            self._stores = _find_stores(self.real_root)
+        return self._stores
+
+
+_KINDS = {"hf": "blob of the Hugging Face cache", "annex": "git-annex object of",
+          "dvc": "file of the DVC cache"}
+
+
+def _fits(kind: str, parts: list[str]) -> bool:
+    """Whether the path of a file below a store's folder has that store's structure."""
+    if kind == "hf":
+        return len(parts) == 1 and _HF_BLOB.fullmatch(parts[0]) is not None
+    if kind == "annex":
+        return (len(parts) == 4 and parts[2] == parts[3] and "-" in parts[2]
+                and all(_ANNEX_HASH_DIR.fullmatch(p) for p in parts[:2]))
+    if parts[:2] == ["files", "md5"]:
+        parts = parts[2:]
+    return (len(parts) == 2 and _HEX2.fullmatch(parts[0]) is not None
+            and _HEX30.fullmatch(parts[1]) is not None)
+
+
+def _regular(real: str) -> bool:
+    """A regular file, or nothing (a link to a missing blob is a missing file)."""
+    try:
+        return stat.S_ISREG(os.lstat(real).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _real_dir(path: str) -> bool:
+    """A folder that is no symlink."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _find_stores(real_root: str) -> list[tuple[str, str]]:
+    """The content stores above ``real_root`` (see the module for each rule)."""
+    found = []
+    parts = real_root.split(os.sep)
+    # Hugging Face: <repo>/snapshots/<rev>[/...], the nearest such "snapshots"
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
+            blobs = os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
+            if _real_dir(blobs):
+                found.append(("hf", blobs))
+            break
+    git = dvc = False
+    here = real_root
+    while not (git and dvc):
+        up = os.path.dirname(here)
+        if up == here:
+            break
+        here = up
+        if not git and os.path.lexists(os.path.join(here, ".git")):
+            git = True  # the nearest repository decides, whatever its .git is
+            objects = os.path.join(here, ".git", "annex", "objects")
+            if all(_real_dir(p) for p in (os.path.join(here, ".git"),
+                                         os.path.dirname(objects), objects)):
+                found.append(("annex", objects))
+        if not dvc and _real_dir(os.path.join(here, ".dvc")):
+            dvc = True
+            found.extend(("dvc", cache) for cache in _dvc_caches(os.path.join(here, ".dvc")))
+    return found
+
+
+def _dvc_caches(dot_dvc: str) -> list[str]:
+    """The real cache folders of a DVC repository: the configured one, and the default."""
+    caches = []
+    for name in ("config.local", "config"):
+        configured = _dvc_cache_dir(os.path.join(dot_dvc, name))
+        if configured is not None:
+            caches.append(os.path.realpath(os.path.join(dot_dvc, configured)))
+            break
+    default = os.path.join(dot_dvc, "cache")
+    if _real_dir(default):
+        caches.append(default)
+    return [c for c in caches if os.path.isdir(c)]
+
+
+def _dvc_cache_dir(config: str) -> str | None:
+    """The ``dir`` of the ``[cache]`` section of a DVC config file (INI), if any."""
+    try:
+        fd = os.open(config, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, _DVC_CONFIG_BYTES).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    section = None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().strip("'\"")
+        elif section == "cache" and "=" in line:
+            name, _, value = line.partition("=")
+            if name.strip() == "dir" and value.strip():
+                return value.strip().strip("'\"")
+    return None
+
+
+def untrusted_link(root: str, real_root: str, key: str, link: str, target: str,
+                   real: str, *, final: bool) -> UntrustedLinkError:
+    """The error for a key that leaves the root through ``link`` to an untrusted place."""
+    folder = os.path.dirname(real) if final else real
+    return UntrustedLinkError(
+        f"refusing key {key!r} in {root}: it resolves to {real}, outside the checkpoint "
+        f"root {real_root}, through the symlink {link} -> {target!r}, which leads into "
+        "no content store holding the checkpoint (a Hugging Face cache, git-annex or DVC). "
+        f"To read files there, trust that folder: call tdview.trust_paths({folder!r}) or "
+        f"set {TRUSTED_PATHS_ENV}={shlex.quote(folder)}, then open the checkpoint again "
+        "(tdview never writes through such a link)."
+    )
+
