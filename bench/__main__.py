@@ -17,7 +17,16 @@ from ._harness import Result
 from ._machine import machine_facts
 from ._memory import measure
 from ._report import render_markdown
-from .cases import FULL, QUICK, deflate_cases, replay_cases, scaling_cases, structure_cases
+from .cases import (
+    FULL,
+    QUICK,
+    deflate_cases,
+    replay_cases,
+    replay_dump_cases,
+    scaling_cases,
+    structure_cases,
+    tensorclass_cases,
+)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -71,7 +80,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tdview-bench-") as tmp:
         root = Path(tmp)
         for number, run in (("1", structure_cases), ("4", replay_cases), ("5", deflate_cases),
-                            ("6", scaling_cases)):
+                            ("6", scaling_cases), ("8", tensorclass_cases),
+                            ("9", replay_dump_cases)):
             if only is None or number in only or (number == "1" and only & {"2", "3"}):
                 results += run(root, sizes)
                 print(f"… cases {number} done ({time.time() - started:.0f} s)", flush=True)

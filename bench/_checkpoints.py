@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
-from tensordict import TensorDict, pack_memmap
+from tensordict import TensorDict, lazy_stack, pack_memmap, tensorclass
 
 
 def moe_state_dict(leaves: int, width: int = 16) -> TensorDict:
@@ -79,6 +84,103 @@ def replay_buffer(rows: int) -> TensorDict:
     )
 
 
+@tensorclass
+class Frames:
+    """A tensorclass of camera frames, state and reward, with a non-tensor label (the
+    tensorclass checkpoint of the issue: 804 bytes a row)."""
+
+    pixels: torch.Tensor
+    state: torch.Tensor
+    reward: torch.Tensor
+    label: str
+
+
+FRAME_BYTES = 3 * 16 * 16 + 8 * 4 + 4
+
+
+def frames(rows: int) -> Frames:
+    """``rows`` rows of :class:`Frames` (120 rows: 94 KiB; 229,500 rows: 176 MiB)."""
+    gen = torch.Generator().manual_seed(0)
+    return Frames(pixels=torch.randint(0, 256, (rows, 3, 16, 16), dtype=torch.uint8,
+                                       generator=gen),
+                  state=torch.randn(rows, 8, generator=gen),
+                  reward=torch.randn(rows, 1, generator=gen),
+                  label="camera 0", batch_size=[rows])
+
+
+@tensorclass
+class Turn:
+    """One message of a conversation, as torchrl's ``History`` keeps it (role and content
+    strings) with its tokens: a lazy stack of them is ragged along the tokens."""
+
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    role: str
+    content: str
+
+
+def history(turns: int) -> object:
+    """A lazy stack of ``turns`` :class:`Turn` of 16 to 64 tokens (torchrl's lazily
+    stacked ``History``: ``lazy_stack`` of tensorclasses)."""
+    members = []
+    for i in range(turns):
+        length = 16 * (i % 4 + 1)
+        members.append(Turn(tokens=torch.arange(length), mask=torch.ones(length, dtype=torch.bool),
+                            role="assistant" if i % 2 else "user",
+                            content=f"message {i}: " + "word " * (i % 7), batch_size=[]))
+    return lazy_stack(members)
+
+
+#: The torchrl version whose ``ReplayBuffer.dumps`` layout :func:`mirror_replay_dump` copies.
+MIRRORED_TORCHRL = "0.14.1"
+
+
+def write_replay_dump(rows: int, path: Path) -> str:
+    """``TensorDictReplayBuffer(storage=LazyMemmapStorage(rows)).extend(...).dumps(path)``
+    with torchrl, in a child process (torchrl's import is slow and noisy); where torchrl
+    cannot be imported, the same layout written by tensordict (:func:`mirror_replay_dump`).
+    Returns a note saying which of the two wrote it. The checkpoint is ``path/storage``."""
+    code = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from torchrl.data import LazyMemmapStorage, TensorDictReplayBuffer\n"
+        "from bench._checkpoints import replay_buffer\n"
+        "rows, path = int(sys.argv[1]), Path(sys.argv[2])\n"
+        "rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(rows, scratch_dir=path.parent "
+        "/ (path.name + '-scratch')))\n"
+        "rb.extend(replay_buffer(rows))\n"
+        "rb.dumps(path)\n"
+        "import torchrl; print(torchrl.__version__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(rows), str(path)],
+                          capture_output=True, text=True, cwd=Path(__file__).parents[1],
+                          env={**os.environ, "RL_LOGGING_LEVEL": "WARNING"})
+    if done.returncode == 0 and (path / "storage" / "meta.json").exists():
+        return f"written by torchrl {done.stdout.split()[-1]}"
+    mirror_replay_dump(rows, path)
+    return (f"torchrl did not run ({(done.stderr.strip().splitlines() or ['?'])[-1][:80]}): "
+            f"the layout of torchrl {MIRRORED_TORCHRL}'s dumps, written by tensordict")
+
+
+def mirror_replay_dump(rows: int, path: Path) -> None:
+    """What torchrl 0.14.1's ``dumps`` writes for a full ``LazyMemmapStorage``: the data
+    (with the ``index`` key the buffer adds) memory-mapped in ``storage/`` beside its
+    ``storage_metadata.json``, the buffer's and the writer's metadata, and the empty
+    prefetch queue (the same ``storage/meta.json``, byte for byte)."""
+    data = replay_buffer(rows)
+    data["index"] = torch.arange(rows)
+    data.memmap(path / "storage")
+    (path / "storage" / "storage_metadata.json").write_text(
+        json.dumps({"metadata": {}, "is_pytree": False, "len": rows}))
+    (path / "writer").mkdir()
+    (path / "writer" / "metadata.json").write_text(
+        json.dumps({"cursor": 0, "write_count": rows}))
+    (path / "buffer_metadata.json").write_text(
+        json.dumps({"batch_size": None, "consume_after_n_samples": None}))
+    (path / "prefetch.pkl").write_bytes(
+        pickle.dumps({"version": 1, "capacity": 0, "queue": ()}, protocol=4))
+
+
 def deflate_many(leaves: int, leaf_bytes: int) -> TensorDict:
     """``leaves`` float32 leaves of ``leaf_bytes`` each, compressible (a smooth signal)."""
     n = leaf_bytes // 4
@@ -93,11 +195,11 @@ def deflate_one_big(big_bytes: int) -> TensorDict:
 
 
 def write_both(
-    td: TensorDict, root: Path, name: str, compression: str | None = None
+    td: object, root: Path, name: str, compression: str | None = None
 ) -> dict[str, Path]:
     """Write ``td`` as a directory and as an archive (packed with ``compression``)."""
     directory = root / name
-    td.memmap(directory)
+    td.memmap(directory)  # type: ignore[attr-defined]
     archive = root / f"{name}.tdz"
     pack_memmap(directory, archive, compression=compression)
     return {"directory": directory, "archive": archive}

@@ -27,6 +27,10 @@ def render_markdown(report: dict) -> str:
         for name, seconds in row["floor"].items():
             lines.append(f"| {row['case']} | {row['variant']} | {row['cache']} | floor: {name} | "
                          f"{_ms(seconds, per)} | | |")
+    notes = dict.fromkeys(f"{row['case']}: {row['note']}." for row in report["timing"]
+                          if row.get("note"))
+    if notes:
+        lines += ["", *(f"Note, case {note}" for note in notes)]
     if report["memory"]:
         lines += ["", "| memory case | side | peak added | after load | after one row |",
                   "|---|---|---|---|---|"]

@@ -33,10 +33,77 @@ class Sizes:
     scaling: tuple[int, ...]
     reps: int
     big_archive_leaves: int  # an archive of about 1.34 entries per leaf (case 2, open + list)
+    frame_rows: tuple[int, int]  # case 8: the small and the large tensorclass checkpoint
+    history_turns: int  # case 8: members of the lazy stack of tensorclasses
+    dump_rows: int  # case 9: rows of the torchrl replay-buffer dump
+    loads: int  # cases 8, 9: loads per timed call (one takes a fraction of a millisecond)
+    load_reps: int  # cases 8, 9: timed calls per side
 
 
-FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5, 15_000)
-QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3, 1_000)
+FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5, 15_000,
+             frame_rows=(120, 229_500), history_turns=64, dump_rows=100_000, loads=40,
+             load_reps=15)
+QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3, 1_000,
+              frame_rows=(120, 10_400), history_turns=8, dump_rows=5_000, loads=10,
+              load_reps=5)
+
+
+def load_loop(load: Callable[..., object], path: Path, loads: int,
+              **kwargs: object) -> object:
+    """``loads`` loads of ``path`` one after the other (warnings ignored around all of
+    them, the same for both sides): a side of the per-load cases."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(loads):
+            result = load(path, **kwargs)
+    return result
+
+
+def per_load(case: str, variant: str, path: Path, sizes: Sizes, note: str = "",
+             **kwargs: object) -> Result:
+    """tdview's and tensordict's load of ``path`` with ``kwargs``, timed ``sizes.loads``
+    loads at a time (small loads: the fixed cost of one load is what is measured)."""
+    return compare(
+        case, f"{variant} (time per load)",
+        {"tensordict": lambda: load_loop(TensorDict.load_memmap, path, sizes.loads, **kwargs),
+         "tdview": lambda: load_loop(tdview.load_memmap, path, sizes.loads, **kwargs)},
+        baseline="tensordict", reps=sizes.load_reps, per=sizes.loads, note=note,
+    )
+
+
+def tensorclass_cases(root: Path, sizes: Sizes) -> list[Result]:
+    """A ``@tensorclass`` saved by ``memmap`` and ``save(".tdz")`` (small and large: a
+    mapped load maps, so both cost the same fixed time), then a lazy stack of
+    tensorclasses (torchrl's ``History``): mapped and ``device="meta"`` loads."""
+    results = []
+    for rows in sizes.frame_rows:
+        nbytes = rows * ck.FRAME_BYTES
+        size = f"{nbytes / 2**10:.0f} KiB" if nbytes < 2**20 else f"{nbytes / 2**20:.0f} MiB"
+        paths = ck.write_both(ck.frames(rows), root, f"frames{rows}")
+        for kind, path in paths.items():
+            for device in (None, "meta"):
+                results.append(per_load(
+                    "8 tensorclass", f"{size}, {kind}, {device or 'mapped'}", path, sizes,
+                    device=device))
+    paths = ck.write_both(ck.history(sizes.history_turns), root, "history")
+    for kind, path in paths.items():
+        for device in (None, "meta"):
+            results.append(per_load(
+                "8 tensorclass", f"lazy stack of {sizes.history_turns}, {kind}, "
+                f"{device or 'mapped'}", path, sizes, device=device))
+    return results
+
+
+def replay_dump_cases(root: Path, sizes: Sizes) -> list[Result]:
+    """The ``storage/`` folder of a torchrl ``ReplayBuffer.dumps`` (the checkpoint in it):
+    mapped and ``device="meta"`` loads."""
+    dump = root / "replay_dump"
+    note = ck.write_replay_dump(sizes.dump_rows, dump)
+    path = dump / "storage"
+    nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
+    return [per_load("9 replay dump", f"storage/ of {nbytes / 1e6:.0f} MB, {device or 'mapped'}",
+                     path, sizes, note=note, device=device)
+            for device in (None, "meta")]
 
 
 def reference_load(path: Path, **kwargs: object) -> object:

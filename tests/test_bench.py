@@ -23,7 +23,8 @@ def test_quick_benchmark_reports_every_case(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "latest-quick.json").read_text())
     cases = {row["case"] for row in report["timing"]}
     assert {"1 structure", "2 subpath", "3 mapped load", "3 mapped load + read",
-            "4 replay buffer", "5 deflate load", "5 deflate load + read", "6 scaling"} <= cases
+            "4 replay buffer", "5 deflate load", "5 deflate load + read", "6 scaling",
+            "8 tensorclass", "9 replay dump"} <= cases
     assert [row["case"] for row in report["memory"]] == ["7 memory", "7 memory"]
     for row in report["timing"]:
         assert set(row["ratios"]) == set(row["times"]) - {row["baseline"]}
