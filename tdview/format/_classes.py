@@ -67,6 +67,9 @@ _BUILTIN: dict[str, str] = {
 # user class's kind also depends on the node's layout). Bounded: hostile checkpoints
 # may name many classes.
 _BUILTIN_CACHE: dict[tuple[str, str | None], tuple[str, ClassRef, bool]] = {}
+# (type name, class id) -> the two names parsed (parse_class_id, parse_type_name): what a
+# user class's look-up repeats on every load of a tensorclass. Bounded in the same way.
+_REF_CACHE: dict[tuple[str, str | None], tuple[ClassRef | None, ClassRef | None]] = {}
 _CACHE_SIZE = 256
 
 _TYPE_NAME = re.compile(r"<class '(.+)'>", re.DOTALL)
@@ -194,8 +197,15 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
     found = _BUILTIN_CACHE.get(cache_key)
     if found is not None:
         return found
-    id_ref = parse_class_id(class_id) if class_id is not None else None
-    type_ref = parse_type_name(type_name)
+    refs = _REF_CACHE.get(cache_key)
+    if refs is None:
+        # a user class: its kind depends on the layout too, but its names do not
+        refs = (parse_class_id(class_id) if class_id is not None else None,
+                parse_type_name(type_name))
+        if len(_REF_CACHE) >= _CACHE_SIZE:
+            _REF_CACHE.clear()
+        _REF_CACHE[cache_key] = refs
+    id_ref, type_ref = refs
     for ref in (id_ref, type_ref):
         if ref is not None and (kind := builtin_kind(ref)) is not None:
             # tensordict's own classes depend on the two strings alone: remember them

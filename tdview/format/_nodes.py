@@ -10,7 +10,13 @@ from ..errors import CheckpointFormatError
 from ._classes import NodeKind, classify
 from ._fields import check_device, check_int, check_opt_str, check_shape, fail, short_repr
 from ._index import decode_index
-from ._records import NodeBase, TensorDictNode, parse_format_version, parse_tensordict_node
+from ._records import (
+    NodeBase,
+    TensorDictNode,
+    _build,
+    parse_format_version,
+    parse_tensordict_node,
+)
 
 __all__ = [
     "LazyStackNode",
@@ -224,20 +230,21 @@ def _ignored(meta: dict, known: set[str] | frozenset[str]) -> tuple[str, ...]:
 
 
 def _tensorclass(meta: dict, where: str, header: dict) -> TensorclassNode:
+    # built as TensorDict nodes are (_build: no frozen __init__), one per tensorclass load
     non_tensor = {key: value for key, value in meta.items() if key != "_type"}
-    return TensorclassNode(**header, ignored_keys=(), non_tensor=non_tensor)
+    return _build(TensorclassNode, {**header, "ignored_keys": (), "non_tensor": non_tensor})
 
 
 def _non_tensor_data(meta: dict, where: str, header: dict) -> NonTensorDataNode:
     non_tensor = {key: value for key, value in meta.items() if key != "_type"}
-    return NonTensorDataNode(
+    return _build(NonTensorDataNode, {
         **header,
-        ignored_keys=(),
-        non_tensor=non_tensor,
-        data_present="data" in meta,
-        data=meta.get("data"),
-        metadata=meta.get("_metadata"),
-    )
+        "ignored_keys": (),
+        "non_tensor": non_tensor,
+        "data_present": "data" in meta,
+        "data": meta.get("data"),
+        "metadata": meta.get("_metadata"),
+    })
 
 
 def _stack_dim(meta: dict, where: str, *, required: bool) -> int | None:

@@ -26,6 +26,7 @@ from ._prefetch import Prefetcher
 __all__ = ["load_checkpoint", "load_leaf", "load_memmap", "resolve_subpath"]
 
 DeviceLike = torch.device | str | int | None
+_len_dispatch_stack = torch._C._len_torch_dispatch_stack
 
 
 def load_memmap(
@@ -51,8 +52,8 @@ def load_memmap(
         ckpt.close()
         raise error
     try:
-        return load_checkpoint(ckpt, subpath, device, non_blocking, out=out, mode=mode,
-                               num_threads=num_threads, allow_pickle=allow_pickle)
+        return _load(ckpt, subpath, device, non_blocking, out, mode, num_threads,
+                     allow_pickle, None)
     finally:
         ckpt.close()
 
@@ -100,6 +101,15 @@ def load_checkpoint(
     check_mode(mode)
     check_allow_pickle(allow_pickle)
     check_out(out)
+    return _load(ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle,
+                 progress)
+
+
+def _load(ckpt: Checkpoint, subpath: Any, device: DeviceLike, non_blocking: bool, out: Any,
+          mode: str | None, num_threads: int, allow_pickle: bool | None,
+          progress: Callable[[tuple[str, ...]], object] | None) -> Any:
+    """:func:`load_checkpoint` once ``mode``, ``allow_pickle`` and ``out`` are checked
+    (:func:`load_memmap` checks them before it opens the checkpoint)."""
     if type(num_threads) is not int or num_threads < 0:
         raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
     device = _device(device, ckpt.path)
@@ -132,8 +142,9 @@ def load_checkpoint(
 def _context(ckpt: Checkpoint, device: torch.device | None, mode: str | None,
              allow_pickle: bool | None, progress: Any = None) -> LoadContext:
     """The state of one load; checks that an archive opened ``"r+"`` can be written."""
-    # meta and fake tensors carry shapes only: no payload is read for them
-    fake = torch._guards.active_fake_mode() is not None
+    # meta and fake tensors carry shapes only: no payload is read for them (a fake mode is
+    # on the dispatch mode stack: an empty stack is answered without looking through it)
+    fake = _len_dispatch_stack() > 0 and torch._guards.active_fake_mode() is not None
     read_data = not fake and (device is None or device.type != "meta")
     if ckpt.store.kind == "archive" and mode == "r+":
         check_writable(ckpt.store.root)

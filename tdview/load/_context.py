@@ -19,6 +19,24 @@ from ._prefetch import Prefetcher
 __all__ = ["MODES", "LoadContext", "check_mode", "check_usable", "user_stacklevel"]
 
 MODES = (None, "r", "r+")
+# root folder -> its Path (a Path is immutable: loads of one checkpoint share it)
+_ROOT_PATHS: dict[str, Path] = {}
+
+
+def root_path(root: str) -> Path:
+    """``Path(root)``, made once per checkpoint folder (bounded), not once per load.
+
+    Examples
+    --------
+    >>> root_path("/ckpt") is root_path("/ckpt")
+    True
+    """
+    found = _ROOT_PATHS.get(root)
+    if found is None:
+        if len(_ROOT_PATHS) >= 256:
+            _ROOT_PATHS.clear()
+        found = _ROOT_PATHS[root] = Path(root)
+    return found
 
 
 def user_stacklevel() -> int:
@@ -165,7 +183,7 @@ class LoadContext:
             missing.append(key)
             key = key.rpartition("/")[0]
         if found is None:
-            found = self._prefixes[""] = Path(self.store.root)
+            found = self._prefixes[""] = root_path(self.store.root)
         for key in reversed(missing):
             name = key.rpartition("/")[2]
             child = getattr(found, "_make_child_relpath", None)  # CPython's cheap child path
