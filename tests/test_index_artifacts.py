@@ -133,6 +133,8 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
             assert sorted(c.key for c in ckpt.children(child)) == sorted(member.keys())
             assert ckpt.batch_size(child) == tuple(member.batch_size)
         assert ckpt.node("1/content").value == ["a", "b", "c"]
+        assert ckpt.batch_size(ckpt.node("1/is_complete")) == tuple(
+            members[1].get("is_complete").batch_size) == (3,)
         matches, _ = search(ckpt, "role")
         assert matches == [("0", "role"), ("1", "role")]
         schema = {e.key[0]: e for e in stack_schema(ckpt, ckpt.root) or []}
@@ -363,3 +365,19 @@ def test_the_schema_is_in_the_details_of_a_lazy_stack_only(tmp_path: Path) -> No
              "shape": [-1, 1], "members": 2}]}
         assert "schema" not in details(ckpt, ckpt.node("plain"))
         assert "schema" not in details(ckpt, ckpt.node("stack/0"))
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_non_tensor_value_has_its_parents_batch_size(tmp_path: Path, container: str) -> None:
+    """A NonTensorData saves no batch size; tensordict gives it its parent's on load (the
+    index said ``[]``)."""
+    td = TensorDict(x=torch.zeros(4), s=NonTensorData("hi"),
+                    sub=TensorDict(t=NonTensorData(1), batch_size=[4, 2]), batch_size=[4])
+    path = write(TensorDict(td=td, top=NonTensorData(2.5)), tmp_path, "values", container)
+    loaded = reference(path)
+    with Checkpoint(path) as ckpt:
+        for key in (("td", "s"), ("td", "sub", "t"), ("top",)):
+            node = ckpt.node("/".join(key))
+            assert node.kind == "non_tensor"
+            assert ckpt.batch_size(node) == tuple(loaded.get(key).batch_size), key  # type: ignore[attr-defined]
+        assert ckpt.batch_size(ckpt.node("td/sub/t")) == (4, 2)

@@ -361,12 +361,26 @@ class Checkpoint:
             inner = self.inner(node)
             return self.batch_size(inner) if inner is not None else None
         if isinstance(meta, NonTensorDataNode):
-            return ()
+            return self._non_tensor_batch_size(node)
         if node.kind in (LAZY_STACK, NON_TENSOR_STACK) and node.has_value:
             return _list_shape(node.value)
         if node.kind in (LAZY_STACK, NON_TENSOR_STACK):
             return self._stack_batch_size(node)
         return None
+
+    def _non_tensor_batch_size(self, node: Node) -> tuple[int, ...]:
+        """A NonTensorData saves no batch size: tensordict gives it its parent's when it
+        sets it there on load (a string in a TensorDict of batch [4] has batch [4]);
+        alone, or as a member of a stack, it has none."""
+        if not node.path:
+            return ()
+        try:
+            parent = self.node(node.path[:-1])
+        except TDViewError:
+            return ()
+        if parent.kind in (LAZY_STACK, NON_TENSOR_STACK):
+            return ()
+        return self.batch_size(parent) or ()
 
     def _stack_batch_size(self, node: Node) -> tuple[int, ...] | None:
         """As tensordict computes it: the members' batch size with -1 in every dim where
