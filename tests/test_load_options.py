@@ -33,6 +33,7 @@ from tdview.errors import (
     NotACheckpointError,
     PickleRefusedError,
     SubpathError,
+    UnsafeCheckpointError,
     UnsupportedFormatVersionError,
 )
 from tdview.index import needs_unpickling, walk
@@ -363,10 +364,11 @@ def test_pickle_free_data_loads_with_any_value(saved: Path, allow_pickle) -> Non
 
 
 @pytest.mark.parametrize("swap", ["outside", "fifo"])
-def test_a_leaf_file_the_store_refuses_is_left_out_with_its_reason(tmp_path: Path,
-                                                                    swap: str) -> None:
-    """A leaf file swapped for a symlink out of the checkpoint, or for a FIFO: the key is
-    left out (the rest loads) and the warning says why, not that the file is missing."""
+def test_a_leaf_file_the_store_refuses_is_an_error_with_its_reason(tmp_path: Path,
+                                                                     swap: str) -> None:
+    """A leaf file swapped for a symlink out of the checkpoint, or for a FIFO: an error
+    that says why (a model silently missing a weight is worse), not that it is missing;
+    the index shows the same reason as the node's problem."""
     root = tmp_path / "ck"
     TensorDict(a=torch.arange(3.0), b=torch.ones(2)).memmap(root)
     (root / "a.memmap").unlink()
@@ -378,12 +380,15 @@ def test_a_leaf_file_the_store_refuses_is_left_out_with_its_reason(tmp_path: Pat
     else:
         os.mkfifo(root / "a.memmap")
         reason = "not a regular file"
-    with pytest.warns(UserWarning) as record:
-        loaded = tdview.load_memmap(root)
-    assert list(loaded.keys()) == ["b"]
-    (message,) = [str(w.message) for w in record]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UnsafeCheckpointError) as raised:
+            tdview.load_memmap(root)
+    message = str(raised.value)
     assert f"leaf 'a' of {root}: the file {root / 'a.memmap'} cannot be read" in message
     assert reason in message and "missing" not in message and "tensordict" not in message
+    with Checkpoint(root) as ckpt:
+        assert reason in ckpt.node("a").problems[0]
 
 
 def test_a_recorded_device_this_process_lacks(tmp_path: Path) -> None:
@@ -426,16 +431,15 @@ def test_a_nested_tensordict_that_does_not_fit_its_parent(tmp_path: Path) -> Non
     assert tdview.load_memmap(root, subpath="sub").batch_size == (3,)
 
 
-def test_a_folder_the_store_refuses_is_left_out_with_its_reason(tmp_path: Path) -> None:
+def test_a_folder_the_store_refuses_is_an_error_with_its_reason(tmp_path: Path) -> None:
     root = tmp_path / "ck"
     TensorDict(a=torch.ones(1), sub=TensorDict(b=torch.ones(2))).memmap(root)
     outside = tmp_path / "elsewhere"
     shutil.move(root / "sub", outside)
     (root / "sub").symlink_to(outside)
-    with pytest.warns(UserWarning) as record:
-        loaded = tdview.load_memmap(root)
-    assert list(loaded.keys()) == ["a"]
-    (message,) = [str(w.message) for w in record]
+    with pytest.raises(UnsafeCheckpointError) as raised:
+        tdview.load_memmap(root)
+    message = str(raised.value)
     assert f"'sub' of {root}: its folder {root / 'sub'} cannot be read" in message
     assert f"resolves to {outside}, outside the checkpoint root" in message
     assert "tensordict" not in message

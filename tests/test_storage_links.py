@@ -2,9 +2,10 @@
 
 The Hugging Face cache (``snapshot_download``), git-annex and DVC keep a checkpoint's
 files as symlinks into a store next to it. These tests build each layout from a real
-tensordict checkpoint and show that the store reads it through its links, says which
-rule follows each, refuses links that only look like a store's and links to unrelated
-files until their folder is trusted, and checks each file on the descriptor opened.
+tensordict checkpoint and show that tdview loads it as tensordict does, that a link to
+an unrelated file is an error (and a flagged node) until its folder is trusted, that
+``mode="r+"`` is refused through every link out of the root, and that no file behind a
+link ever changes.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ import torch
 from tensordict import NonTensorData, TensorDict
 
 import tdview
-from tdview.errors import UnsafeCheckpointError, UntrustedLinkError
+from tdview import Checkpoint
+from tdview.errors import LinkWriteError, UnsafeCheckpointError, UntrustedLinkError
+from tdview.index import leaf_storage
 from tdview.storage import TRUSTED_PATHS_ENV, DirectoryStore
+
+from .compare import assert_same
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 
@@ -181,6 +186,42 @@ def test_a_content_store_layout_is_read_through_its_links(
     assert store.writable()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_content_store_layout_loads_as_tensordict_loads_it(
+        tmp_path: Path, layout: str, unchanged: list[Path]) -> None:
+    root, store = _layout(tmp_path, layout)
+    assert all(p.is_symlink() for p in _files(root)) and _files(root)
+    unchanged.append(store)
+    for mode in ("r", None):
+        got = tdview.load_memmap(root, mode=mode)
+        # files behind a link out of the root are mapped copy-on-write whatever the mode:
+        # the result is tensordict's mode="r" load, to the filename and mode of each leaf
+        assert_same(got, TensorDict.load_memmap(root, mode="r"))
+        ref = TensorDict.load_memmap(root, mode=mode)
+        assert list(got.keys(True, True)) == list(ref.keys(True, True))
+        assert got.batch_size == ref.batch_size and got["sub"].batch_size == ref["sub"].batch_size
+        assert (got.exclude("nt", "text") == ref.exclude("nt", "text")).all()
+        assert got["text"] == "hello" and got["a"]._mode == "r" and got._memmap_prefix is None
+        got["a"] += 1  # stays in memory
+        got["sub", "b"].fill_(7)
+    assert tdview.load_memmap(root)["a"][0].tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_r_plus_is_refused_through_a_content_store_link(
+        tmp_path: Path, layout: str, unchanged: list[Path]) -> None:
+    root, store = _layout(tmp_path, layout)
+    unchanged.append(store)
+    with pytest.raises(LinkWriteError) as raised:
+        tdview.load_memmap(root, mode="r+")
+    message = str(raised.value)
+    assert isinstance(raised.value, PermissionError)
+    assert f"Cannot open {root / 'a.memmap'} with mode='r+'" in message
+    assert os.readlink(root / "a.memmap") in message and "never writes" in message
+    with Checkpoint(root) as ckpt, pytest.raises(LinkWriteError):
+        ckpt.load_leaf("sub/b", mode="r+")
+
+
 def test_the_store_says_which_rule_follows_a_link(tmp_path: Path) -> None:
     root, blobs = _hf(tmp_path)
     store = DirectoryStore(root)
@@ -190,8 +231,22 @@ def test_the_store_says_which_rule_follows_a_link(tmp_path: Path) -> None:
     assert link.link == str(root / "a.memmap") and link.target == os.readlink(root / "a.memmap")
     assert link.real == os.path.realpath(root / "a.memmap")
     assert store.entry("a.memmap").link == link and not store.writable("a.memmap")
-    plain = DirectoryStore(_saved(tmp_path / "plain"))
-    assert plain.link("a.memmap") is None and plain.writable("a.memmap")
+    with Checkpoint(root) as ckpt:
+        assert leaf_storage(ckpt.store, ckpt.node("a")).link == link
+    plain = _saved(tmp_path / "plain")
+    with Checkpoint(plain) as ckpt:
+        assert leaf_storage(ckpt.store, ckpt.node("a")).link is None
+        assert ckpt.store.link("a.memmap") is None and ckpt.store.writable("a.memmap")
+
+
+def test_a_link_to_a_missing_blob_is_a_missing_file(tmp_path: Path) -> None:
+    """An interrupted download: the snapshot links to a blob not there yet. The key is
+    left out with a warning, as a missing file is (tensordict leaves it out silently)."""
+    root, _ = _hf(tmp_path)
+    os.unlink(os.path.realpath(root / "sub" / "b.memmap"))
+    with pytest.warns(UserWarning, match=r"leaf 'sub/b' .* is missing \(tensordict also"):
+        loaded = tdview.load_memmap(root)
+    assert "b" not in loaded["sub"].keys()
 
 
 # -- links that are refused -----------------------------------------------------------------
@@ -241,7 +296,8 @@ def test_a_link_that_only_looks_like_a_content_store_is_refused(
         DirectoryStore(root).read_bytes(key, 1 << 20)
     assert f"refusing key {key!r}" in str(raised.value)
     assert f"tdview.trust_paths({str(target.parent)!r})" in str(raised.value)
-
+    with pytest.raises(UntrustedLinkError, match=f"resolves to {target}, outside"):
+        tdview.load_memmap(root)
 
 
 def test_a_folder_linked_into_blobs_is_refused(tmp_path: Path) -> None:
@@ -251,6 +307,8 @@ def test_a_folder_linked_into_blobs_is_refused(tmp_path: Path) -> None:
     _link(root / "sub", blobs / "sub")
     with pytest.raises(UntrustedLinkError, match="'sub/meta.json'"):
         DirectoryStore(root).is_file("sub/meta.json")
+    with pytest.raises(UntrustedLinkError, match=r"'sub' of .* its folder .* cannot be read"):
+        tdview.load_memmap(root)
 
 
 def test_annex_and_dvc_stores_are_recognised_by_their_structure(tmp_path: Path) -> None:
@@ -262,6 +320,8 @@ def test_annex_and_dvc_stores_are_recognised_by_their_structure(tmp_path: Path) 
     _link(root / "a.memmap", odd)
     with pytest.raises(UntrustedLinkError, match=f"resolves to {odd}"):
         DirectoryStore(root).is_file("a.memmap")
+    with pytest.raises(UntrustedLinkError, match="git-annex"):
+        tdview.load_memmap(root)
     root, cache = _dvc(tmp_path / "dvc", configured=False)
     odd = cache / "files" / "md5" / "zz" / "not-hex"
     odd.parent.mkdir()
@@ -270,7 +330,8 @@ def test_annex_and_dvc_stores_are_recognised_by_their_structure(tmp_path: Path) 
     _link(root / "a.memmap", odd, absolute=True)
     with pytest.raises(UntrustedLinkError, match=f"resolves to {odd}"):
         DirectoryStore(root).is_file("a.memmap")
-
+    with pytest.raises(UntrustedLinkError, match="DVC"):
+        tdview.load_memmap(root)
 
 
 def test_a_store_the_checkpoint_itself_names_is_not_trusted(tmp_path: Path) -> None:
@@ -286,7 +347,8 @@ def test_a_store_the_checkpoint_itself_names_is_not_trusted(tmp_path: Path) -> N
     (root / ".dvc" / "config").write_text(f"[cache]\n    dir = {cache}\n")
     with pytest.raises(UntrustedLinkError, match=f"resolves to {cache}"):
         DirectoryStore(root).is_file("a.memmap")
-
+    with pytest.raises(UntrustedLinkError):
+        tdview.load_memmap(root)
 
 
 @pytest.fixture
@@ -300,6 +362,41 @@ def linked_out(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, Pa
     shutil.move(root / name, elsewhere / name)
     _link(root / name, elsewhere / name)
     return root, root / name, elsewhere
+
+
+@pytest.mark.parametrize("linked_out", ["file", "folder"], indirect=True)
+def test_a_link_out_of_the_root_is_an_error_and_a_flagged_node_until_trusted(
+        linked_out: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
+        unchanged: list[Path]) -> None:
+    root, link, folder = linked_out
+    unchanged.append(folder)
+    target = os.readlink(link)
+    with pytest.raises(UntrustedLinkError) as raised:
+        tdview.load_memmap(root)
+    message = str(raised.value)
+    for said in (f"the symlink {link} -> {target!r}", f"resolves to {folder / link.name}",
+                 f"tdview.trust_paths({str(folder)!r})", f"{TRUSTED_PATHS_ENV}={folder}"):
+        assert said in message, said
+    key = "a" if link.name == "a.memmap" else "sub"
+    with Checkpoint(root) as ckpt:
+        from tdview.protocol._nodes import summary
+
+        problems = summary(ckpt, ckpt.node(key))["problems"]
+        assert len(problems) == 1 and message.endswith(problems[0] + ".")
+        assert f"the symlink {link}" in problems[0] and TRUSTED_PATHS_ENV in problems[0]
+    with tdview.trust_paths(folder):
+        assert_same(tdview.load_memmap(root, mode="r"), TensorDict.load_memmap(root, mode="r"))
+        with pytest.raises(LinkWriteError):
+            tdview.load_memmap(root, mode="r+")
+    with pytest.raises(UntrustedLinkError):  # the block ended: not trusted any more
+        tdview.load_memmap(root)
+    monkeypatch.setenv(TRUSTED_PATHS_ENV, os.pathsep.join(["/nowhere", str(folder)]))
+    with Checkpoint(root) as ckpt:
+        assert ckpt.node(key).problems == []
+    got = tdview.load_memmap(root)
+    assert (got.exclude("nt", "text") == TensorDict.load_memmap(root).exclude("nt", "text")).all()
+    got["sub", "b"].fill_(3)
+    got["a"].fill_(3)
 
 
 @pytest.mark.parametrize("linked_out", ["file"], indirect=True)
@@ -374,3 +471,18 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
     _swap_after_resolving(store, swap, monkeypatch)
     with pytest.raises(UnsafeCheckpointError, match="a folder on its path changed"):
         store.read_bytes("meta.json", 1 << 20)
+
+
+def test_a_walked_checkpoint_whose_blob_is_swapped_before_the_load(tmp_path: Path) -> None:
+    """The index found the file through a followed link; by the time the loader maps it,
+    its blob is a symlink to an unrelated file: refused, not mapped."""
+    root, _ = _hf(tmp_path)
+    real = os.path.realpath(root / "a.memmap")
+    with Checkpoint(root) as ckpt:
+        assert ckpt.node("a").file == "a.memmap" and not ckpt.node("a").problems
+        secret = tmp_path / "secret"
+        shutil.copy(real, secret)
+        os.rename(real, real + ".old")
+        os.symlink(secret, real)
+        with pytest.raises(UntrustedLinkError, match=f"resolves to {secret}"):
+            ckpt.load_leaf("a")

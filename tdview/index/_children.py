@@ -27,6 +27,7 @@ from ..format import (
     candidate_names,
 )
 from ..storage import Store
+from ._facts import Refusal
 from ._node import LEAF, NON_TENSOR, Node
 from ._paths import NestedPath, join_key
 
@@ -244,7 +245,8 @@ def _collection(store: Store, path: NestedPath, dirkey: str, record: CollectionR
         tried = join_key(dirkey, names[0])
         reason = _refusal(store.list_dir, tried)
         if reason is not None:
-            node.problems[:] = [f"its folder {store.display(tried)} cannot be read: {reason}"]
+            node.problems[:] = [Refusal(f"its folder {store.display(tried)} cannot be read: "
+                                        f"{reason}", reason.error)]
     return node
 
 
@@ -254,10 +256,10 @@ def _absence(store: Store, key: str) -> str:
     reason = _refusal(store.entry, key)
     if reason is None:
         return f"the file {store.display(key)} is missing"
-    return f"the file {store.display(key)} cannot be read: {reason}"
+    return Refusal(f"the file {store.display(key)} cannot be read: {reason}", reason.error)
 
 
-def _refusal(read: Callable[[str], object], key: str) -> str | None:
+def _refusal(read: Callable[[str], object], key: str) -> Refusal | None:
     """The store's reason for refusing ``key`` when ``read(key)`` fails for another reason
     than its absence; None when it is absent (or reads fine)."""
     try:
@@ -265,7 +267,7 @@ def _refusal(read: Callable[[str], object], key: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (TDViewError, OSError) as exc:
-        return str(exc).rstrip(".")
+        return Refusal(str(exc).rstrip("."), exc)
     return None
 
 

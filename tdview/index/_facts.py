@@ -1,5 +1,7 @@
 """Facts about single nodes that need the store: where a leaf lives and what reading it
-costs, size problems, and what a pickle would import (read from opcodes, never run)."""
+costs (and, for a file read through a symlink out of the checkpoint, that link), size
+problems, the store's refusal of a node's file or folder, and what a pickle would
+import (read from opcodes, never run)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from ..format import (
     parse_json_types,
     scan_pickle,
 )
-from ..storage import EntryInfo, Store
+from ..storage import EntryInfo, Link, Store
 from ._node import Node
 from ._paths import join_key
 
@@ -37,6 +39,9 @@ class LeafStorage:
     ``cost`` is ``"map"`` (a zero-copy memory map), ``"copy"`` (an unaligned or nested
     archive entry is copied), ``"decompress"`` or ``"none"`` (no bytes: empty or missing).
     ``offset`` is the payload's offset in the archive file (0 for a directory file).
+    ``link`` is the symlink out of the checkpoint root the file is read through (a
+    content store's file, or one below a trusted path: read-only, never written), or
+    None.
     """
 
     location: str | None
@@ -47,6 +52,35 @@ class LeafStorage:
     crc32: int | None
     cost: str
     read_bytes: int
+    link: Link | None = None
+
+
+class Refusal(str):
+    """A node's problem that is the store refusing its file or folder (a symlink out of
+    the checkpoint root that no rule trusts, a symlink loop, a FIFO...), with the store's
+    error: the browser shows the text, and a loader raises the error instead of
+    leaving the key out as it does a missing file."""
+
+    error: BaseException
+
+    def __new__(cls, text: str, error: BaseException) -> Refusal:
+        made = super().__new__(cls, text)
+        made.error = error
+        return made
+
+
+def refusal(node: Node) -> Refusal | None:
+    """The store's refusal among a node's problems, if any (see :class:`Refusal`).
+
+    Examples
+    --------
+    >>> refusal(ckpt.node("weights"))                   # doctest: +SKIP
+    "the file /ck/weights.memmap cannot be read: refusing key 'weights.memmap' in /ck: ..."
+    """
+    for problem in node.problems:
+        if isinstance(problem, Refusal):
+            return problem
+    return None
 
 
 def leaf_entry(store: Store, node: Node) -> EntryInfo | None:
@@ -97,7 +131,7 @@ def leaf_storage(store: Store, node: Node) -> LeafStorage:
     else:
         cost = MAP
     return LeafStorage(entry.display, offset, entry.size, entry.stored_size, entry.compression,
-                       entry.crc32, cost, entry.stored_size)
+                       entry.crc32, cost, entry.stored_size, entry.link)
 
 
 def pickle_key(node: Node) -> str | None:

@@ -136,6 +136,18 @@ def load_memmap(
     * A leaf whose file is missing, or a collection whose folder is missing, is left out
       as tensordict does, but with a ``UserWarning`` naming it. So are the sub-folders
       that a 0.3-era ``meta.json`` does not name (tensordict 0.15 skips them silently).
+    * Symlinks of a directory are followed inside it, and out of it only into a content
+      store that holds it (a Hugging Face cache's ``blobs/``, git-annex's
+      ``.git/annex/objects``, a DVC cache) or below a trusted path
+      (:func:`tdview.trust_paths`, the ``TDVIEW_TRUSTED_PATHS`` environment variable);
+      tensordict follows every link. Any other link out of the root, and any leaf file
+      or folder the store refuses (a FIFO, a symlink loop), is an
+      ``UnsafeCheckpointError`` (a ``ValueError``), never a key left out:
+      ``UntrustedLinkError`` names the link, its target and the folder to trust. A file
+      read through a link out of the root is mapped copy-on-write whatever ``mode``
+      (its ``_mode`` is ``"r"``, and a folder whose ``meta.json`` is such a link gets
+      no ``_memmap_prefix``), and ``mode="r+"`` refuses it with ``LinkWriteError`` (a
+      ``PermissionError``): nothing is ever written through such a link.
     * Zero-element leaves always come back as ``torch.empty`` of their saved shape.
     * Archives written by Info-ZIP ``zip`` (UTF-8 names without the UTF-8 flag) load the
       keys with non-ASCII names; tensordict drops them.

@@ -3,6 +3,10 @@
 * Directory: the file is checked to hold at least ``numel * itemsize`` bytes (tdview never
   grows a file), then mapped with ``torch.from_file`` (shared when the mode allows writes,
   copy-on-write otherwise) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
+  A file read through a symlink out of the checkpoint root (a Hugging Face, git-annex or
+  DVC store, or a trusted path: see :mod:`tdview.storage._links`) is opened and checked
+  by the store, mapped copy-on-write from that descriptor, and refused with
+  ``mode="r+"``: nothing is ever written through such a link.
 * Archive: a STORED entry must hold exactly ``numel * itemsize`` bytes and becomes a view
   of the archive's one mapping (copied when its offset is not a multiple of the item
   size); a compressed entry is decompressed (size and CRC-32 checked).
@@ -22,9 +26,11 @@ from math import prod
 import torch
 from tensordict import MemoryMappedTensor
 
-from ..errors import ArchiveModeError, LeafDataError, UnsafeCheckpointError
+from ..errors import ArchiveModeError, LeafDataError, LinkWriteError, UnsafeCheckpointError
 from ..format import LeafRecord, torch_dtype
 from ..index import Node, show_path
+from ..index._facts import refusal
+from ..storage import Link
 from ._context import LoadContext, user_stacklevel
 
 __all__ = ["file_leaf_tensor", "leaf_tensor"]
@@ -67,6 +73,12 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     LeafDataError
         A file or entry too short (or, in an archive, of the wrong size), a missing
         sizes file, inconsistent nested sizes, or a dtype that cannot be materialized.
+    UnsafeCheckpointError
+        The store refuses the leaf's file (a symlink out of the checkpoint root that no
+        rule trusts: :class:`~tdview.errors.UntrustedLinkError`, a FIFO...): never left
+        out, a model silently missing a weight being worse than an error.
+    LinkWriteError
+        ``mode="r+"`` and the file is read through a symlink out of the root.
 
     Examples
     --------
@@ -128,9 +140,14 @@ def _dtype(ctx: LoadContext, path: tuple[str, ...], record: LeafRecord) -> torch
 
 def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.device | None,
              strict: bool) -> torch.Tensor | None:
-    """A leaf without its data file: an all-empty nested tensor, or a dropped key."""
+    """A leaf without its data file: an all-empty nested tensor, or a dropped key; the
+    store's refusal of the file is raised."""
     record = node.record
     assert record is not None
+    refused = refusal(node)
+    if refused is not None:
+        raise type(refused.error)(f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: "
+                                  f"{refused}.") from refused.error
     if record.is_nested and node.sizes_file is not None:
         # tensordict writes the sizes but no data file when every element is empty
         if not ctx.read_data:
@@ -143,7 +160,7 @@ def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.dev
     message = f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {problem}"
     if strict:
         raise LeafDataError(message + ".")
-    # tensordict leaves out a missing file too; one the store refuses it would read
+    # tensordict leaves out a missing file too (a refused one was raised above)
     also = " (tensordict also leaves such keys out)" if problem.endswith("is missing") else ""
     warnings.warn(f"tdview left out {message}{also}.", UserWarning,
                   stacklevel=user_stacklevel())
@@ -161,30 +178,65 @@ def _shared(path: str, mode: str | None) -> bool:
 
 
 def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
-              what: str | Callable[[], str]) -> tuple[torch.Tensor, str]:
-    """Map the first ``numel`` elements of a directory file, checking its size first.
+              what: str | Callable[[], str]) -> tuple[torch.Tensor, str, str | None]:
+    """Map the first ``numel`` elements of a directory file, checking its size first:
+    ``(tensor, path, the mode its MemoryMappedTensor records)``; ``"r"`` for a file read
+    through a link out of the root (mapped copy-on-write whatever the load's mode).
 
     ``what`` (or what it returns, made only for an error) names the data in messages."""
     path = ctx.file(key)
+    mode = ctx.mode
+    link = ctx.store.link(key)
+    if link is not None:
+        if numel == 0:
+            return torch.empty(0, dtype=dtype), path, "r"
+        return _map_linked(ctx, key, link, dtype, numel, what), path, "r"
     if numel == 0:
-        return torch.empty(0, dtype=dtype), path
-    if ctx.mode == "r":
+        return torch.empty(0, dtype=dtype), path, mode
+    if mode == "r":
         # a private mapping opens the file read-only and refuses a short file itself: no
         # stat of ours is needed (one syscall less per leaf)
         try:
             return torch.from_file(path, shared=False, size=numel, dtype=dtype,
-                                   device="cpu"), path
+                                   device="cpu"), path, mode
         except RuntimeError:
             _check_size(path, numel * dtype.itemsize, what)
             raise
     _check_size(path, numel * dtype.itemsize, what)
-    shared = _shared(path, ctx.mode)
+    shared = _shared(path, mode)
     # a shared mapping would grow a short file: _check_size came first
-    return torch.from_file(path, shared=shared, size=numel, dtype=dtype, device="cpu"), path
+    return torch.from_file(path, shared=shared, size=numel, dtype=dtype,
+                           device="cpu"), path, mode
 
 
-def _check_size(path: str, need: int, what: str | Callable[[], str]) -> None:
-    size = os.stat(path).st_size
+def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, numel: int,
+                what: str | Callable[[], str]) -> torch.Tensor:
+    """Map copy-on-write a file read through a symlink out of the root, from the
+    descriptor the store opened and checked; ``mode="r+"`` is refused."""
+    path = ctx.file(key)
+    if ctx.mode == "r+":
+        through = (f"it is a symlink ({link.target!r})" if link.link == path else
+                   f"it is reached through the symlink {link.link} -> {link.target!r}")
+        raise LinkWriteError(
+            f"Cannot open {path} with mode='r+': {through} to {link.real}, outside the "
+            f"checkpoint root {ctx.ckpt.path} ({link.reason}), and tdview never writes "
+            "through such a link. Load it with mode='r' or the default mode (both map it "
+            "copy-on-write), or copy the checkpoint to change its files."
+        )
+    store = ctx.store
+    fd = store.open_file(key)  # type: ignore[attr-defined]
+    try:
+        _check_size(path, numel * dtype.itemsize, what, os.fstat(fd).st_size)
+        return torch.from_file(store.map_path(fd, link.real),  # type: ignore[attr-defined]
+                               shared=False, size=numel, dtype=dtype, device="cpu")
+    finally:
+        os.close(fd)
+
+
+def _check_size(path: str, need: int, what: str | Callable[[], str],
+                size: int | None = None) -> None:
+    if size is None:
+        size = os.stat(path).st_size
     if size < need:
         raise LeafDataError(
             f"{path} has {size} bytes, but {what if isinstance(what, str) else what()} needs "
@@ -213,10 +265,9 @@ def _describe(record: LeafRecord) -> str:
 
 def _directory_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
                     numel: int) -> MemoryMappedTensor:
-    flat, path = _map_file(ctx, key, dtype, numel, lambda: _describe(record))
+    flat, path, mode = _map_file(ctx, key, dtype, numel, lambda: _describe(record))
     shape = record.shape
-    return _as_memmap(flat.as_strided(shape, ctx.strides(shape)), path, ctx.mode,
-                      torch.Size(shape))
+    return _as_memmap(flat.as_strided(shape, ctx.strides(shape)), path, mode, torch.Size(shape))
 
 
 def _archive_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
@@ -278,8 +329,8 @@ def _sizes(ctx: LoadContext, node: Node) -> torch.Tensor:
         flat = _archive_flat(ctx, node.sizes_file, torch.int64, n * d * 8, exact=True)
         return flat.view(n, d)
     what = f"the sizes of nested leaf {record.key!r} (shape [{n}, {d}], int64)"
-    flat, path = _map_file(ctx, node.sizes_file, torch.int64, n * d, what)
-    return _as_memmap(flat.view(n, d), path, ctx.mode, torch.Size((n, d)))
+    flat, path, mode = _map_file(ctx, node.sizes_file, torch.int64, n * d, what)
+    return _as_memmap(flat.view(n, d), path, mode, torch.Size((n, d)))
 
 
 def _nested_numel(sizes: torch.Tensor, where: str) -> int:
@@ -319,5 +370,5 @@ def _nested(ctx: LoadContext, node: Node, dtype: torch.dtype) -> torch.Tensor:
             flat = flat.clone()
         return _nested_view(flat, sizes)
     what = f"nested leaf {record.key!r} ({numel} elements of {record.dtype.name})"
-    buffer, path = _map_file(ctx, node.file, dtype, numel, what)
-    return _as_memmap(_nested_view(buffer, sizes), path, ctx.mode, sizes)
+    buffer, path, mode = _map_file(ctx, node.file, dtype, numel, what)
+    return _as_memmap(_nested_view(buffer, sizes), path, mode, sizes)

@@ -21,6 +21,8 @@ from tensordict.tensorclass import NonTensorDataBase
 from ..errors import CheckpointFormatError, LimitExceededError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
 from ..index import LEAF, Node, show_path
+from ..index._facts import refusal
+from ..index._paths import join_key
 from . import _out
 from ._classes import (
     LAZY_STACK,
@@ -179,8 +181,10 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             ctx.progress((*node.path, key) if type(child) is tuple else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
-    if ctx.store.kind == "directory" and ctx.mode != "r":
-        # where memmap_() writes back, as tensordict records it
+    if ctx.store.kind == "directory" and ctx.mode != "r" and ctx.store.link(
+            join_key(node.dirkey or "", "meta.json")) is None:
+        # where memmap_() writes back, as tensordict records it; not a folder whose
+        # meta.json is a symlink out of the root (memmap_ would write through it)
         result._memmap_prefix = ctx.prefix_path(node.dirkey or "")
     else:
         result._memmap_prefix = None
@@ -197,8 +201,12 @@ def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -
             "tensordict 0.15 does not load it either.", UserWarning, stacklevel=user_stacklevel())
         return False
     if child.dirkey is None:
+        refused = refusal(child)
+        if refused is not None:  # never left out: an error, as for a leaf
+            raise type(refused.error)(f"{show_path(child.path)!r} of {ctx.ckpt.path}: "
+                                      f"{refused}.") from refused.error
         problem = "; ".join(child.problems) or "its folder is missing"
-        # tensordict leaves out a missing folder too; one the store refuses it would read
+        # tensordict leaves out a missing folder too (a refused one was raised above)
         also = " (tensordict also leaves it out)" if problem.endswith("is missing") else ""
         warnings.warn(f"tdview left out {show_path(child.path)!r} of {ctx.ckpt.path}: "
                       f"{problem}{also}.", UserWarning, stacklevel=user_stacklevel())
