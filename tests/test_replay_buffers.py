@@ -415,3 +415,18 @@ def test_a_bad_rows_scope_is_refused(tmp_path: Path, scope: object) -> None:
     assert not reply["ok"]
     assert reply["error"]["type"] == "RequestError"
     assert "rows_scope" in reply["error"]["message"]
+
+
+def test_a_storage_over_a_ragged_stack_makes_no_rows_claim(tmp_path: Path) -> None:
+    """A ragged lazy stack's batch size holds -1: there is no capacity to check ``len``
+    against, so no rows are claimed and no problem is made up."""
+    from tensordict import lazy_stack
+
+    ragged = lazy_stack([TensorDict({"obs": torch.zeros(3, 2)}, [3]),
+                         TensorDict({"obs": torch.zeros(5, 2)}, [5])])
+    ragged.memmap(tmp_path / "storage")
+    (tmp_path / "storage" / "storage_metadata.json").write_text(
+        json.dumps({"metadata": {}, "is_pytree": False, "len": 2}))
+    with Checkpoint(tmp_path / "storage") as ckpt:
+        assert ckpt.batch_size(ckpt.root) == (2, -1)
+        assert storage_rows(ckpt, ckpt.root) is None

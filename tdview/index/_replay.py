@@ -122,8 +122,8 @@ def storage_rows(ckpt: Checkpoint, node: Node) -> StorageRows | None:
     batch = ckpt.batch_size(node)
     where = store.display(key)
     written = parse_storage_len(store.read_bytes(key, MAX_STORAGE_METADATA_BYTES), where)
-    if batch is None:
-        return None
+    if batch is None or any(d < 0 for d in batch):
+        return None  # unknown, or ragged (-1): no row count to check against
     if not batch:
         raise CheckpointFormatError(f"{where}: \"len\" is {written}, but the storage has no "
                                     "batch dimension to count rows in")
