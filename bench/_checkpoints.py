@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -179,6 +181,34 @@ def mirror_replay_dump(rows: int, path: Path) -> None:
         json.dumps({"batch_size": None, "consume_after_n_samples": None}))
     (path / "prefetch.pkl").write_bytes(
         pickle.dumps({"version": 1, "capacity": 0, "queue": ()}, protocol=4))
+
+
+def write_hub_cache(td: object, root: Path, name: str) -> Path:
+    """``td`` saved with ``memmap`` as a Hugging Face cache keeps a downloaded folder:
+    ``models--bench--<name>/snapshots/<rev>/ckpt`` whose files are relative symlinks to
+    ``blobs/<sha256>`` (what ``huggingface_hub.snapshot_download`` leaves). Returns the
+    checkpoint folder."""
+    repo = root / f"models--bench--{name}"
+    rev = "0" * 40
+    source = root / f"{name}-saved"
+    td.memmap(source)  # type: ignore[attr-defined]
+    blobs = repo / "blobs"
+    blobs.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    ckpt = repo / "snapshots" / rev / "ckpt"
+    for file in sorted(source.rglob("*")):
+        if not file.is_file():
+            continue
+        data = file.read_bytes()
+        blob = blobs / hashlib.sha256(data).hexdigest()
+        if not blob.exists():
+            os.replace(file, blob)
+        link = ckpt / file.relative_to(source)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    shutil.rmtree(source)
+    return ckpt
 
 
 def deflate_many(leaves: int, leaf_bytes: int) -> TensorDict:

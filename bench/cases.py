@@ -15,6 +15,7 @@ import torch
 from tensordict import TensorDict
 
 import tdview
+from tdview.errors import TDViewError
 from tdview.index import Checkpoint, rollup
 
 from . import _checkpoints as ck
@@ -103,6 +104,22 @@ def replay_dump_cases(root: Path, sizes: Sizes) -> list[Result]:
     nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
     return [per_load("9 replay dump", f"storage/ of {nbytes / 1e6:.0f} MB, {device or 'mapped'}",
                      path, sizes, note=note, device=device)
+            for device in (None, "meta")]
+
+
+def hub_cache_cases(root: Path, sizes: Sizes) -> list[Result]:
+    """The small tensorclass checkpoint of case 8 in a Hugging Face cache (every file a
+    symlink into ``blobs/``): mapped and ``device="meta"`` loads. None where this tdview
+    does not load such a folder."""
+    path = ck.write_hub_cache(ck.frames(sizes.frame_rows[0]), root, "frames")
+    try:
+        tdview.load_memmap(path, device="meta")
+    except (TDViewError, ValueError) as error:  # links out of the root not followed
+        print(f"… case 10 left out: {type(error).__name__}: {str(error)[:120]}", flush=True)
+        return []
+    nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
+    return [per_load("10 hub cache", f"{nbytes / 2**10:.0f} KiB tensorclass, "
+                     f"{device or 'mapped'}", path, sizes, device=device)
             for device in (None, "meta")]
 
 
