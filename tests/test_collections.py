@@ -112,6 +112,15 @@ def td_bytes(ckpt: Checkpoint) -> int:
 
 
 def test_search_reaches_into_every_member(run: Path) -> None:
+    from tdview.index import rollup
+
+    with Checkpoint(run) as ckpt:
+        assert search(ckpt, "bias") == ([("step_1000", "model", "layers", "0", "bias"),
+                                         ("step_2000.tdz", "model", "layers", "0", "bias")],
+                                        False)
+        assert search(ckpt, "b*s", under="step_2000.tdz/model") == (
+            [("step_2000.tdz", "model", "layers", "0", "bias")], False)
+        assert rollup(ckpt, ckpt.root) is ckpt.total(ckpt.root)
     session = Session(Checkpoint(run), str(run), namespace={})
     found = ok(session, "search", pattern="bias", limit=10)
     assert found["matches"] == [["step_1000", "model", "layers", "0", "bias"],

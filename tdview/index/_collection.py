@@ -42,10 +42,11 @@ from ..format import (
     unscanned,
 )
 from ..storage import DirectoryStore
+from ._cancel import cancel_point
 from ._checkpoint import Checkpoint, Page
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._walk import Rollup, rollup
+from ._walk import Rollup, path_matcher, rollup, search
 
 # Node kinds of a collection's own tree (members' nodes keep the checkpoint kinds).
 COLLECTION = "collection"
@@ -213,6 +214,9 @@ class Collection(Checkpoint):
         return node.rollup_cache
 
     def _total(self, node: Node) -> Rollup:
+        if not self.is_own(node):
+            raise SubpathError(f"{show_path(node.path)!r} is a node of a member of {self.path}:"
+                               " total it with that member (Collection.locate)")
         if node.kind == LEAF:
             return rollup(self, node)
         if node.kind == MEMBER:
@@ -367,6 +371,7 @@ class Collection(Checkpoint):
         depth-first, at most :data:`MAX_DEPTH` folder levels below the root."""
         stack = [iter(self._own_children(node or self.root))]
         while stack:
+            cancel_point()  # a cancelled request's walk stops here
             child = next(stack[-1], None)
             if child is None:
                 stack.pop()
@@ -374,6 +379,37 @@ class Collection(Checkpoint):
             yield child
             if child.kind == FOLDER and len(child.path) < MAX_DEPTH:
                 stack.append(iter(self._own_children(child)))
+
+    def search(self, pattern: str, *, limit: int = 1000, under: object = ()
+               ) -> tuple[list[NestedPath], bool]:
+        """:func:`tdview.index.search` over the collection: the names of its own nodes,
+        and each member's keys (that member's search, under the member's path),
+        depth-first: ``(matches, truncated)``."""
+        if not pattern:
+            return [], False
+        owner, prefix, inner = self.locate(under)
+        if owner is not self:
+            found, more = search(owner, pattern, limit=limit, under=inner)
+            return [prefix + path for path in found], more
+        start = self.own_node(inner)
+        assert start is not None
+        match = path_matcher(pattern)
+        matches: list[NestedPath] = []
+        for node in self.walk_own(start):
+            if match(node.path):
+                if len(matches) == limit:
+                    return matches, True
+                matches.append(node.path)
+            if node.kind == MEMBER:
+                try:
+                    member = self.member(node)
+                except (TDViewError, OSError):
+                    continue
+                found, more = search(member, pattern, limit=limit - len(matches) + 1)
+                matches.extend(node.path + path for path in found)
+                if len(matches) > limit or more:
+                    return matches[:limit], True
+        return matches, False
 
     def members(self) -> list[Node]:
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""

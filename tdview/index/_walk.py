@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import TensorclassNode, TensorDictNode
+from ._cancel import cancel_point
 from ._checkpoint import Checkpoint
 from ._children import Folder, json_field_children, tensordict_totals
 from ._facts import leaf_entry, needs_unpickling, pickle_key
@@ -58,6 +59,7 @@ def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
     """Every node below ``node`` (not ``node`` itself), depth-first, in load order."""
     stack = [iter(ckpt.children(node))]
     while stack:
+        cancel_point()  # a cancelled request's walk (a search) stops here
         child = next(stack[-1], None)
         if child is None:
             stack.pop()
@@ -84,6 +86,10 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
         total.add(_leaf_rollup(ckpt, node))
         node.rollup_cache = total
         return total
+    from ._collection import Collection  # it stands on this module
+
+    if isinstance(ckpt, Collection):  # its folders, members and side files
+        return ckpt.total(node)
     if node.dirkey is not None:
         ckpt.store.prepare(node.dirkey, payloads=False)
     with gc_paused():
@@ -109,6 +115,7 @@ def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
     folder_rollups = ckpt.folder_rollups
     stack: list[_Frame] = [_node_frame(ckpt, top)]
     while stack:
+        cancel_point()  # a cancelled request's rollup stops here (nothing half cached)
         node, dirkey, pending, total = stack[-1]
         for item in pending:
             if type(item) is tuple:  # a sub-folder of a plain TensorDict
@@ -233,8 +240,14 @@ def search(
 
     A pattern with ``*``, ``?`` or ``[`` is a glob matched against the whole
     ``"a/b/c"`` path and against the last key; anything else is a case-insensitive
-    substring of the last key. Matches come depth-first, in load order.
+    substring of the last key. Matches come depth-first, in load order. On a folder of
+    checkpoints (a :class:`~tdview.index.Collection`) it searches its own names and every
+    member's keys.
     """
+    from ._collection import Collection  # it stands on this module
+
+    if isinstance(ckpt, Collection):
+        return ckpt.search(pattern, limit=limit, under=under)
     if not pattern:
         return [], False
     match = path_matcher(pattern)

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from ..errors import SubpathError, TDViewError
-from ..index import LEAF, Checkpoint, Collection, Node, path_matcher, search
+from ..index import LEAF, Checkpoint, Collection, Node
 from ..index._collection import FOLDER, JSON_FILE, MEMBER, PICKLE_FILE, RAW_MEMMAP
 from . import _nodes
 from ._json import bounded_value
@@ -123,12 +123,11 @@ def _pickle(coll: Collection, node: Node, problems: list[str]) -> dict[str, Any]
     except (TDViewError, OSError, ValueError) as error:
         problems.append(str(error))
         return None
-    if info is None:
-        problems.append(f"{coll.store.display(node.file or '')} is too large to scan "
-                        "(imports unknown)")
-        return {"bytes": coll.file_size(node), "globals": []}
+    if info.unknown is not None:
+        problems.append(f"{coll.store.display(node.file or '')}: {info.unknown}")
     return {"bytes": coll.file_size(node),
-            "globals": [[module, name] for module, name in info.globals]}
+            "globals": [[module, name] for module, name in info.globals],
+            "stopped": info.unknown}
 
 
 def children_page(coll: Collection, node: Node, source: str, offset: int, limit: int, *,
@@ -136,40 +135,6 @@ def children_page(coll: Collection, node: Node, source: str, offset: int, limit:
     page = coll.page(node, offset, limit)
     return {"path": list(node.path), "offset": offset, "total": page.total,
             "children": [summary(coll, child, source, totals=totals) for child in page.items]}
-
-
-def search_result(coll: Collection, pattern: str, limit: int) -> dict[str, Any]:
-    """``SearchResult`` over the collection: its own nodes' names, then each member's
-    keys (its search, under the member's path), depth-first."""
-    matches: list[list[str]] = []
-    truncated = False
-    match = path_matcher(pattern) if pattern else None
-    for node in coll.walk_own():
-        if match is None:
-            break
-        if match(node.path):
-            if len(matches) == limit:
-                truncated = True
-                break
-            matches.append(list(node.path))
-        if node.kind == MEMBER:
-            try:
-                member = coll.member(node)
-            except (TDViewError, OSError):
-                continue
-            found, more = search(member, pattern, limit=limit - len(matches) + 1)
-            matches.extend(list(node.path) + list(p) for p in found)
-            if len(matches) > limit or more:
-                truncated = True
-                del matches[limit:]
-                break
-    return {"pattern": pattern, "matches": matches, "truncated": truncated}
-
-
-def routed(coll: Collection, path: tuple[str, ...]) -> tuple[Checkpoint, tuple[str, ...],
-                                                              tuple[str, ...]]:
-    """:meth:`Collection.locate`, for a request's path."""
-    return coll.locate(path)
 
 
 def refuse_load(coll: Collection, node: Node) -> None:

@@ -1,11 +1,14 @@
 """The dispatcher: one message in, one reply (plus buffers) out, never an exception.
 
 :func:`handle` is synchronous and kernel-free (tests call it directly).
-:class:`Dispatcher` runs it on worker threads for the widget: metadata requests
-(children, node, search, devices) on one thread, payload requests (preview, load) on
-another, so a long load does not freeze the tree. A cancel marks the request's id; a
-request that sees the mark (before it starts, between chunks or leaves, or when it is
-done) answers ``Cancelled`` instead of its result, and a cancelled load binds nothing.
+:class:`Dispatcher` runs it on worker threads for the widget, in lanes (see
+:data:`LANES`), so that no slow request freezes browsing: ``children`` and ``node``
+without totals (what a click asks) have threads of their own; searches and requests
+with totals (which may walk a whole subtree) have theirs; a preview and a load have one
+each. A cancel marks the request's id; a request that sees the mark (before it starts,
+at every node of a walk, between chunks or leaves, or when it is done) answers
+``Cancelled`` instead of its result, and a cancelled load binds nothing. Every reply is
+bounded (:func:`~._messages.bound_reply`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._text import error_text
 from ..errors import Cancelled, NoCheckpointError, TDViewError
-from ..index import Checkpoint, Collection
+from ..index import Checkpoint, Collection, cancellable
 from . import _collection, _load, _nodes, _preview
 from ._messages import (
     CANCEL,
     Request,
     RequestError,
+    bound_reply,
     message_id,
     parse_cancel,
     parse_request,
@@ -40,7 +45,11 @@ log = logging.getLogger("tdview.protocol")
 Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
 _MAX_MARKS = 4096
-_SLOW = frozenset({"preview", "load"})
+#: Worker threads per lane. ``browse``: children and node without totals (a click);
+#: ``walk``: search, and children and node with totals (a subtree's walk); ``preview``;
+#: ``load``. Two walks and a slow click (a pickle scan of a few seconds) leave a thread
+#: for the next click.
+LANES = {"browse": 2, "walk": 2, "preview": 1, "load": 1}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -113,9 +122,7 @@ def _run_collection(session: Session, coll: Collection, request: Request,
     """A request on a folder of checkpoints: its own nodes answered here, a member's
     by the member (see :mod:`._collection`)."""
     method, params = request.method, request.params
-    if method == "search":
-        return _collection.search_result(coll, params["pattern"], params["limit"]), []
-    if "path" not in params:
+    if "path" not in params:  # search (Collection.search reaches into members), devices
         return _run_on(session, coll, session.source, request, progress_fn)
     owner, prefix, inner = coll.locate(params["path"])
     if owner is coll:
@@ -220,16 +227,52 @@ def handle(
         if session.ckpt is None:
             raise NoCheckpointError(session.error or f"{session.source}: no checkpoint is open")
         session.check(request.id)
-        result, out = _run(session, request, progress_fn)
+        with cancellable(lambda: session.check(request.id)):
+            result, out = _run(session, request, progress_fn)
         if request.method != "load":  # a load checks before it binds: after, it is done
             session.check(request.id)
-        return reply_ok(request.id, result), out
+        assert result is not None
+        return bound_reply(reply_ok(request.id, result), out, request.method)
     except Exception as error:  # noqa: BLE001 - every failure becomes an error reply
-        if not isinstance(error, (TDViewError, OSError, ValueError, TypeError)):
-            log.exception("tdview: %s request %s failed", request.method, request.id)
-        return reply_error(request.id, type(error).__name__, str(error) or repr(error), path), []
+        return _error_reply(request, error, path), []
     finally:
         session.forget(request.id)
+
+
+def _error_reply(request: Request, error: BaseException,
+                 path: tuple[str, ...] | None) -> dict[str, Any]:
+    """The error reply of a failed request; never raises (a hostile value's error must
+    still be answered, and the reply bounded)."""
+    try:
+        if not isinstance(error, (TDViewError, OSError, ValueError, TypeError)):
+            log.exception("tdview: %s request %s failed", request.method, request.id)
+        reply = reply_error(request.id, type(error).__name__, error_text(error), path)
+        return bound_reply(reply, [], request.method)[0]
+    except Exception:  # noqa: BLE001 - the last resort: a reply that says only the type
+        return reply_error(request.id, type(error).__name__, type(error).__name__, None)
+
+
+def lane(message: object) -> str:
+    """The lane (:data:`LANES`) a message is answered in; one not yet checked goes to
+    ``browse``, which answers its error at once.
+
+    Examples
+    --------
+    >>> lane({"method": "node", "params": {"path": [], "totals": False}})
+    'browse'
+    >>> lane({"method": "children", "params": {"path": []}})   # totals by default
+    'walk'
+    """
+    if not isinstance(message, dict):
+        return "browse"
+    method, params = message.get("method"), message.get("params")
+    if method in ("preview", "load"):
+        return str(method)
+    if method == "search":
+        return "walk"
+    if method in ("children", "node") and isinstance(params, dict):
+        return "browse" if params.get("totals", True) is False else "walk"
+    return "browse"
 
 
 class Dispatcher:
@@ -250,8 +293,8 @@ class Dispatcher:
         self.session = session
         self._send = send
         self._interval = progress_interval
-        self._fast = ThreadPoolExecutor(1, thread_name_prefix="tdview-meta")
-        self._slow = ThreadPoolExecutor(1, thread_name_prefix="tdview-data")
+        self._lanes = {lane: ThreadPoolExecutor(n, thread_name_prefix=f"tdview-{lane}")
+                       for lane, n in LANES.items()}
         self._futures: set[Future[None]] = set()
 
     def receive(self, content: object, buffers: list[bytes] | None = None) -> None:
@@ -259,8 +302,7 @@ class Dispatcher:
         if isinstance(content, dict) and content.get("kind") == CANCEL:
             handle(self.session, content, buffers)
             return
-        method = content.get("method") if isinstance(content, dict) else None
-        pool = self._slow if isinstance(method, str) and method in _SLOW else self._fast
+        pool = self._lanes[lane(content)]
         request_id = message_id(content) or 0
         self.session.expect(request_id)  # cancellable from now on, while it waits
         try:
@@ -279,7 +321,7 @@ class Dispatcher:
 
     def close(self) -> None:
         """Stop taking requests; queued ones are dropped, running ones finish."""
-        for pool in (self._fast, self._slow):
+        for pool in self._lanes.values():
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _answer(self, content: object, buffers: list[bytes] | None) -> None:
