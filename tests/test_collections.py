@@ -381,3 +381,32 @@ def test_widget_on_a_folder_with_nothing_checkpoint_like(tmp_path: Path) -> None
     view = TDView(tmp_path)
     assert "holds none: no meta.json" in view.error and str(tmp_path) in view.error
     view.close()
+
+
+def test_a_hugging_face_cache_folder_opens_with_its_snapshot(tmp_path: Path) -> None:
+    """``models--org--name/`` as ``huggingface_hub.snapshot_download`` leaves it: every
+    file of ``snapshots/<rev>/`` a relative symlink into ``blobs/``."""
+    import hashlib
+    import shutil
+
+    source = tmp_path / "source"
+    _model(7).memmap(source)
+    cache = tmp_path / "models--org--name"
+    snapshot = cache / "snapshots" / "0123abcd"
+    (cache / "blobs").mkdir(parents=True)
+    for file in sorted(p for p in source.rglob("*") if p.is_file()):
+        blob = cache / "blobs" / hashlib.sha256(file.read_bytes() + str(file).encode()).hexdigest()
+        shutil.copyfile(file, blob)
+        link = snapshot / file.relative_to(source)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (cache / "refs").mkdir()
+    (cache / "refs" / "main").write_text("0123abcd")
+    shutil.rmtree(source)
+    with Checkpoint(cache) as ckpt:
+        assert [n.path for n in ckpt.members()] == [("snapshots", "0123abcd")]
+        got = ckpt.load("snapshots/0123abcd/model", mode="r")
+    assert_same(got, TensorDict.load_memmap(snapshot, subpath="model", mode="r"))
+    out = _tree(str(cache), "--depth", "-1")
+    assert out.returncode == 0 and "PROBLEM" not in out.stdout
+    assert "weight  float32  [4, 3]" in out.stdout
