@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,7 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {n for n in NAMES if n.startswith("request_")}  # state: test_widget
     covered |= set(REPLIES) | {"reply_preview", "reply_load"}
     covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
+    covered |= {"reply_children_collection"}  # below
     assert set(NAMES) <= covered, set(NAMES) - covered
 
 
@@ -178,3 +181,71 @@ def test_same_shape_catches_drift() -> None:
 def test_golden_preview_buffers_are_consistent() -> None:
     doc = golden("reply_preview")
     check_buffers(doc["message"]["result"], doc["buffers"])
+
+
+# ------------------------------------------------------------------- a folder of checkpoints
+
+#: The collection's path as the user spelled it: the members' ``source`` is built on it.
+COLLECTION_SOURCE = "run"
+
+
+def _collection(root: Path) -> Path:
+    """A training run: a directory checkpoint, an archive, a config, a pickle, a folder."""
+    import pickle
+
+    import torch
+    from tensordict import TensorDict
+
+    td = TensorDict({"model": {"weight": torch.zeros(4, 3)}, "step": torch.tensor(7)}, [])
+    td.memmap(root / "step_1000")
+    td.save(root / "step_2000.tdz")
+    (root / "config.json").write_text(json.dumps({"lr": 0.001, "layers": [4, 3]}))
+    (root / "prefetch.pkl").write_bytes(pickle.dumps({"cursor": 20}, protocol=4))
+    (root / "logs").mkdir()
+    (root / "logs" / "events.json").write_text("[1, 2, 3]")
+    return root
+
+
+@pytest.fixture(scope="module")
+def collection_session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    root = _collection(tmp_path_factory.mktemp("collection"))
+    return Session(Checkpoint(root), COLLECTION_SOURCE, namespace={})
+
+
+def test_collection_children_are_the_golden_reply(collection_session: Session) -> None:
+    """reply_children_collection.json is this kernel's answer, exactly (regenerate it with
+    TDVIEW_WRITE_GOLDEN=1 when the protocol changes on purpose)."""
+    reply, buffers = reply_to(collection_session, "children", path=[], offset=0, limit=200)
+    assert buffers == []
+    target = GOLDEN / "reply_children_collection.json"
+    if os.environ.get("TDVIEW_WRITE_GOLDEN"):
+        doc = {"description": "The children of a folder of checkpoints (a collection): a JSON "
+               "file, a plain folder, a pickle file, and two member checkpoints, a directory "
+               "and an archive, each with `member` (where the loader finds it).",
+               "method": "children", "message": reply, "buffers": []}
+        text = json.dumps(doc, indent=2)  # lists of scalars on one line, as the others
+        text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
+                      lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+        target.write_text(text + "\n")
+    gold = golden("reply_children_collection")
+    assert reply == gold["message"]
+    kinds = {c["kind"] for c in reply["result"]["children"]}
+    assert kinds == {"json", "folder", "pickle", "checkpoint"}
+
+
+@pytest.mark.parametrize("path", [[], ["logs"], ["config.json"], ["prefetch.pkl"],
+                                  ["step_1000"], ["step_2000.tdz", "model", "weight"]])
+def test_collection_node_details_have_the_golden_keys(collection_session: Session,
+                                                      path: list[str]) -> None:
+    """Every node of a collection is a ``NodeDetails`` (the golden keys, each typed), plus
+    ``member`` on a member checkpoint and inside it."""
+    reply, _ = reply_to(collection_session, "node", path=path)
+    assert reply["ok"], reply
+    result = reply["result"]
+    member = result.pop("member", None)
+    same_shape(result, golden("reply_node")["message"]["result"], "result")
+    inside = path[:1] in (["step_1000"], ["step_2000.tdz"])
+    assert (member is not None) == inside
+    if member is not None:
+        assert member == {"source": os.path.join(COLLECTION_SOURCE, path[0]), "depth": 1,
+                          "container": "archive" if path[0].endswith(".tdz") else "directory"}

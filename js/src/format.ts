@@ -60,6 +60,11 @@ const KIND_LABELS: Record<NodeKind, string> = {
   non_tensor_stack: "data stack",
   view: "view",
   leaf: "tensor",
+  collection: "folder of checkpoints",
+  folder: "folder",
+  checkpoint: "checkpoint",
+  json: "JSON",
+  pickle: "pickle",
 };
 
 export function kindLabel(kind: NodeKind): string {
@@ -82,8 +87,23 @@ export function schemaText(schema: StackSchema): string {
   return lines.join("\n");
 }
 
-/** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node. */
+/**
+ * A row's badge: its kind, and for a member checkpoint of a collection how it is saved.
+ *
+ * @example nodeLabel({ ...summary, kind: "checkpoint", member: { container: "archive", … } })
+ *   === "checkpoint · archive"
+ */
+export function nodeLabel(node: NodeSummary): string {
+  const container = node.kind === "checkpoint" ? node.member?.container : undefined;
+  return container ? `${KIND_LABELS.checkpoint} · ${container}` : KIND_LABELS[node.kind];
+}
+
+/** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node, "3 entries" for a
+ * folder of a collection. */
 export function describeShape(node: NodeSummary): string {
+  if (node.kind === "folder" || node.kind === "collection") {
+    return `${formatCount(node.n_children)} ${node.n_children === 1 ? "entry" : "entries"}`;
+  }
   if (node.kind === "leaf") return [formatShape(node.shape), node.dtype ?? ""].join(" ").trim();
   return node.batch_size === null ? "" : `batch ${formatShape(node.batch_size)}`;
 }

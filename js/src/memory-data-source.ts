@@ -25,6 +25,7 @@ import type {
   DevicesResult,
   LoadParams,
   LoadResult,
+  MemberInfo,
   Method,
   NodeDetails,
   NodeKind,
@@ -33,7 +34,8 @@ import type {
   SearchResult,
   StorageRows,
 } from "./protocol";
-import { loadCode } from "./python-code";
+import { UNLOADABLE_KINDS } from "./protocol";
+import { loadCode, loadTarget } from "./python-code";
 
 /** A node of the in-memory tree; everything but `key` has a default. */
 export interface MemoryNode extends Partial<Omit<NodeDetails, "key" | "path">> {
@@ -126,29 +128,49 @@ function pickledUnder(node: MemoryNode): boolean {
 interface Entry {
   node: MemoryNode;
   summary: NodeSummary;
+  /** The member checkpoint of a collection the node is in (a "checkpoint" node with
+   * `member` at or above it), as the kernel puts it on the node's details. */
+  member: MemberInfo | undefined;
+}
+
+/** The class names the kernel gives a collection's own nodes (`_collection.summary`). */
+const OWN_CLASS_NAMES: Partial<Record<NodeKind, string>> = {
+  collection: "",
+  folder: "",
+  json: "JSON file",
+  pickle: "pickle file",
+};
+
+function memberOf(node: MemoryNode): MemberInfo | undefined {
+  return node.kind === "checkpoint" ? node.member : undefined;
 }
 
 function summarize(node: MemoryNode, path: Path): NodeSummary {
   const children = node.children ?? [];
   const kind: NodeKind = node.kind ?? (node.children ? "tensordict" : "leaf");
   const leaf = kind === "leaf";
+  // a folder or a side file of a collection: no class of its own, no batch size
+  const own = OWN_CLASS_NAMES[kind];
   const shape = node.shape ?? (leaf ? [node.data?.length ?? 0] : null);
   const numel = node.numel ?? (shape ? shape.reduce((a, b) => a * b, 1) : null);
   return {
     key: node.key,
     path,
     kind,
-    class_name: node.class_name ?? (leaf ? "Tensor" : "TensorDict"),
+    class_name: node.class_name ?? own ?? (leaf ? "Tensor" : "TensorDict"),
     has_children: node.has_children ?? children.length > 0,
     n_children: node.n_children ?? children.length,
     shape,
     dtype: node.dtype ?? (leaf ? "float32" : null),
-    batch_size: node.batch_size ?? (leaf ? null : []),
+    batch_size:
+      node.batch_size === undefined ? (leaf || own !== undefined ? null : []) : node.batch_size,
     stack_dim: node.stack_dim ?? null,
     bytes: node.bytes ?? (leaf && numel !== null ? numel * 4 : null),
     numel,
-    pickled: node.pickled ?? false,
+    pickled: node.pickled ?? kind === "pickle",
     problems: node.problems ?? [],
+    // like the kernel: a member checkpoint of a collection says where it is
+    ...(kind === "checkpoint" && node.member ? { member: node.member } : {}),
   };
 }
 
@@ -204,8 +226,10 @@ export class MemoryDataSource implements DataSource {
       const all = node.children ?? [];
       const children = all.slice(offset, offset + limit).map((c) => {
         const summary = summarize(c, [...path, c.key]);
-        // like the kernel: without totals, a collection's subtree sums are not there yet
-        return totals || !c.children ? summary : { ...summary, bytes: null, numel: null };
+        // like the kernel: without totals, a collection's subtree sums are not there yet,
+        // nor the size of a side file of a folder of checkpoints
+        const summed = c.children || c.kind === "json" || c.kind === "pickle";
+        return totals || !summed ? summary : { ...summary, bytes: null, numel: null };
       });
       return { path, offset, total: all.length, children };
     });
@@ -214,12 +238,14 @@ export class MemoryDataSource implements DataSource {
   node(path: Path, opts?: TotalsOptions): Promise<NodeDetails> {
     const totals = opts?.totals !== false;
     return this.#answer("node", withTotals({ path }, opts), opts, () => {
-      const { node, summary } = this.#lookup(path);
+      const { node, summary, member } = this.#lookup(path);
       return {
         ...summary,
+        ...(member ? { member } : {}),
         names: node.names ?? null,
         device: node.device ?? (summary.kind === "leaf" ? "cpu" : null),
-        subpath: node.subpath ?? path.join("/"),
+        // inside a member of a collection, the path after the member's, as the kernel's
+        subpath: node.subpath ?? loadTarget("", path, member).path.join("/"),
         storage: node.storage ?? null,
         value: node.value ?? null,
         pickle: node.pickle ?? null,
@@ -327,7 +353,12 @@ export class MemoryDataSource implements DataSource {
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     try {
-      const { node, summary } = this.#lookup(params.path);
+      const { node, summary, member } = this.#lookup(params.path);
+      if (UNLOADABLE_KINDS.has(summary.kind)) {
+        // as the kernel does: a folder or a side file of a collection is not loaded
+        const what = params.path.join("/") || "the collection";
+        throw new ProtocolError("SubpathError", `${what} is not a checkpoint`, params.path);
+      }
       const leaves = leafPaths(node, params.path);
       onProgress?.({ done: 0, total: leaves.length, label: params.path.join("/") });
       for (const [i, leaf] of leaves.entries()) {
@@ -348,8 +379,8 @@ export class MemoryDataSource implements DataSource {
         summary: `${summary.class_name}(batch_size=[${(summary.batch_size ?? []).join(", ")}])`,
         variable,
         code: loadCode({
-          source: this.#source,
-          path: params.path,
+          ...loadTarget(this.#source, params.path, member),
+          leaf: summary.kind === "leaf",
           device: params.device,
           mode: params.mode,
           allowPickle: params.allow_pickle,
@@ -363,10 +394,14 @@ export class MemoryDataSource implements DataSource {
 
   #lookup(path: Path): Entry {
     let node: MemoryNode | undefined = this.#tree;
-    for (const key of path) node = node && this.#childrenByKey(node).get(key);
+    let member = memberOf(node);
+    for (const key of path) {
+      node = node && this.#childrenByKey(node).get(key);
+      member ??= node && memberOf(node);
+    }
     if (!node) throw new ProtocolError("KeyError", `no node at ${JSON.stringify(path)}`, path);
     if (node.fail) throw new ProtocolError(node.fail, `${path.join("/")}: ${node.fail}`, path);
-    return { node, summary: summarize(node, path) };
+    return { node, summary: summarize(node, path), member };
   }
 
   #childrenByKey(node: MemoryNode): Map<string, MemoryNode> {

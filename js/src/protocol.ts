@@ -65,8 +65,34 @@ export const NODE_KINDS = [
   "non_tensor_stack",
   "view",
   "leaf",
+  // a folder of checkpoints (a collection): its root, sub-folders, member checkpoints and
+  // side files
+  "collection",
+  "folder",
+  "checkpoint",
+  "json",
+  "pickle",
 ] as const;
 export type NodeKind = (typeof NODE_KINDS)[number];
+
+/** The kinds of a collection's own tree that nothing loads (a folder, a side file). */
+export const UNLOADABLE_KINDS: ReadonlySet<NodeKind> = new Set([
+  "collection",
+  "folder",
+  "json",
+  "pickle",
+]);
+
+/** The member checkpoint of a collection a node is in, as the loader takes it: a
+ * "checkpoint" row, and the details of every node inside a member, carry it. */
+export interface MemberInfo {
+  /** The member's own path: the collection's path as the user gave it, joined with the
+   * member's folders. */
+  source: string;
+  /** How many leading keys of a path name the member (the rest is its subpath). */
+  depth: number;
+  container: "directory" | "archive";
+}
 
 export interface NodeSummary {
   key: string;
@@ -85,6 +111,8 @@ export interface NodeSummary {
   numel: number | null;
   pickled: boolean;
   problems: string[];
+  /** Set on a member checkpoint of a collection (and on the details of its nodes). */
+  member?: MemberInfo;
 }
 
 export interface StorageInfo {
@@ -344,7 +372,23 @@ const summaryShape = {
   problems: array(str),
 };
 
-export const decodeNodeSummary: Decoder<NodeSummary> = object(summaryShape);
+const decodeMember: Decoder<MemberInfo> = object({
+  source: str,
+  depth: count,
+  container: literal("directory", "archive"),
+});
+
+/** `decode`, with the node's `member` when the message has one (it is optional). */
+function withMember<T extends NodeSummary>(decode: Decoder<T>): Decoder<T> {
+  return (v, at) => {
+    const node = decode(v, at);
+    const member = isPlainObject(v) ? v.member : undefined;
+    if (member !== undefined) node.member = decodeMember(member, `${at}.member`);
+    return node;
+  };
+}
+
+export const decodeNodeSummary: Decoder<NodeSummary> = withMember(object(summaryShape));
 
 const rollupShape = object({ bytes: count, numel: count, leaves: count, by_dtype: record(count) });
 
@@ -358,7 +402,7 @@ const decodeRollup: Decoder<Rollup> = (v, at) => {
   return rollup;
 };
 
-export const decodeNodeDetails: Decoder<NodeDetails> = object({
+const detailsShape = object({
   ...summaryShape,
   names: nullable(array(nullable(str))),
   device: nullable(str),
@@ -378,6 +422,8 @@ export const decodeNodeDetails: Decoder<NodeDetails> = object({
   rollup: nullable(decodeRollup),
   rows: nullable(object({ written: count, capacity: count })),
 });
+
+export const decodeNodeDetails: Decoder<NodeDetails> = withMember(detailsShape);
 
 const decodeStackSchema: Decoder<StackSchema> = object({
   members: count,

@@ -6,7 +6,7 @@
  * code shown before a load is the code the kernel returns after it.
  */
 
-import type { Mode, Path } from "./protocol";
+import type { MemberInfo, Mode, Path } from "./protocol";
 
 /**
  * A Python string literal, as Python's `json.dumps` writes it (ASCII only).
@@ -116,6 +116,22 @@ export interface LoadCodeArgs {
   variable: string | null;
   /** The path names a tensor leaf: it loads with `Checkpoint.load_leaf`. */
   leaf?: boolean;
+}
+
+/**
+ * What a load of `path` reads, as the kernel's code line names it: a node inside a member
+ * checkpoint of a collection is loaded from the member's own path, with the keys after
+ * the member's (`_dispatch._run_collection`); any other node from `source` itself.
+ *
+ * @example loadTarget("run", ["step_1000", "model"], {source: "run/step_1000", depth: 1,
+ *   container: "directory"}) → {source: "run/step_1000", path: ["model"]}
+ */
+export function loadTarget(
+  source: string,
+  path: Path,
+  member: MemberInfo | undefined,
+): { source: string; path: Path } {
+  return member ? { source: member.source, path: path.slice(member.depth) } : { source, path };
 }
 
 /**

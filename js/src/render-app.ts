@@ -4,7 +4,7 @@
  */
 
 import type { DataSource } from "./data-source";
-import { formatShape, humanBytes } from "./format";
+import { formatShape, humanBytes, kindLabel } from "./format";
 import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
@@ -48,7 +48,9 @@ function header(state: WidgetState): HTMLElement {
   box.append(source);
   const root = state.root;
   if (root) {
-    box.append(el("span", "tdview-root-class", root.class_name));
+    // a collection's root has no class: it is a folder of checkpoints
+    const what = root.kind === "collection" ? kindLabel(root.kind) : root.class_name;
+    box.append(el("span", "tdview-root-class", what));
     if (root.batch_size)
       box.append(el("span", "tdview-batch", `batch ${formatShape(root.batch_size)}`));
     if (root.bytes !== null) box.append(el("span", "tdview-bytes", humanBytes(root.bytes)));

@@ -9,8 +9,23 @@
 import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
-import { formatCount, formatShape, humanBytes, rollupContents, schemaText } from "./format";
-import type { NodeDetails, Options, Path, StorageInfo, StorageRows } from "./protocol";
+import {
+  formatCount,
+  formatShape,
+  humanBytes,
+  nodeLabel,
+  rollupContents,
+  schemaText,
+} from "./format";
+import {
+  type NodeDetails,
+  type Options,
+  type Path,
+  type PickleInfo,
+  type StorageInfo,
+  type StorageRows,
+  UNLOADABLE_KINDS,
+} from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
 import { LoadPanel } from "./render-load";
 import { PreviewSection } from "./render-preview";
@@ -75,13 +90,23 @@ export function rowsText(rows: StorageRows): string {
   return `${formatCount(rows.written)} of ${formatCount(rows.capacity)} rows written`;
 }
 
+/** A node's keys in the checkpoint that holds it: inside a member of a collection, the
+ * keys after the member's (what its load line names), else its whole path. */
+function ownKeys(d: NodeDetails): Path {
+  return d.member ? d.path.slice(d.member.depth) : d.path;
+}
+
 /** The rows of the list, in display order; empty values are left out. */
 export function detailFields(d: NodeDetails): Field[] {
+  // a folder or a side file of a collection has no key in any checkpoint
+  const unloadable = UNLOADABLE_KINDS.has(d.kind);
+  const member = d.member;
   const fields: Field[] = [
     ["Path", d.path.length ? d.path.join(" / ") : "(root)"],
-    ["Key", keyTuple(d.path)],
-    ["Subpath", d.subpath],
-    ["Kind", d.kind],
+    ["Checkpoint", member ? `${member.source} (${member.container})` : ""],
+    ["Key", unloadable ? "" : keyTuple(ownKeys(d))],
+    ["Subpath", unloadable ? "" : d.subpath],
+    ["Kind", d.kind === "checkpoint" || d.kind === "collection" ? nodeLabel(d) : d.kind],
     ["Class", d.class_name],
     ["Shape", formatShape(d.shape)],
     ["Dtype", d.dtype ?? ""],
@@ -111,7 +136,7 @@ export function detailFields(d: NodeDetails): Field[] {
       ],
       ["Stored size", `${humanBytes(s.stored_bytes)} (${s.compression})`],
       ["CRC-32", s.crc32 === null ? "" : s.crc32.toString(16).padStart(8, "0")],
-      ["Load cost", costText(s, d.bytes)],
+      ["Load cost", unloadable ? "" : costText(s, d.bytes)],
     );
   }
   if (r) {
@@ -128,8 +153,8 @@ export function detailFields(d: NodeDetails): Field[] {
 
 /** The text copied by a field's copy button, or null when the field has none. */
 function copyTextOf(label: string, d: NodeDetails): string | null {
-  if (label === "Key") return keyTuple(d.path);
-  if (label === "Subpath") return subpathLiteral(d.path);
+  if (label === "Key") return keyTuple(ownKeys(d));
+  if (label === "Subpath") return subpathLiteral(ownKeys(d));
   return null;
 }
 
@@ -137,7 +162,42 @@ function copyTextOf(label: string, d: NodeDetails): string | null {
 export const PICKLE_POLICY =
   "unpickled only on load with allow_pickle=True, or None with a warning";
 
-/** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
+/** The globals a pickle imports, as its lock box lists them. */
+function importsList(pickle: PickleInfo | null): HTMLElement {
+  const globals = el("div", "tdview-lock-globals");
+  const names = pickle?.globals ?? [];
+  globals.append(el("span", "tdview-field-label", "Imports: "));
+  if (names.length === 0) {
+    globals.append(el("span", "", "no module (builtins only)"));
+  } else {
+    const list = el("ul", "tdview-globals");
+    for (const [module, name] of names) list.append(el("li", "", `${module}.${name}`));
+    globals.append(list);
+  }
+  return globals;
+}
+
+/** The box of a pickle file beside a collection's checkpoints: never unpickled, no unlock. */
+function sidePickleBox(d: NodeDetails): HTMLElement {
+  const box = el("div", "tdview-lock tdview-lock-closed tdview-side-pickle");
+  box.dataset.locked = "true";
+  const head = el("div", "tdview-lock-head");
+  head.append(
+    el("span", "tdview-lock-badge", "Never unpickled"),
+    el("span", "", "Pickle file: not loaded"),
+  );
+  const size = d.pickle ? ` (${humanBytes(d.pickle.bytes)})` : "";
+  const text = el(
+    "p",
+    "tdview-lock-text",
+    `A pickle file beside the checkpoints${size}. tdview never unpickles it: unpickling ` +
+      "can run arbitrary code, so it only lists the globals the file would import.",
+  );
+  box.append(head, text, importsList(d.pickle));
+  return box;
+}
+
+/** The lock box of a pickled value/** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
 function lockBox(
   d: NodeDetails,
   unlocked: boolean,
@@ -163,16 +223,7 @@ function lockBox(
       "(load_memmap's default); allow_pickle=False refuses it. Unlock it (allow_pickle=True) " +
       "only if you trust this file.",
   );
-  const globals = el("div", "tdview-lock-globals");
-  const names = pickle?.globals ?? [];
-  globals.append(el("span", "tdview-field-label", "Imports: "));
-  if (names.length === 0) {
-    globals.append(el("span", "", "no module (builtins only)"));
-  } else {
-    const list = el("ul", "tdview-globals");
-    for (const [module, name] of names) list.append(el("li", "", `${module}.${name}`));
-    globals.append(list);
-  }
+  const globals = importsList(pickle);
   const action = unlocked
     ? button("Lock again", "tdview-lock-button", () => setUnlocked(false))
     : button("Unlock for this load", "tdview-lock-button tdview-unlock-button", () =>
@@ -297,6 +348,10 @@ export class DetailsPanel {
     if (!slot) return;
     if (!d || !(d.pickled || d.pickle)) {
       slot.replaceChildren();
+      return;
+    }
+    if (d.kind === "pickle") {
+      slot.replaceChildren(sidePickleBox(d));
       return;
     }
     const setUnlocked = (on: boolean) => {

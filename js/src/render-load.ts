@@ -13,8 +13,16 @@ import { CopyButton } from "./clipboard";
 import { type DataSource, isCancelled, type ProgressInfo, ProtocolError } from "./data-source";
 import { alertBox, button, el, errorText, option } from "./dom";
 import { formatCount, humanBytes } from "./format";
-import type { DeviceInfo, LoadParams, LoadResult, Mode, NodeDetails, Options } from "./protocol";
-import { identifierProblem, loadCode, suggestVariable } from "./python-code";
+import {
+  type DeviceInfo,
+  type LoadParams,
+  type LoadResult,
+  type Mode,
+  type NodeDetails,
+  type Options,
+  UNLOADABLE_KINDS,
+} from "./protocol";
+import { identifierProblem, loadCode, loadTarget, suggestVariable } from "./python-code";
 
 export interface LoadPanelOptions {
   /** The checkpoint path as the user gave it (the first argument of the code line). */
@@ -34,6 +42,22 @@ const MODES: { value: string; mode: Mode; label: string }[] = [
 const PICKLE_HINT =
   "This subtree holds pickled data. If you trust this file, tick " +
   "“Unlock pickles for this load” and load again.";
+
+/**
+ * Why a node of a collection's own tree cannot be loaded (the kernel refuses it with a
+ * SubpathError), or null for a node that can: a member checkpoint loads whole.
+ */
+export function loadRefusal(node: NodeDetails): string | null {
+  if (!UNLOADABLE_KINDS.has(node.kind)) return null;
+  switch (node.kind) {
+    case "json":
+      return "A JSON file beside the checkpoints: its value is shown above; tdview does not load it.";
+    case "pickle":
+      return "A pickle file beside the checkpoints: tdview never unpickles it, so it is not loaded from here.";
+    default:
+      return "A folder is not loaded whole: select a checkpoint in it, or a node inside one, to load that.";
+  }
+}
 
 /** What the memory line says: needed bytes against the device's free memory. */
 export function memoryFit(
@@ -125,6 +149,10 @@ export class LoadPanel {
   readonly #loadButton: HTMLButtonElement;
   readonly #cancelButton: HTMLButtonElement;
   readonly #status: HTMLElement;
+  /** Why the node on show cannot be loaded (a folder or a side file of a collection). */
+  readonly #refusal: HTMLElement;
+  /** What hides while a node cannot be loaded: the fields, the memory and the code. */
+  readonly #loadable: HTMLElement[] = [];
   #node: NodeDetails | null = null;
   #devices: DeviceInfo[] = [];
   #devicesAbort: AbortController | null = null;
@@ -155,6 +183,7 @@ export class LoadPanel {
     this.#cancelButton = button("Cancel", "tdview-cancel-button", () => this.cancel());
     this.#cancelButton.hidden = true;
     this.#status = liveRegion("div", "tdview-load-status");
+    this.#refusal = el("p", "tdview-note tdview-load-refusal");
     this.#layout();
     this.#listen();
     this.setOpen(options.open ?? false);
@@ -175,7 +204,9 @@ export class LoadPanel {
     codeRow.append(this.#code, this.#copy.element);
     const actions = el("div", "tdview-actions");
     actions.append(this.#loadButton, this.#cancelButton);
-    this.#body.append(fields, this.#unlockField, this.#memory, codeRow, actions, this.#status);
+    this.#loadable.push(fields, this.#memory, codeRow);
+    this.#body.append(fields, this.#unlockField, this.#memory, codeRow, this.#refusal);
+    this.#body.append(actions, this.#status);
     this.element.append(head, this.#body);
   }
 
@@ -292,7 +323,9 @@ export class LoadPanel {
   /** Sends `load` for the current node; resolves once it has ended, however. */
   async load(): Promise<LoadResult | null> {
     const node = this.#node;
-    if (!node || this.#running || this.#variableError() !== null) return null;
+    if (!node || this.#running || this.#variableError() !== null || loadRefusal(node)) {
+      return null;
+    }
     const args = this.#args();
     const params: LoadParams = {
       path: node.path,
@@ -344,9 +377,11 @@ export class LoadPanel {
 
   #args() {
     const variable = this.#variable.value.trim();
+    // inside a member of a collection, the line loads from the member's own path
+    const node = this.#node;
+    const target = loadTarget(this.#source, node?.path ?? [], node?.member);
     return {
-      source: this.#source,
-      path: this.#node?.path ?? [],
+      ...target,
       device: this.#device.value || this.#defaults.device,
       mode: MODES.find((m) => m.value === this.#mode.value)?.mode ?? null,
       allowPickle: this.#unlock.checked,
@@ -370,9 +405,10 @@ export class LoadPanel {
     const problem = this.#variableError();
     this.#variable.setAttribute("aria-invalid", String(problem !== null));
     this.#variableProblem.textContent = problem ?? "";
+    const refusal = node && loadRefusal(node);
     // Pickles can only be met in a pickled node or under one with children.
     const mayPickle = node !== null && (node.pickled || node.has_children || node.pickle !== null);
-    this.#unlockField.hidden = !mayPickle && !this.#unlock.checked;
+    this.#unlockField.hidden = !!refusal || (!mayPickle && !this.#unlock.checked);
     this.#unlockField.classList.toggle("tdview-unlocked", this.#unlock.checked);
     const bytes = node ? (node.rollup?.bytes ?? node.bytes) : null;
     const device = this.#devices.find((d) => d.name === this.#device.value) ?? {
@@ -385,11 +421,14 @@ export class LoadPanel {
     const fit = memoryFit(bytes, device, this.#args().mode, pending);
     this.#memory.replaceChildren(el("span", "", fit.text));
     if (fit.warning) this.#memory.append(alertBox(`⚠ ${fit.warning}`, "tdview-warning"));
-    this.#code.textContent = node ? this.code : "";
-    this.#copy.disabled = node === null;
+    this.#refusal.textContent = refusal ?? "";
+    this.#refusal.hidden = !refusal;
+    for (const part of this.#loadable) part.hidden = !!refusal;
+    this.#code.textContent = node && !refusal ? this.code : "";
+    this.#copy.disabled = node === null || !!refusal;
     const running = this.#running !== null;
-    this.#loadButton.disabled = node === null || running || problem !== null;
-    this.#loadButton.title = running ? `Loading ${this.#running?.label}…` : "";
+    this.#loadButton.disabled = node === null || running || problem !== null || !!refusal;
+    this.#loadButton.title = running ? `Loading ${this.#running?.label}…` : (refusal ?? "");
     this.#cancelButton.hidden = !running;
   }
 

@@ -7,7 +7,7 @@
  * `aria-activedescendant` (the selected row is always scrolled into the DOM).
  */
 
-import { describeShape, humanBytes, kindLabel } from "./format";
+import { describeShape, humanBytes, nodeLabel } from "./format";
 import type { Path } from "./protocol";
 import { TreeKeyboard } from "./tree-keyboard";
 import type { TreeModel, TreeRow } from "./tree-model";
@@ -48,7 +48,7 @@ function fillRow(el: HTMLElement, row: TreeRow): void {
     parts.push(span("tdview-placeholder", row.error ? `⚠ ${row.error}` : "…"));
   } else {
     parts.push(span("tdview-key", row.label));
-    parts.push(span(`tdview-badge tdview-kind-${node.kind}`, kindLabel(node.kind)));
+    parts.push(span(`tdview-badge tdview-kind-${node.kind}`, nodeLabel(node)));
     parts.push(span("tdview-shape", describeShape(node)));
     parts.push(span("tdview-bytes", humanBytes(node.bytes)));
     if (node.problems.length > 0) {

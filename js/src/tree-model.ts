@@ -392,8 +392,10 @@ export class TreeModel {
     // Subtree totals the reply left out (collections the kernel had not summed yet):
     // asked one child at a time, in the background, so that summing a large subtree
     // never holds up what the user asks for next.
+    // A side file of a folder of checkpoints may come without its size too.
     for (const [i, child] of result.children.entries()) {
-      if (child.bytes !== null || !child.has_children) continue;
+      const sideFile = child.kind === "json" || child.kind === "pickle";
+      if (child.bytes !== null || !(child.has_children || sideFile)) continue;
       const index = result.offset + i;
       void this.#pages.add(`${level.id}:t${index}`, { level, page, totalsOf: index }, false, true);
     }

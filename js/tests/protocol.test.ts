@@ -40,9 +40,12 @@ const goldens = names.map(loadGolden);
 
 /** Key paths with free-form content: inside a non-tensor value. */
 const freeForm = (path: (string | number)[]) => path.includes("value");
-/** Keys that may be absent: the dtype names of a rollup, and anything inside a value. */
+/** Keys that may be absent: the dtype names of a rollup, anything inside a value, and a
+ * node's `member` (only a collection's member checkpoints have one). */
 const optionalKey = (path: (string | number)[]) =>
-  freeForm(path.slice(0, -1)) || path[path.length - 2] === "by_dtype";
+  freeForm(path.slice(0, -1)) ||
+  path[path.length - 2] === "by_dtype" ||
+  path[path.length - 1] === "member";
 
 describe("golden files", () => {
   it("cover every message kind and method", () => {
@@ -159,7 +162,8 @@ describe("parsers", () => {
     // a ragged lazy stack's batch size, as tensordict gives it; no other negative dim
     expect(parseState({ ...message, root: { ...root, batch_size: [2, -1] } })).not.toBeNull();
     expect(parseState({ ...message, root: { ...root, batch_size: [2, -2] } })).toBeNull();
-    expect(parseState({ ...message, root: { ...root, kind: "folder" } })).toBeNull();
+    expect(parseState({ ...message, root: { ...root, kind: "directory" } })).toBeNull();
+    expect(parseState({ ...message, root: { ...root, kind: "collection" } })).not.toBeNull();
   });
 
   it("keep a lazy stack's schema when it is sent, and check it", () => {
@@ -189,6 +193,35 @@ describe("parsers", () => {
     });
     const bad = { ...result, rollup: { ...rollup, pickles: -1 } };
     expect(() => parseResult("node", bad)).toThrow(/rollup.pickles/);
+  });
+
+  it("decode a collection's children: folders, side files, members and where they are", () => {
+    const { message } = loadGolden("reply_children_collection");
+    const result = parseResult("children", message.result);
+    const kinds = Object.fromEntries(result.children.map((c) => [c.key, c.kind]));
+    expect(kinds).toEqual({
+      "config.json": "json",
+      logs: "folder",
+      "prefetch.pkl": "pickle",
+      step_1000: "checkpoint",
+      "step_2000.tdz": "checkpoint",
+    });
+    const members = result.children.map((c) => c.member);
+    expect(members.slice(0, 3)).toEqual([undefined, undefined, undefined]);
+    expect(members.slice(3)).toEqual([
+      { source: "run/step_1000", depth: 1, container: "directory" },
+      { source: "run/step_2000.tdz", depth: 1, container: "archive" },
+    ]);
+    // `member` is checked where it is sent; a node's details keep it too
+    const child = result.children[4] as unknown as Record<string, unknown>;
+    const bad = { ...child, member: { source: "run/x", depth: 1, container: "zip" } };
+    expect(() => parseResult("children", { ...result, children: [bad] })).toThrow(
+      "result.children[0].member.container",
+    );
+    const details = loadGolden("reply_node").message.result as Record<string, unknown>;
+    const inside = { ...details, member: child.member };
+    expect(parseResult("node", inside).member).toEqual(child.member);
+    expect(parseResult("node", details)).not.toHaveProperty("member");
   });
 
   it("reject a reply with ok but no result, or an error without a message", () => {

@@ -4,6 +4,7 @@ import {
   isIdentifier,
   keyTuple,
   loadCode,
+  loadTarget,
   pyString,
   subpathLiteral,
   suggestVariable,
@@ -126,6 +127,40 @@ describe("loadCode", () => {
   it("leaves out the subpath of the root", () => {
     expect(loadCode({ ...base, path: [], mode: "r+", variable: "td" })).toBe(
       'td = tdview.load_memmap("ckpt.tdz", device="cpu", mode="r+")',
+    );
+  });
+});
+
+describe("loadTarget: a node inside a member checkpoint of a collection", () => {
+  // the kernel's lines for the same loads (tests/test_collections.py, _dispatch)
+  const options = { device: "cpu", mode: "r" as const, allowPickle: false };
+  const line = (path: string[], member: Parameters<typeof loadTarget>[2], extra = {}) =>
+    loadCode({ ...loadTarget("run", path, member), ...options, variable: null, ...extra });
+
+  it("a directory member: its own folder, the keys after it", () => {
+    const member = { source: "run/step_1000", depth: 1, container: "directory" as const };
+    expect(line(["step_1000", "model"], member, { variable: "model" })).toBe(
+      'model = tdview.load_memmap("run/step_1000", subpath="model", device="cpu", mode="r")',
+    );
+    expect(line(["step_1000"], member)).toBe(
+      'tdview.load_memmap("run/step_1000", device="cpu", mode="r")',
+    );
+  });
+
+  it("an archive member, deeper in the collection: a leaf loads with load_leaf", () => {
+    const member = { source: "run/ckpts/step_2000.tdz", depth: 2, container: "archive" as const };
+    expect(line(["ckpts", "step_2000.tdz", "model", "w"], member, { leaf: true })).toBe(
+      'tdview.Checkpoint("run/ckpts/step_2000.tdz").load_leaf("model/w", device="cpu", mode="r")',
+    );
+    expect(loadTarget("run", ["ckpts", "step_2000.tdz"], member)).toEqual({
+      source: "run/ckpts/step_2000.tdz",
+      path: [],
+    });
+  });
+
+  it("a node of no member (a side .memmap of the collection) loads from the collection", () => {
+    expect(line(["sampler", "sumtree.memmap"], undefined, { leaf: true })).toBe(
+      'tdview.Checkpoint("run").load_leaf("sampler/sumtree.memmap", device="cpu", mode="r")',
     );
   });
 });
