@@ -48,11 +48,14 @@ function activate(
     serverPath(path) !== null &&
     docRegistry.getFileTypesForPath(path).some(type => type.name === CHECKPOINT_FILE_TYPE);
 
-  /** The root-relative path of `item` if it is a checkpoint: a `.tdz`, a folder with meta.json. */
+  /**
+   * The root-relative path of `item` if tdview opens it: a `.tdz`, a folder with meta.json,
+   * a folder of checkpoints (see `CheckpointFolders`).
+   */
   const checkpointOf = (item: Contents.IModel): string | null => {
     const path = serverPath(item.path);
     const applies =
-      item.type === 'directory' ? folders.isCheckpoint(item.path) : isCheckpointFile(item.path);
+      item.type === 'directory' ? folders.opens(item.path) : isCheckpointFile(item.path);
     return path !== null && applies ? path : null;
   };
   /** What a menu entry applies to: the one selected file-browser item, if a checkpoint. */
@@ -154,7 +157,8 @@ function activate(
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'tdview-jupyterlab:plugin',
-  description: 'Open tensordict checkpoints (.tdz archives, folders holding meta.json) in tdview.',
+  description:
+    'Open tensordict checkpoints (.tdz archives, folders holding meta.json) and folders of them in tdview.',
   autoStart: true,
   requires: [IFileBrowserFactory, IDocumentManager, IConsoleTracker],
   optional: [INotebookTracker],

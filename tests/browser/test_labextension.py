@@ -6,6 +6,7 @@ cells, and a load in the tdview console is usable from a notebook on the same ke
 from __future__ import annotations
 
 import re
+import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -171,9 +172,14 @@ def test_double_click_opens_tdz_without_fetching_it(lab, page, artifacts) -> Non
 def test_context_menu_entries_only_where_they_apply(lab, page) -> None:
     (lab.root / "plain_folder").mkdir(exist_ok=True)
     (lab.root / "plain_folder" / "notes.txt").write_text("not a checkpoint\n")
+    # a folder of checkpoints: no meta.json of its own, one in a sub-folder
+    if not (lab.root / "runs_folder").exists():
+        shutil.copytree(lab.root / "demo_ckpt", lab.root / "runs_folder" / "step_1")
     open_lab(page, lab)
     listing_item(page, "plain_folder").wait_for(timeout=TIMEOUT)
     context_menu(page, "demo_ckpt", "Open in tdview")  # the folder check has run
+    page.keyboard.press("Escape")
+    context_menu(page, "runs_folder", "Open in tdview")  # its sub-folders probed
     page.keyboard.press("Escape")
     assert "Open in tdview" in menu_labels(page, "demo_ckpt.tdz")
     assert "Open in tdview" not in menu_labels(page, "plain_folder")
