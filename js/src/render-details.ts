@@ -197,7 +197,7 @@ function sidePickleBox(d: NodeDetails): HTMLElement {
   return box;
 }
 
-/** The lock box of a pickled value/** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
+/** The lock box of a pickled value: its size, the globals it imports, and the unlock. */
 function lockBox(
   d: NodeDetails,
   unlocked: boolean,
