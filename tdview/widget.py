@@ -24,6 +24,8 @@ from .protocol._messages import MODES
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 
+#: The view's report of a click: ``{"kind": SELECT, "v": 1, "path": [...]}``.
+SELECT = "tdview:select"
 
 def _user_namespace() -> MutableMapping[str, Any] | None:
     try:
@@ -35,8 +37,11 @@ def _user_namespace() -> MutableMapping[str, Any] | None:
 
 
 def _open_error(path: str, error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
-    return text if path in text else f"{type(error).__name__}: {path}: {error}"
+    """What the view says when its checkpoint cannot be opened (escaped and bounded, as
+    every error shown: :func:`~tdview._text.error_text`)."""
+    message = error_text(error)
+    text = f"{type(error).__name__}: {message}"
+    return text if path in message else f"{type(error).__name__}: {printable(path)}: {message}"
 
 
 class TDView(anywidget.AnyWidget):
@@ -63,11 +68,20 @@ class TDView(anywidget.AnyWidget):
     Attributes
     ----------
     selected : tuple of str
-        The nested key of the node selected in the view (synced both ways).
+        The nested key of the node selected in the view. The view reports a click with a
+        message (not a trait change of its own), so that hosts that treat the synced
+        traits as the widget's value (marimo) do not re-run cells on every click;
+        setting it from Python still reveals the node in the view.
     value : object
         The last subtree loaded (from the view or :meth:`load`), None before.
     namespace : mapping or None
-        Where the view's loads bind their variable (the IPython user namespace).
+    loaded : dict
+        ``{"path": [...], "count": n}`` of the last load (synced; empty before any):
+        the view sets it after each load it made, which is what makes a load reactive
+        in marimo (a cell reading ``mo.ui.anywidget(view).value`` runs again, and reads
+        :attr:`value`).
+        Where the view's loads bind their variable (the IPython user namespace; None
+        in a host without one, such as marimo, where the form offers no variable).
 
     Examples
     --------
@@ -87,6 +101,7 @@ class TDView(anywidget.AnyWidget):
     options = traitlets.Dict().tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
 
+    loaded = traitlets.Dict().tag(sync=True)
     def __init__(
         self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
         robust_key: bool | None = None, mode: str | None = "r", **kwargs: Any,
@@ -105,12 +120,14 @@ class TDView(anywidget.AnyWidget):
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)
         options = {"device": check_device(device), "mode": mode,
-                   "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False}
+        namespace = _user_namespace()
+                   "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False,
+                   "can_bind": namespace is not None}
         super().__init__(source=source, root=root, options=options, error=error, **kwargs)
         self.checkpoint: Checkpoint | None = ckpt
         self.value: Any = None
         self._static: list[_html.Row] | None = None
-        self._session = Session(ckpt, source, namespace=_user_namespace(),
+        self._session = Session(ckpt, source, namespace=namespace,
                                 error=error if ckpt is None else "", on_load=self._loaded)
         self._dispatcher = Dispatcher(self._session, self._send_message)
         self.on_msg(self._on_custom_msg)
@@ -128,12 +145,25 @@ class TDView(anywidget.AnyWidget):
     def namespace(self, value: MutableMapping[str, Any] | None) -> None:
         self._session.namespace = value
 
+        self.options = {**self.options, "can_bind": value is not None}
     # -- messages -------------------------------------------------------------------
 
     def _on_custom_msg(self, _widget: object, content: Any, buffers: list[bytes]) -> None:
         self._dispatcher.receive(content, list(buffers or []))
+        if isinstance(content, dict) and content.get("kind") == SELECT:
+            self._on_select(content)
+            return
 
     def _send_message(self, content: dict[str, Any], buffers: list[bytes]) -> None:
+    def _on_select(self, content: dict[str, Any]) -> None:
+        path = content.get("path")
+        if not isinstance(path, list) or not all(isinstance(k, str) for k in path):
+            return  # a malformed report changes nothing
+        try:
+            self.selected = tuple(path)
+        except Exception:  # noqa: BLE001 - a key the checkpoint cannot have
+            return
+
         self.send(content, buffers)
 
     def _loaded(self, value: Any) -> None:
@@ -171,6 +201,7 @@ class TDView(anywidget.AnyWidget):
             subpath=path or None, device=check_device(device or options["device"]),
             mode=options["mode"], allow_pickle=options["allow_pickle"])
         return self.value
+        self.loaded = {"path": list(path), "count": int(self.loaded.get("count", 0)) + 1}
 
     # -- static renderings ----------------------------------------------------------
 

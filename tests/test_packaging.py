@@ -104,3 +104,18 @@ def test_fresh_install_lists_the_extension_enabled_and_ok(wheel: Path, tmp_path:
     section = text[:text.index(line)].rstrip().splitlines()
     directories = [ln.strip() for ln in section if ln.strip().startswith("/")]
     assert directories and Path(directories[-1]).resolve() == shipped.parent.resolve(), text
+
+
+def test_jupyterlab_is_an_extra(wheel: Path) -> None:
+    """marimo and VS Code need no JupyterLab, jupyter-server nor nbconvert: the wheel
+    requires them only through the ``jupyterlab`` extra (its lab extension still ships)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode()
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:")]
+    plain = [r for r in requires if "extra ==" not in r]
+    assert not any(re.match(r"(jupyterlab|jupyter[-_]server|nbconvert|notebook)\b", r)
+                   for r in plain), plain
+    assert any(re.match(r"jupyterlab\b.*extra == [\"']jupyterlab[\"']", r) for r in requires), \
+        requires

@@ -12,6 +12,7 @@ from tensordict import TensorDict
 
 from tdview import TDView
 from tdview.protocol import PROTOCOL_VERSION
+from tdview.protocol._dispatch import LANES
 
 from .test_protocol_golden import golden, same_shape
 
@@ -55,7 +56,7 @@ def test_state_matches_golden(view: TDView) -> None:
     assert traits["_protocol_version"] == PROTOCOL_VERSION
     assert traits["root"]["n_children"] == 10 and traits["root"]["path"] == []
     assert traits["options"] == {"device": "cpu", "mode": "r", "allow_pickle": False,
-                                 "robust_key": True}
+                                 "robust_key": True, "can_bind": False}  # no IPython here
     assert traits["error"] == "" and traits["selected"] == []
 
 
@@ -72,7 +73,7 @@ def test_unopenable_checkpoint_still_constructs(tmp_path: Path) -> None:
     same_shape(traits, golden("state_error")["message"])
     assert traits["root"] is None and str(missing) in traits["error"]
     assert traits["options"] == {"device": "meta", "mode": None, "allow_pickle": False,
-                                 "robust_key": False}
+                                 "robust_key": False, "can_bind": False}
     reply = Recorder(widget).ask("children", path=[], offset=0, limit=10)
     assert reply["ok"] is False and reply["error"]["type"] == "NoCheckpointError"
     assert str(missing) in reply["error"]["message"]
@@ -114,7 +115,8 @@ def test_message_handler_replies(view: TDView) -> None:
 def test_cancel_through_the_handler(view: TDView) -> None:
     recorder = Recorder(view)
     busy = threading.Event()
-    view._dispatcher._fast.submit(busy.wait, 30)  # the worker is busy: request 77 waits
+    for _ in range(LANES["walk"]):  # every worker of its lane is busy: request 77 waits
+        view._dispatcher._lanes["walk"].submit(busy.wait, 30)
     message = {"kind": "tdview:request", "v": 1, "id": 77, "method": "node",
                "params": {"path": ["replay"]}}
     view._on_custom_msg(view, message, [])
@@ -154,3 +156,40 @@ def test_static_renderings_escape_keys_and_cut_levels(tmp_path: Path) -> None:
     assert evil not in data["text/html"] and "&lt;img src=x" in data["text/html"]
     assert evil in data["text/plain"]
     assert "10 more" in data["text/plain"] and "10 more" in data["text/html"]
+
+
+def test_select_message_sets_selected_and_bad_ones_change_nothing(view: TDView) -> None:
+    view._on_custom_msg(view, {"kind": "tdview:select", "v": 1, "path": ["replay"]}, [])
+    assert view.selected == ("replay",)
+    for bad in ({"kind": "tdview:select", "v": 1, "path": "replay"},
+                {"kind": "tdview:select", "v": 1, "path": [1]},
+                {"kind": "tdview:select", "v": 1}):
+        view._on_custom_msg(view, bad, [])
+        assert view.selected == ("replay",)
+
+
+def test_without_a_namespace_loads_keep_the_value_and_bind_nothing(view: TDView) -> None:
+    """marimo: no IPython namespace. The form offers no variable (``can_bind``), a load
+    without one keeps its value as ``view.value``; one with a variable is refused."""
+    recorder = Recorder(view)
+    assert view.namespace is None and view.options["can_bind"] is False
+    reply = recorder.ask("load", rid=7, path=["replay"], device="cpu", mode="r",
+                         allow_pickle=False, variable=None)
+    assert reply["ok"], reply
+    assert tuple(view.value.batch_size) == (1000,)
+    reply = recorder.ask("load", rid=8, path=["replay"], device="cpu", mode="r",
+                         allow_pickle=False, variable="replay")
+    assert not reply["ok"] and "no namespace" in reply["error"]["message"]
+    namespace: dict = {}
+    view.namespace = namespace
+    assert view.options["can_bind"] is True
+    reply = recorder.ask("load", rid=9, path=["replay"], device="cpu", mode="r",
+                         allow_pickle=False, variable="replay")
+    assert reply["ok"] and namespace["replay"] is view.value
+
+
+def test_python_load_updates_loaded(view: TDView) -> None:
+    assert view.loaded == {}
+    view.load("replay")
+    view.load(("model", "layers"))
+    assert view.loaded == {"path": ["model", "layers"], "count": 2}

@@ -63,6 +63,8 @@ export interface CommDataSourceOptions {
   firstId?: number;
   /** Called once when the connection is lost (not on `dispose()`). */
   onLost?: (error: ProtocolError) => void;
+  /** Called after each load that succeeded. */
+  onLoaded?: (result: LoadResult) => void;
 }
 
 /** A send that throws: in JupyterLab, the kernel restarted (its comms are gone). */
@@ -88,6 +90,7 @@ export class CommDataSource implements DataSource {
   readonly #pending = new Map<number, Pending>();
   readonly #timeoutMs: number;
   readonly #onLost: ((error: ProtocolError) => void) | undefined;
+  readonly #onLoaded: ((result: LoadResult) => void) | undefined;
   #nextId: number;
   #lost: ProtocolError | null = null;
 
@@ -96,6 +99,7 @@ export class CommDataSource implements DataSource {
     this.#timeoutMs = options.timeoutMs ?? 60_000;
     this.#nextId = options.firstId ?? randomFirstId();
     this.#onLost = options.onLost;
+    this.#onLoaded = options.onLoaded;
     model.on("msg:custom", this.#onMessage);
     model.on("comm:close", this.#onClose);
     model.on("destroy", this.#onClose);
@@ -180,7 +184,10 @@ export class CommDataSource implements DataSource {
     onProgress?: (p: ProgressInfo) => void,
     opts?: CallOptions,
   ): Promise<LoadResult> {
-    return this.call("load", params, { ...opts, onProgress }).then((r) => r.result);
+    return this.call("load", params, { ...opts, onProgress }).then((r) => {
+      this.#onLoaded?.(r.result);
+      return r.result;
+    });
   }
 
   /** Rejects every pending call and stops listening. Later calls reject at once. */

@@ -199,6 +199,9 @@ export interface Options {
 }
 
 /** The synced traits. */
+  /** Whether a load can bind a variable (false in a host without an IPython namespace,
+   * such as marimo: the form then offers none). Absent: true. */
+  can_bind?: boolean;
 export interface WidgetState {
   _protocol_version: number;
   source: string;
@@ -475,6 +478,7 @@ export const decodeState: Decoder<WidgetState> = object({
 
 const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   children: object({ path, offset: count, limit: count }),
+  can_bind: bool,
   node: object({ path }),
   search: object({ pattern: str, limit: count }),
   preview: (v, at) => {

@@ -197,6 +197,8 @@ export class LoadPanel {
     const head = el("h3", "tdview-section-head tdview-section-title");
     head.append(this.#toggle);
     const variableField = labelled("Variable", this.#variable);
+    variableField.classList.add("tdview-variable-field");
+    variableField.hidden = this.#defaults.can_bind === false; // no namespace to bind in
     variableField.append(this.#variableProblem);
     const fields = el("div", "tdview-load-fields");
     fields.append(labelled("Device", this.#device), labelled("Mode", this.#mode), variableField);
@@ -254,6 +256,8 @@ export class LoadPanel {
    */
   setDefaults(options: Options): void {
     this.#defaults = options;
+    const field = this.#variable.closest<HTMLElement>(".tdview-variable-field");
+    if (field) field.hidden = options.can_bind === false;
     if (![...this.#device.options].some((o) => o.value === options.device)) {
       this.#device.append(option(options.device, options.device));
     }
@@ -385,13 +389,14 @@ export class LoadPanel {
       device: this.#device.value || this.#defaults.device,
       mode: MODES.find((m) => m.value === this.#mode.value)?.mode ?? null,
       allowPickle: this.#unlock.checked,
-      variable: variable === "" ? null : variable,
+      variable: variable === "" || this.#defaults.can_bind === false ? null : variable,
       leaf: this.#node?.kind === "leaf",
     };
   }
 
   #variableError(): string | null {
     const name = this.#variable.value.trim();
+    if (this.#defaults.can_bind === false) return null;
     return name === "" ? null : identifierProblem(name);
   }
 

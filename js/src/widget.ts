@@ -2,14 +2,27 @@
  * The anywidget entry point: wires the model's traits and custom messages to an `App`.
  *
  * The view is rebuilt when a trait that shapes it changes (`_protocol_version`,
- * `source`, `root`, `error`); `selected` is synced both ways without a rebuild, and a
- * new `options` trait resets the load form's defaults. When the kernel goes away (a
+ * `source`, `root`, `error`); a new `options` trait resets the load form's defaults.
+ * A click is reported to the kernel with a `tdview:select` message, which sets
+ * `selected` there; the view writes one trait itself, `loaded`, after each load. So in a
+ * host that treats the synced traits as the widget's value (marimo), a load is
+ * reactive and a click is not. `selected` set by the kernel reveals that node. When the kernel goes away (a
  * restart), the view says so once, stays on show greyed out, and asks nothing more.
  */
 
 import { CommDataSource, type CommModel } from "./comm-data-source";
-import { type Path, PROTOCOL_VERSION, parseState, type WidgetState } from "./protocol";
+import {
+  type LoadResult,
+  type Path,
+  PROTOCOL_VERSION,
+  parseState,
+  type WidgetState,
+} from "./protocol";
 import { App, errorBox, versionMismatch } from "./render-app";
+import { isPlainObject } from "./validate";
+
+/** The view's report of a click (the kernel sets `selected`). */
+export const SELECT = "tdview:select";
 
 /** The part of anywidget's model that the widget uses. */
 export interface WidgetModel extends CommModel {
@@ -55,15 +68,28 @@ function render({ model, el }: RenderProps): () => void {
     app = null;
     container.prepend(lostNotice(error.message));
   };
-  const source = new CommDataSource(model, { onLost });
+  const onLoaded = (result: LoadResult) => {
+    const last = model.get("loaded");
+    const count = isPlainObject(last) && typeof last.count === "number" ? last.count : 0;
+    model.set("loaded", { path: result.path, count: count + 1 });
+    model.save_changes();
+  };
+  const source = new CommDataSource(model, { onLost, onLoaded });
   let synced = JSON.stringify(model.get("selected") ?? []);
+  /** Selections reported and not yet echoed back by the kernel's `selected` trait. */
+  const reported: string[] = [];
 
   const onSelect = (path: Path) => {
     const key = JSON.stringify(path);
     if (key === synced) return;
     synced = key;
-    model.set("selected", path);
-    model.save_changes();
+    reported.push(key);
+    if (reported.length > 64) reported.shift();
+    try {
+      model.send({ kind: SELECT, v: PROTOCOL_VERSION, path });
+    } catch {
+      // the kernel is gone: the data source says so on its next request
+    }
   };
 
   const build = () => {
@@ -82,6 +108,11 @@ function render({ model, el }: RenderProps): () => void {
   const onSelectedTrait = () => {
     const path = model.get("selected");
     const key = JSON.stringify(path);
+    const echo = reported.indexOf(key);
+    if (echo >= 0) {
+      reported.splice(0, echo + 1); // the kernel caught up with a click: nothing to reveal
+      return;
+    }
     if (key === synced || !Array.isArray(path)) return;
     synced = key;
     void app?.reveal(path.map(String));

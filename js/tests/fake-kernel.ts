@@ -54,11 +54,19 @@ export interface FakeKernel {
   requests: Request[];
   cancels: number[];
   invalid: unknown[];
+  /** The paths of `tdview:select` reports; each is echoed back as the `selected` trait. */
+  selects: unknown[];
 }
 
 export function attachKernel(model: FakeModel, memory: MemoryDataSource): FakeKernel {
-  const kernel: FakeKernel = { requests: [], cancels: [], invalid: [] };
+  const kernel: FakeKernel = { requests: [], cancels: [], invalid: [], selects: [] };
   model.onSend = (msg) => {
+    if (typeof msg === "object" && msg !== null && "kind" in msg && msg.kind === "tdview:select") {
+      const path = "path" in msg ? msg.path : undefined;
+      kernel.selects.push(path);
+      setTimeout(() => model.change("selected", path), 5); // as the kernel's trait echo
+      return;
+    }
     const cancel = parseCancel(msg);
     if (cancel) {
       kernel.cancels.push(cancel.id);

@@ -65,13 +65,57 @@ describe("widget", () => {
     expect(kernel.requests.map((r) => r.method)).toContain("node");
   });
 
-  it("syncs a selection made in the tree to the selected trait", async () => {
-    const { el, model } = setup();
+  it("reports a selection made in the tree with a message, writing no trait", async () => {
+    const { el, model, kernel } = setup();
     await settle();
     const tree = el.querySelector<HTMLElement>('[role="tree"]');
     tree?.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown" }));
-    expect(model.get("selected")).toEqual(["obs", "state"]);
-    expect(model.saves).toBe(1);
+    expect(kernel.selects).toEqual([["obs", "state"]]);
+    expect(model.saves).toBe(0); // marimo re-runs cells on a trait the view writes
+    await settle();
+    expect(model.get("selected")).toEqual(["obs", "state"]); // the kernel's echo
+  });
+
+  it("a late echo of an earlier click does not pull the selection back", async () => {
+    const { el, kernel } = setup();
+    await settle();
+    const tree = el.querySelector<HTMLElement>('[role="tree"]');
+    tree?.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown" }));
+    tree?.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowDown" }));
+    expect(kernel.selects).toHaveLength(2);
+    await settle(); // both echoes arrive, the first after the second click
+    const selected = el.querySelector('[aria-selected="true"]');
+    expect(selected?.querySelector(".tdview-key")?.textContent).toBe(
+      (kernel.selects[1] as string[]).at(-1),
+    );
+  });
+
+  it("writes `loaded` after each load, so that a host can react to it", async () => {
+    const { el, model } = setup();
+    await settle();
+    el.querySelector<HTMLButtonElement>(".tdview-disclosure")?.click();
+    el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
+    await settle();
+    expect(model.get("loaded")).toEqual({ path: ["obs", "pixels"], count: 1 });
+    el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
+    await settle();
+    expect(model.get("loaded")).toEqual({ path: ["obs", "pixels"], count: 2 });
+    expect(model.saves).toBe(2);
+  });
+
+  it("offers no variable where the kernel cannot bind one (marimo)", async () => {
+    const state = loadGolden("state").message as Record<string, unknown>;
+    const options = { ...(state.options as object), can_bind: false };
+    const { el, kernel } = setup({ ...state, options });
+    await settle();
+    el.querySelector<HTMLButtonElement>(".tdview-disclosure")?.click();
+    const field = el.querySelector<HTMLElement>(".tdview-variable-field");
+    expect(field?.hidden).toBe(true);
+    expect(el.querySelector(".tdview-code")?.textContent).not.toMatch(/^\w+ = /);
+    el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
+    await settle();
+    const load = kernel.requests.find((r) => r.method === "load");
+    expect(load?.params).toMatchObject({ variable: null });
   });
 
   it("reveals a selection set by the kernel", async () => {
@@ -182,7 +226,13 @@ describe("widget", () => {
     const { el, model } = setup();
     await settle();
     const tree = el.querySelector('[role="tree"]');
-    const options = { device: "meta", mode: null, allow_pickle: true, robust_key: true };
+    const options = {
+      device: "meta",
+      mode: null,
+      allow_pickle: true,
+      robust_key: true,
+      can_bind: true,
+    };
     model.change("options", options);
     expect(el.querySelector('[role="tree"]')).toBe(tree); // the same view
     expect(el.querySelector<HTMLSelectElement>(".tdview-device")?.value).toBe("meta");
