@@ -205,6 +205,8 @@ class _Marker:
 def test_protocol_routes_into_members_and_back(run: Path) -> None:
     session = Session(Checkpoint(run), "run", namespace={})
     root = ok(session, "children", path=[], offset=0, limit=10, totals=False)
+    config = next(c for c in root["children"] if c["key"] == "config.json")
+    assert config["bytes"] == (run / "config.json").stat().st_size  # even without totals
     member = next(c for c in root["children"] if c["key"] == "step_2000.tdz")
     assert member["member"] == {"source": os.path.join("run", "step_2000.tdz"), "depth": 1,
                                 "container": "archive"}

@@ -43,7 +43,9 @@ def summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
         return result
     if node.kind == MEMBER:
         return _member_summary(coll, node, source, totals=totals)
-    total = coll.total(node) if totals or node.rollup_cache is not None else None
+    # a side file's total is its size (one stat): always sent, as a leaf's is
+    cheap = node.kind in (JSON_FILE, PICKLE_FILE) or node.rollup_cache is not None
+    total = coll.total(node) if totals or cheap else None
     n_children = 0 if node.kind in (JSON_FILE, PICKLE_FILE) else coll.count_children(node)
     if node.kind == JSON_FILE:
         coll.side_value(node)  # a problem reading it shows on the row
