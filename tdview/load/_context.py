@@ -21,6 +21,12 @@ __all__ = ["MODES", "LoadContext", "check_mode", "check_usable", "user_stackleve
 MODES = (None, "r", "r+")
 # root folder -> its Path (a Path is immutable: loads of one checkpoint share it)
 _ROOT_PATHS: dict[str, Path] = {}
+# What every load would work out again for its first leaf of each dtype and shape:
+# "torch.float32" -> torch.float32 (the names of the closed dtype table), and shape ->
+# C-contiguous strides (bounded: a checkpoint may hold many shapes).
+_DTYPES: dict[str, torch.dtype] = {}
+_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_MAX_STRIDES = 4096
 
 
 def root_path(root: str) -> Path:
@@ -101,7 +107,8 @@ class LoadContext:
     progress : callable or None
         Called with the path of each leaf once it is loaded.
     dtypes : dict
-        ``"torch.float32"`` -> ``torch.float32``, filled as leaves are met.
+        ``"torch.float32"`` -> ``torch.float32``, filled as leaves are met (shared by
+        the loads of this process: the names are those of the closed dtype table).
     depth, max_depth : int
         How many nodes are being built, one inside the other, and how many may be
         (``_nodes.depth_room``: what the recursion limit leaves).
@@ -113,14 +120,13 @@ class LoadContext:
     read_data: bool
     prefetch: Prefetcher | None = None
     progress: Callable[[tuple[str, ...]], object] | None = None
-    dtypes: dict[str, torch.dtype] = field(default_factory=dict)
+    dtypes: dict[str, torch.dtype] = field(default_factory=lambda: _DTYPES)
     depth: int = 0
     max_depth: int = 1 << 30
     _mapping: torch.Tensor | None = None
     _root: str | None = None
     is_archive: bool = field(init=False)
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
-    _strides: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
     _prefixes: dict[str, Path] = field(default_factory=dict, init=False)
 
@@ -150,14 +156,18 @@ class LoadContext:
         return found
 
     def strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The C-contiguous strides of ``shape`` (in elements), made once per shape."""
-        found = self._strides.get(shape)
+        """The C-contiguous strides of ``shape`` (in elements), made once per shape (for
+        all loads of this process, up to a bound)."""
+        found = _STRIDES.get(shape)
         if found is None:
             strides, step = [], 1
             for dim in reversed(shape):
                 strides.append(step)
                 step *= max(dim, 1)
-            found = self._strides[shape] = tuple(reversed(strides))
+            found = tuple(reversed(strides))
+            if len(_STRIDES) >= _MAX_STRIDES:
+                _STRIDES.clear()
+            _STRIDES[shape] = found
         return found
 
     def typed_mapping(self, dtype: torch.dtype) -> torch.Tensor:
