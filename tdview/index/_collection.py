@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+from .._text import echo
 from ..errors import NotACheckpointFolderError, SubpathError, TDViewError
 from ..format import (
     DEFAULT_MAX_DEPTH,
@@ -46,7 +47,7 @@ from ._cancel import cancel_point
 from ._checkpoint import Checkpoint, Page
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._walk import Rollup, path_matcher, rollup, search
+from ._walk import Rollup, rollup, search
 
 # Node kinds of a collection's own tree (members' nodes keep the checkpoint kinds).
 COLLECTION = "collection"
@@ -77,7 +78,8 @@ def is_collection_folder(path: str | os.PathLike[str]) -> bool:
     False
     """
     path = os.fspath(path)
-    return os.path.isdir(path) and not os.path.lexists(os.path.join(path, "meta.json"))
+    # a checkpoint (the common case) answers with its meta.json's one lstat
+    return not os.path.lexists(os.path.join(path, "meta.json")) and os.path.isdir(path)
 
 
 class Collection(Checkpoint):
@@ -296,7 +298,8 @@ class Collection(Checkpoint):
                 keys = [c.key for c in self._own_children(node)][:8]
                 raise SubpathError(
                     f"No node {show_path(path[: depth + 1])!r} in {self.path}: "
-                    f"{show_path(path[:depth])!r} has no key {key!r} (its keys: {keys})."
+                    f"{show_path(path[:depth])!r} has no key {echo(key)} (its keys: "
+                    f"{echo(keys, 400)})."
                 )
             node = found
         if node.kind == MEMBER:
@@ -383,33 +386,9 @@ class Collection(Checkpoint):
     def search(self, pattern: str, *, limit: int = 1000, under: object = ()
                ) -> tuple[list[NestedPath], bool]:
         """:func:`tdview.index.search` over the collection: the names of its own nodes,
-        and each member's keys (that member's search, under the member's path),
-        depth-first: ``(matches, truncated)``."""
-        if not pattern:
-            return [], False
-        owner, prefix, inner = self.locate(under)
-        if owner is not self:
-            found, more = search(owner, pattern, limit=limit, under=inner)
-            return [prefix + path for path in found], more
-        start = self.own_node(inner)
-        assert start is not None
-        match = path_matcher(pattern)
-        matches: list[NestedPath] = []
-        for node in self.walk_own(start):
-            if match(node.path):
-                if len(matches) == limit:
-                    return matches, True
-                matches.append(node.path)
-            if node.kind == MEMBER:
-                try:
-                    member = self.member(node)
-                except (TDViewError, OSError):
-                    continue
-                found, more = search(member, pattern, limit=limit - len(matches) + 1)
-                matches.extend(node.path + path for path in found)
-                if len(matches) > limit or more:
-                    return matches[:limit], True
-        return matches, False
+        and each member's keys (the member's path first), depth-first:
+        ``(matches, truncated)``."""
+        return search(self, pattern, limit=limit, under=under)
 
     def members(self) -> list[Node]:
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""
