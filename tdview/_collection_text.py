@@ -74,8 +74,8 @@ def _imports(coll: Collection, node: Node) -> str:
         info = coll.side_pickle(node)
     except (TDViewError, OSError, ValueError) as error:
         return f"(unreadable: {error})"
-    if info is None:
-        return "(too large to scan: imports unknown)"
+    if info.unknown is not None:
+        return f"({info.unknown})"
     names = ", ".join(f"{m}.{n}" for m, n in info.globals) or "no imports"
     return f"({names}; never unpickled by tdview)"
 

@@ -85,7 +85,8 @@ def _pickled(ckpt: Checkpoint, node: Node) -> str:
         return f"pickled (unreadable: {error})"
     if info is None:
         return "pickled"
-    return f"pickled {human_bytes(info.size)} ({imports_text(info.globals)}): {PICKLE_POLICY}"
+    imports = info.unknown or imports_text(info.globals)
+    return f"pickled {human_bytes(info.size)} ({imports}): {PICKLE_POLICY}"
 
 
 #: When a pickled value is unpickled (tdview's loader and tensordict's alike); the widget

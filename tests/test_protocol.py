@@ -463,7 +463,7 @@ def test_dispatcher_survives_a_failing_send(session: Session) -> None:
     assert done.wait(30)
     dispatcher.close()
     dispatcher.receive(request("node", {"path": []}, rid=3))  # after close: dropped
-    assert calls == [1, 2]
+    assert sorted(calls) == [1, 2]  # answered on two threads of one lane: in any order
 
 
 def _utf8_send(sent: list, done: threading.Event, expected: int):

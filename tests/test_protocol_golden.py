@@ -22,7 +22,7 @@ NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 NULLABLE = {"shape", "dtype", "batch_size", "stack_dim", "bytes", "numel", "names", "device",
             "storage", "value", "pickle", "rollup", "offset", "crc32", "min", "max", "mean",
             "std", "stats", "histogram", "free_bytes", "total_bytes", "variable", "path",
-            "root", "mode", "rows"}
+            "root", "mode", "rows", "stopped"}
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
 FREE = {"by_dtype", "value"}
 #: Element sizes of the buffer dtypes.

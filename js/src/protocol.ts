@@ -127,6 +127,9 @@ export interface StorageInfo {
 export interface PickleInfo {
   bytes: number;
   globals: [string, string][];
+  /** Set when the scan of its opcodes stopped (too large to scan: imports unknown);
+   * `globals` then lists only those found before. */
+  stopped?: string | null;
 }
 
 /** One key of a lazy stack's merged schema (`tdview.index.stack_schema`). */
@@ -405,6 +408,16 @@ const decodeRollup: Decoder<Rollup> = (v, at) => {
   return rollup;
 };
 
+const pickleShape = object({ bytes: count, globals: array(pair(str, str)) });
+
+/** Pickle facts, with `stopped` when the message has it (older kernels send none). */
+const decodePickle: Decoder<PickleInfo> = (v, at) => {
+  const info: PickleInfo = pickleShape(v, at);
+  const stopped = (v as Record<string, unknown>).stopped;
+  if (stopped !== undefined) info.stopped = nullable(str)(stopped, `${at}.stopped`);
+  return info;
+};
+
 const detailsShape = object({
   ...summaryShape,
   names: nullable(array(nullable(str))),
@@ -421,7 +434,7 @@ const detailsShape = object({
     }),
   ),
   value: unknownValue,
-  pickle: nullable(object({ bytes: count, globals: array(pair(str, str)) })),
+  pickle: nullable(decodePickle),
   rollup: nullable(decodeRollup),
   rows: nullable(object({ written: count, capacity: count })),
 });

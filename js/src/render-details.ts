@@ -167,8 +167,12 @@ function importsList(pickle: PickleInfo | null): HTMLElement {
   const globals = el("div", "tdview-lock-globals");
   const names = pickle?.globals ?? [];
   globals.append(el("span", "tdview-field-label", "Imports: "));
+  if (pickle?.stopped) {
+    // the scan stopped: what it found (if anything) is not all it imports
+    globals.append(el("span", "", pickle.stopped));
+  }
   if (names.length === 0) {
-    globals.append(el("span", "", "no module (builtins only)"));
+    if (!pickle?.stopped) globals.append(el("span", "", "no module (builtins only)"));
   } else {
     const list = el("ul", "tdview-globals");
     for (const [module, name] of names) list.append(el("li", "", `${module}.${name}`));

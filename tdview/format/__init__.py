@@ -104,7 +104,8 @@ Pickles
 -------
 ``other.pickle`` (tensorclass/NonTensorData fields) and ``pickle.pkl``
 (NonTensorStack values) are only ever scanned here (:func:`scan_pickle` lists
-the globals they would import).
+the globals they would import, within bounded work: a scan past its opcode, byte
+or time budget stops and says the imports are unknown).
 """
 
 from __future__ import annotations
@@ -131,7 +132,14 @@ from ._nodes import (
     ViewNode,
     parse_node,
 )
-from ._pickle_scan import PickleInfo, scan_pickle
+from ._pickle_scan import (
+    MAX_SCAN_BYTES,
+    SCAN_STOPPED,
+    PickleInfo,
+    ScanLimits,
+    scan_pickle,
+    unscanned,
+)
 from ._records import (
     FORMAT_VERSION,
     CollectionRecord,
@@ -146,6 +154,8 @@ __all__ = [
     "FORMAT_VERSION",
     "JSON_TYPE_NAMES",
     "MAX_META_BYTES",
+    "MAX_SCAN_BYTES",
+    "SCAN_STOPPED",
     "ClassRef",
     "CollectionRecord",
     "DTypeInfo",
@@ -159,6 +169,7 @@ __all__ = [
     "NonTensorDataNode",
     "NonTensorStackNode",
     "PickleInfo",
+    "ScanLimits",
     "SubTensorDictNode",
     "TensorDictNode",
     "TensorclassNode",
@@ -180,4 +191,5 @@ __all__ = [
     "scan_pickle",
     "to_torch_index",
     "torch_dtype",
+    "unscanned",
 ]

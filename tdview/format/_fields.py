@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .._text import echo
 from ..errors import CheckpointFormatError
 
 __all__ = [
@@ -37,12 +38,9 @@ _GOOD_DEVICES: set[str] = {"cpu"}
 
 
 def short_repr(value: object, limit: int = 120) -> str:
-    """``repr`` of a value, cut to ``limit`` characters for error messages."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long for str()
-        text = f"<{type(value).__name__} too large to print>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """``repr`` of a value for error messages: bounded however long or deep the value
+    is, and escaped (:func:`tdview._text.echo`)."""
+    return echo(value, limit)
 
 
 def fail(where: str, context: str, problem: str, value: object) -> CheckpointFormatError:

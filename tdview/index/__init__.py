@@ -6,6 +6,7 @@ unpickles, never imports a module named in a checkpoint, and never writes.
 
 from __future__ import annotations
 
+from ._cancel import cancel_point, cancellable
 from ._checkpoint import Checkpoint, Page
 from ._collection import Collection, is_collection_folder
 from ._facts import (
@@ -49,6 +50,8 @@ __all__ = [
     "SchemaEntry",
     "StorageRows",
     "cached_rollup",
+    "cancel_point",
+    "cancellable",
     "described_pickle",
     "is_collection_folder",
     "leaf_storage",

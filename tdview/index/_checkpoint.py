@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._gc import gc_paused
+from .._text import echo
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
@@ -209,12 +210,14 @@ class Checkpoint:
             # keep the nodes that lookup() already made (and their caches)
             known = node.lookup_cache
             if known:
-                node.children_cache = {
-                    child.key: known.get(child.key, child) for child in children}
-                known.clear()
+                cache = {child.key: known.get(child.key, child) for child in children}
             else:
-                node.children_cache = {child.path[-1]: child for child in children}
-            node.children_order = tuple(node.children_cache.values())
+                cache = {child.path[-1]: child for child in children}
+            # published order first, cache last: another request's thread that sees the
+            # cache set finds the order set too
+            node.children_order = tuple(cache.values())
+            node.children_cache = cache
+            known.clear()
         return list(node.children_order)
 
     def load_items(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]]:
@@ -314,7 +317,8 @@ class Checkpoint:
                 keys = [c.key for c in self.children(node)][:8]
                 raise SubpathError(
                     f"No node {show_path(path[: depth + 1])!r} in {self.path}: "
-                    f"{show_path(path[:depth])!r} has no key {key!r} (its keys: {keys})."
+                    f"{show_path(path[:depth])!r} has no key {echo(key)} (its keys: "
+                    f"{echo(keys, 400)})."
                 )
             node = found
         return node

@@ -9,19 +9,21 @@ from dataclasses import dataclass
 
 from ..errors import TDViewError
 from ..format import (
+    MAX_SCAN_BYTES,
     NonTensorDataNode,
     NonTensorStackNode,
     PickleInfo,
     TensorclassNode,
     parse_json_types,
     scan_pickle,
+    unscanned,
 )
 from ..storage import EntryInfo, Link, Store
 from ._node import Node
 from ._paths import join_key
 
-#: Largest pickle tdview reads to list its imports.
-MAX_PICKLE_BYTES = 256 * 1024 * 1024
+#: Largest pickle tdview reads to list its imports (a larger one's are unknown).
+MAX_PICKLE_BYTES = MAX_SCAN_BYTES
 #: Largest ``json_types.json``.
 MAX_JSON_TYPES_BYTES = 1 << 20
 #: Largest ``other.pickle`` that a ``json_types.json`` can describe: the pickled dict of
@@ -184,8 +186,14 @@ def described_pickle(store: Store, dirkey: str) -> dict[str, str] | None:
 
 
 def pickle_info(store: Store, node: Node) -> PickleInfo | None:
-    """Size and imported globals of the node's pickle, read from its opcodes."""
+    """Size and imported globals of the node's pickle, read from its opcodes with bounded
+    work: a pickle larger than :data:`MAX_PICKLE_BYTES` is not read, and a scan past its
+    opcode or time budget stops; both say so (``info.unknown``: "too large to scan:
+    imports unknown")."""
     key = pickle_key(node)
     if key is None or not store.is_file(key):
         return None
+    size = store.entry(key).size
+    if size > MAX_PICKLE_BYTES:
+        return unscanned(size, f"larger than {MAX_PICKLE_BYTES >> 20} MiB")
     return scan_pickle(store.read_bytes(key, MAX_PICKLE_BYTES), store.display(key))

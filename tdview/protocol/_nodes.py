@@ -151,7 +151,10 @@ def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any]
         return None
     if info is None:
         return None
-    return {"bytes": info.size, "globals": [[module, name] for module, name in info.globals]}
+    if info.unknown is not None:  # the scan stopped: what it found is not all
+        problems.append(f"{ckpt.store.display(pickle_key(node) or '')}: {info.unknown}")
+    return {"bytes": info.size, "globals": [[module, name] for module, name in info.globals],
+            "stopped": info.unknown}
 
 
 def _rows(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, int] | None:
