@@ -89,9 +89,17 @@ function activate(
   browsers.tracker.widgetAdded.connect((_, browser) => watch(browser));
 
   // tdview consoles, including those restored after a reload, get their toolbar button.
+  // Those JupyterLab restores with the page (they come back empty) show their checkpoint again.
+  let restoring = true;
+  void app.restored.then(() => {
+    restoring = false;
+  });
   const decorate = (panel: ConsolePanel): void => {
     if (isTDViewConsole(panel)) {
       views.decorate(panel);
+      if (restoring) {
+        views.restore(panel).catch(failed('tdview: cannot restore the console'));
+      }
     }
   };
   consoles.forEach(decorate);

@@ -86,3 +86,12 @@ export function consoleCode(path: string): string {
 export function cellCode(path: string): string {
   return `from tdview import TDView\nTDView(${pythonString(path)})`;
 }
+
+/**
+ * The `n`th name for a notebook opened next to checkpoint `name`: `ckpt-tdview.ipynb`,
+ * then `ckpt-tdview-2.ipynb` … (a `.tdz` suffix dropped).
+ */
+export function notebookName(name: string, n = 1): string {
+  const stem = name.replace(/\.tdz$/i, '') || 'checkpoint';
+  return `${stem}-tdview${n > 1 ? `-${n}` : ''}.ipynb`;
+}

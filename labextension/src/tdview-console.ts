@@ -2,15 +2,49 @@ import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { ToolbarButton } from '@jupyterlab/apputils';
 import type { ConsolePanel } from '@jupyterlab/console';
 import type { IDocumentManager } from '@jupyterlab/docmanager';
-import type { KernelSpec } from '@jupyterlab/services';
+import type { Kernel, KernelSpec } from '@jupyterlab/services';
 import { notebookIcon } from '@jupyterlab/ui-components';
 import { UUID } from '@lumino/coreutils';
 
 import { tdviewIcon } from './icons';
-import { baseName, consoleCode, rootRelative } from './paths';
+import { baseName, consoleCode, notebookName, parentDir, rootRelative } from './paths';
 
 /** Session paths of tdview consoles start with this (they sit in the server root). */
 const SESSION_PREFIX = 'tdview-';
+/** A tdview console's session name: this, then the checkpoint's root-relative path (what
+ * a console restored after a page reload is shown again from). */
+const NAME_PREFIX = 'tdview: ';
+
+/** The checkpoint a tdview console's session name records, or null. */
+export function checkpointOfSession(name: string): string | null {
+  if (!name.startsWith(NAME_PREFIX)) {
+    return null;
+  }
+  try {
+    return rootRelative(name.slice(NAME_PREFIX.length));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Send this kernel connection's comm messages to the main shell, not to subshells.
+ *
+ * JupyterLab (4.4 and later) sends the comm messages of one comm target over one kernel
+ * subshell, shared through a table keyed by kernel and target. A comm that closes looks
+ * its entry up, awaits the subshell's id, asks the kernel to delete that subshell and
+ * drops the entry, without checking whether a comm that opened during the await took
+ * the entry meanwhile. That comm then sends to a subshell the kernel no longer has
+ * ("Unknown subshell_id"), and the view never hears back. In a tdview console the
+ * widget's comms open while the kernel and its widget manager are still starting, which
+ * is when that happens; on the main shell every message is answered.
+ */
+export function commsOnMainShell(kernel: Kernel.IKernelConnection | null | undefined): void {
+  const connection = kernel as { commsOverSubshells?: string } | null | undefined;
+  if (connection && 'commsOverSubshells' in connection) {
+    connection.commsOverSubshells = 'disabled';
+  }
+}
 /** The class of a tdview console panel. */
 export const PANEL_CLASS = 'tdview-console';
 
@@ -40,6 +74,7 @@ export class TDViewConsoles {
   readonly #app: JupyterFrontEnd;
   readonly #docManager: IDocumentManager;
   readonly #open = new Map<string, ConsolePanel>();
+  readonly #checkpoints = new WeakMap<ConsolePanel, string>();
 
   constructor(app: JupyterFrontEnd, docManager: IDocumentManager) {
     this.#app = app;
@@ -61,22 +96,81 @@ export class TDViewConsoles {
       // A session path in the root: the kernel's working directory is the server root,
       // the directory the checkpoint's path is relative to.
       path: `${SESSION_PREFIX}${UUID.uuid4()}`,
-      name: `tdview: ${baseName(checkpoint)}`,
+      name: `${NAME_PREFIX}${checkpoint}`,
       kernelPreference: name ? { name, shouldStart: true } : { language: 'python' },
       activate: true
     });
     this.decorate(panel);
-    panel.title.label = `tdview: ${baseName(checkpoint)}`;
-    panel.title.caption = `tdview: ${checkpoint}`;
+    this.#track(panel, checkpoint);
+    await panel.sessionContext.ready;
+    commsOnMainShell(panel.sessionContext.session?.kernel);
+    await panel.console.inject(consoleCode(checkpoint));
+    return panel;
+  }
+
+  /**
+   * A tdview console that JupyterLab restored after a page reload: the console is empty
+   * (consoles keep no outputs), so show its checkpoint again, on the same kernel.
+   */
+  async restore(panel: ConsolePanel): Promise<void> {
+    await panel.sessionContext.ready;
+    const checkpoint = checkpointOfSession(panel.sessionContext.name);
+    if (checkpoint === null || panel.isDisposed || this.#checkpoints.has(panel)) {
+      return;
+    }
+    this.#track(panel, checkpoint);
+    commsOnMainShell(panel.sessionContext.session?.kernel);
+    if (panel.console.cells.length === 0) {
+      await panel.console.inject(consoleCode(checkpoint));
+    }
+  }
+
+  /** Titles, the checkpoint's entry, and the kernel's shutdown when the panel closes. */
+  #track(panel: ConsolePanel, checkpoint: string): void {
+    this.#checkpoints.set(panel, checkpoint);
+    // The console titles its tab with the session's name after each run: the path.
+    panel.title.label = `${NAME_PREFIX}${checkpoint}`;
     this.#open.set(checkpoint, panel);
+    // Noted while the panel lives: once it is disposed, its session connection is gone.
+    let ids: { session: string; kernel: string } | null = null;
+    const note = () => {
+      const session = panel.sessionContext.session;
+      if (session?.kernel) {
+        ids = { session: session.id, kernel: session.kernel.id };
+      }
+    };
+    panel.sessionContext.kernelChanged.connect((_, change) => {
+      commsOnMainShell(change.newValue);
+      note();
+    });
+    void panel.sessionContext.ready.then(note);
     panel.disposed.connect(() => {
       if (this.#open.get(checkpoint) === panel) {
         this.#open.delete(checkpoint);
       }
+      if (ids) {
+        void this.#shutdownUnlessShared(ids.session, ids.kernel);
+      }
     });
-    await panel.sessionContext.ready;
-    await panel.console.inject(consoleCode(checkpoint));
-    return panel;
+  }
+
+  /**
+   * Shut a closed tdview console's session (and so its kernel, about 250 MB) down, unless
+   * another session (a notebook or console opened on this kernel) still uses the kernel.
+   */
+  async #shutdownUnlessShared(sessionId: string, kernelId: string): Promise<void> {
+    const sessions = this.#app.serviceManager.sessions;
+    try {
+      await sessions.refreshRunning();
+      const others = [...sessions.running()].filter(
+        model => model.id !== sessionId && model.kernel?.id === kernelId
+      );
+      if (others.length === 0) {
+        await sessions.shutdown(sessionId);
+      }
+    } catch (error) {
+      console.warn('tdview: could not shut the closed console\'s kernel down', error);
+    }
   }
 
   /** Mark a tdview console and give it an "Open a notebook on this kernel" button. */
@@ -96,14 +190,49 @@ export class TDViewConsoles {
     panel.toolbar.insertItem(0, 'tdview-open-notebook', button);
   }
 
-  /** Create a notebook in the server root and connect it to `panel`'s kernel. */
+  /**
+   * Create a notebook next to the checkpoint, named after it (`ckpt-tdview.ipynb`, then
+   * `ckpt-tdview-2.ipynb` …), and connect it to `panel`'s kernel.
+   */
   async openNotebook(panel: ConsolePanel): Promise<void> {
     await panel.sessionContext.ready;
     const kernel = panel.sessionContext.session?.kernel;
     if (!kernel) {
       throw new Error('tdview: this console has no kernel');
     }
-    const model = await this.#docManager.newUntitled({ type: 'notebook', path: '' });
-    this.#docManager.open(model.path, 'default', { id: kernel.id, name: kernel.name });
+    const checkpoint =
+      this.#checkpoints.get(panel) ?? checkpointOfSession(panel.sessionContext.name);
+    const path = checkpoint === null ? 'tdview.ipynb' : await this.#freeName(checkpoint);
+    const contents = this.#app.serviceManager.contents;
+    await contents.save(path, { type: 'notebook', format: 'json', content: emptyNotebook() });
+    this.#docManager.open(path, 'default', { id: kernel.id, name: kernel.name });
   }
+
+  /** The first notebook path next to `checkpoint` that does not exist yet. */
+  async #freeName(checkpoint: string): Promise<string> {
+    const contents = this.#app.serviceManager.contents;
+    const dir = parentDir(checkpoint);
+    for (let n = 1; n < 1000; n++) {
+      const name = notebookName(baseName(checkpoint), n);
+      const path = dir ? `${dir}/${name}` : name;
+      try {
+        await contents.get(path, { content: false });
+      } catch {
+        return path; // not there (or unreadable): take it
+      }
+    }
+    throw new Error(`tdview: no free notebook name next to ${checkpoint}`);
+  }
+}
+
+/** An empty nbformat 4 notebook on a Python kernel. */
+function emptyNotebook(): Record<string, unknown> {
+  return {
+    cells: [],
+    metadata: {
+      kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' }
+    },
+    nbformat: 4,
+    nbformat_minor: 5
+  };
 }
