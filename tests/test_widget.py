@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -193,3 +194,13 @@ def test_python_load_updates_loaded(view: TDView) -> None:
     view.load("replay")
     view.load(("model", "layers"))
     assert view.loaded == {"path": ["model", "layers"], "count": 2}
+
+
+def test_front_end_is_one_es_module_with_no_amd_or_commonjs_probing() -> None:
+    """VS Code's widget renderer (not testable here) and marimo load the standard
+    anywidget module: an ES module whose default export has ``render``; nothing that
+    looks for ``define``/``require`` (an AMD or CommonJS host) is in it."""
+    js = (Path(__file__).resolve().parents[1] / "tdview" / "static" / "widget.js").read_text()
+    assert re.search(r"export\s*\{[^}]*\bas default\b[^}]*\}|export default", js)
+    for probe in ("typeof define", "define.amd", "typeof require", "require(", "module.exports"):
+        assert probe not in js, probe

@@ -22,7 +22,7 @@ import { App, errorBox, versionMismatch } from "./render-app";
 import { isPlainObject } from "./validate";
 
 /** The view's report of a click (the kernel sets `selected`). */
-export const SELECT = "tdview:select";
+const SELECT = "tdview:select";
 
 /** The part of anywidget's model that the widget uses. */
 export interface WidgetModel extends CommModel {
@@ -46,7 +46,7 @@ function readState(model: WidgetModel): WidgetState | HTMLElement {
 }
 
 /** The one calm line shown over a view whose kernel is gone. */
-export function lostNotice(message: string): HTMLElement {
+function lostNotice(message: string): HTMLElement {
   const box = document.createElement("div");
   box.className = "tdview-lost";
   box.setAttribute("role", "status");
