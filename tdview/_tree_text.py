@@ -31,6 +31,8 @@ class TreeOptions:
 
 def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
     """One line about a node: kind, shape/dtype or batch size, sizes, problems."""
+    if not node.is_leaf:
+        ckpt.count_children(node)  # a stack's or view's members are checked when read
     problems = list(node.problems)
     if node.kind == LEAF and node.record is not None:
         record = node.record

@@ -211,11 +211,11 @@ def test_huge_shape():
 
 
 def test_empty_shape_whose_strides_overflow():
-    # no elements, but torch cannot make the strides of [0, 2**62, 2**62]
-    meta = td_meta(obs=leaf(shape=[0, 2**62, 2**62]))
+    # no elements, but torch cannot make the strides of [2, 0, 2**62, 2**62]
+    meta = td_meta(obs=leaf(shape=[2, 0, 2**62, 2**62]))
     raises(CheckpointFormatError, parse_node, meta, WHERE,
            names=["'obs'", str(2**62), "strides"])
-    assert parse_node(td_meta(obs=leaf(shape=[0, 2**20, 2**20])), WHERE).entries
+    assert parse_node(td_meta(obs=leaf(shape=[2, 0, 2**20, 2**20])), WHERE).entries
 
 
 def test_dimension_beyond_int64():

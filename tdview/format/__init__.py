@@ -112,7 +112,7 @@ from __future__ import annotations
 
 from ._classes import ClassRef, NodeKind, parse_class_id, parse_type_name
 from ._dtypes import DTYPES, DTypeInfo, parse_dtype, torch_dtype
-from ._index import IndexTensor, decode_index, to_torch_index
+from ._index import IndexTensor, decode_index, index_problem, to_torch_index
 from ._json import DEFAULT_MAX_DEPTH, MAX_META_BYTES, json_depth, parse_meta_json
 from ._json_types import JSON_TYPE_NAMES, JsonTypes, json_type, parse_json_types
 from ._keys import (
@@ -178,6 +178,7 @@ __all__ = [
     "decode_index",
     "decode_name",
     "encode_key",
+    "index_problem",
     "is_canonical_name",
     "is_safe_legacy_key",
     "json_depth",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._fields import check_device, fail
 
-__all__ = ["IndexTensor", "MAX_INDEX_DEPTH", "decode_index", "to_torch_index"]
+__all__ = ["IndexTensor", "MAX_INDEX_DEPTH", "decode_index", "index_problem", "to_torch_index"]
 
 #: Largest nesting of index containers accepted.
 MAX_INDEX_DEPTH = 64
@@ -193,3 +193,94 @@ def to_torch_index(index: Any) -> Any:
     if isinstance(index, list):
         return [to_torch_index(item) for item in index]
     return index
+
+
+def index_problem(index: Any, shape: tuple[int, ...]) -> str | None:
+    """What is wrong with a decoded index applied to a batch of ``shape``, or None.
+
+    The checks are torch's, made before any tensor exists: an integer, a range or an
+    integer tensor must stay within its dim (``-size <= i < size``), a slice's step must
+    be positive, a boolean tensor must have the shape of the dims it covers, and there
+    must be no more indices than dims. A form this does not follow (a list of slices)
+    passes unchecked.
+
+    Examples
+    --------
+    >>> index_problem((slice(0, 1), 2), (2, 3))
+    >>> index_problem((10**30,), (2,))
+    'index 1000000000000000000000000000000 is out of range for dim 0 of size 2'
+    >>> index_problem((0, 0, 0), (2, 3))
+    '3 indices for 2 batch dims'
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    used = [_dims_used(item) for item in items]
+    if any(n is None for n in used):
+        return None
+    ellipses = sum(item is Ellipsis for item in items)
+    if ellipses > 1:
+        return "more than one ellipsis"
+    total = sum(n for n in used if n is not None)
+    if total > len(shape):
+        return f"{total} indices for {len(shape)} batch dims"
+    dim = 0
+    for item, n in zip(items, used, strict=True):
+        if item is Ellipsis:
+            dim += len(shape) - total
+            continue
+        if not n:  # None, a boolean: a new dim of size 1, nothing to check
+            continue
+        problem = _item_problem(item, shape[dim : dim + (n or 0)], dim)
+        if problem is not None:
+            return problem
+        dim += n or 0
+    return None
+
+
+def _dims_used(item: Any) -> int | None:
+    """How many dims of the batch one index item covers (None: a form not checked)."""
+    if item is None or item is Ellipsis or type(item) is bool:
+        return 0
+    if isinstance(item, IndexTensor):
+        return len(item.shape) if item.dtype == "bool" else 1
+    if type(item) is int or isinstance(item, (slice, range)):
+        return 1
+    if isinstance(item, list) and all(type(x) in (int, bool) for x in item):
+        return 1
+    return None
+
+
+def _item_problem(item: Any, dims: tuple[int, ...], at: int) -> str | None:
+    if type(item) is int:
+        return _out_of_range(item, dims[0], at)
+    if isinstance(item, slice):
+        if item.step is not None and item.step <= 0:
+            return f"slice step {item.step} of dim {at} is not positive"
+        return None
+    if isinstance(item, range):
+        if len(item) == 0:
+            return None
+        low, high = sorted((item[0], item[-1]))  # O(1): a range may span 2**63 values
+        return _out_of_range(low, dims[0], at) or _out_of_range(high, dims[0], at)
+    values: list[Any]
+    if isinstance(item, IndexTensor):
+        if item.dtype == "bool":
+            if item.shape != dims and -1 not in dims:
+                return (f"a boolean index of shape {list(item.shape)} for dims "
+                        f"{list(dims)} (from dim {at})")
+            return None
+        values = _flatten(item.data, item.shape, "") if item.shape else [item.data]
+    else:
+        values = item  # a list of ints (a list of bools is a mask of dim ``at``)
+        if values and all(type(x) is bool for x in values):
+            return None if len(values) == dims[0] else (
+                f"a boolean index of length {len(values)} for dim {at} of size {dims[0]}")
+    ints = [int(x) for x in values]
+    if not ints:
+        return None
+    return _out_of_range(min(ints), dims[0], at) or _out_of_range(max(ints), dims[0], at)
+
+
+def _out_of_range(value: int, size: int, at: int) -> str | None:
+    if size < 0 or -size <= value < size:  # -1: a ragged dim, its size unknown
+        return None
+    return f"index {value} is out of range for dim {at} of size {size}"

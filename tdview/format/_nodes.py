@@ -8,7 +8,15 @@ from typing import Any, ClassVar
 
 from ..errors import CheckpointFormatError
 from ._classes import NodeKind, classify
-from ._fields import check_device, check_int, check_opt_str, check_shape, fail, short_repr
+from ._fields import (
+    MAX_RANK,
+    check_device,
+    check_int,
+    check_opt_str,
+    check_shape,
+    fail,
+    short_repr,
+)
 from ._index import decode_index
 from ._records import (
     NodeBase,
@@ -252,7 +260,13 @@ def _stack_dim(meta: dict, where: str, *, required: bool) -> int | None:
         if required:
             raise CheckpointFormatError(f'{where}: no "stack_dim" field in a stacked node')
         return None
-    return check_int(meta["stack_dim"], where, 'field "stack_dim"')
+    dim = check_int(meta["stack_dim"], where, 'field "stack_dim"')
+    if not -(MAX_RANK + 1) <= dim <= MAX_RANK:  # its members' dims are checked by the index
+        if not required:
+            return None  # values stored as lists: tensordict ignores it
+        raise fail(where, 'field "stack_dim"',
+                   f"out of range for any batch (at most {MAX_RANK} dims)", dim)
+    return dim
 
 
 def _non_tensor_stack(meta: dict, where: str, header: dict) -> NonTensorStackNode:

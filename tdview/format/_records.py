@@ -272,10 +272,15 @@ def parse_format_version(meta: dict, where: str) -> int:
     ------
     UnsupportedFormatVersionError
         The version is an integer above :data:`FORMAT_VERSION`.
+    CheckpointFormatError
+        The version is a negative integer.
     """
     version = meta.get("_format_version", 0)
     if type(version) is not int:
         return 0
+    if version < 0:
+        raise fail(where, 'field "_format_version"', "not a format version (0 or more)",
+                   version)
     if version > FORMAT_VERSION:
         raise UnsupportedFormatVersionError(
             f"{where} was saved in the format version {short_repr(version, 40)}, but this "
@@ -328,6 +333,13 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
         leaves.append(record)
         entries.append(record)
     batch_size = check_shape(meta.get("shape", []), where, 'field "shape" (batch size)')
+    if batch_size:  # every leaf's shape starts with the batch size (tensordict sets none
+        dims = len(batch_size)  # other, and would load a tensordict that fails on use)
+        for record in leaves:
+            if record.shape[:dims] != batch_size and not record.is_nested:
+                raise fail(where, f"leaf {record.key!r} shape",
+                           f"does not start with the batch size {list(batch_size)}",
+                           list(record.shape))
     if "device" in meta:
         device = check_device(meta["device"], where, 'field "device"', allow_null=False)
     else:

@@ -28,6 +28,7 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
+from ._ranges import range_problem
 from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
 from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
@@ -59,6 +60,7 @@ __all__ = [
     "normalize_subpath",
     "path_matcher",
     "pickle_info",
+    "range_problem",
     "rollup",
     "schema_lines",
     "rows_of_leaf",

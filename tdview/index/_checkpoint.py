@@ -24,12 +24,15 @@ from ..format import (
 )
 from ..storage import Store, open_store
 from . import _children as ch
-from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, Node, index_kind
+from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, Node, index_kind
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
+from ._ranges import nested_batch_problems, range_problem
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
 _SHARED_META_BYTES = 16384
+# Kinds whose numbers are checked against their members' or source's batch dims.
+_RANGED = frozenset({LAZY_STACK, NON_TENSOR_STACK, VIEW})
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,12 @@ class Checkpoint:
             node.children_order = tuple(cache.values())
             node.children_cache = cache
             known.clear()
+            if node.kind in _RANGED:  # its numbers against its members' or source's dims
+                problem = range_problem(self, node)
+                if problem is not None:
+                    node.problems.append(problem)
+            else:
+                nested_batch_problems(self, node, children)
         return list(node.children_order)
 
     def load_items(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]]:
@@ -406,6 +415,8 @@ class Checkpoint:
         if merged is None:
             return None
         dim = getattr(node.meta, "stack_dim", 0) or 0
+        if not -(len(merged) + 1) <= dim <= len(merged):
+            return None  # out of range: a problem of the node (see _ranges)
         dim = dim if dim >= 0 else dim + len(merged) + 1
         return merged[:dim] + (len(members),) + merged[dim:]
 

@@ -20,7 +20,7 @@ from tensordict.tensorclass import NonTensorDataBase
 
 from ..errors import CheckpointFormatError, LimitExceededError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
-from ..index import LEAF, Node, show_path
+from ..index import LEAF, Node, range_problem, show_path
 from ..index._facts import refusal
 from ..index._paths import join_key
 from . import _out
@@ -267,6 +267,7 @@ def _source(ctx: LoadContext, node: Node) -> Node:
 
 def _view(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
           out: Any) -> Any:
+    _check_ranges(ctx, node)
     source = build(ctx, _source(ctx, node), device, out)
     return cls(
         source,
@@ -283,8 +284,18 @@ def _as_saved(kwargs: dict) -> dict:
             for key, value in kwargs.items()}
 
 
+def _check_ranges(ctx: LoadContext, node: Node) -> None:
+    """Raise what the index finds wrong with a stack's, view's or sub-tensordict's numbers
+    against its members' or source's batch dims (before tensordict ends in an
+    ``OverflowError`` or ``IndexError`` that names no file)."""
+    problem = range_problem(ctx.ckpt, node)
+    if problem is not None:
+        raise CheckpointFormatError(problem)
+
+
 def _sub(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
          out: Any) -> Any:
+    _check_ranges(ctx, node)
     index = to_torch_index(meta.index)
     if out is not None:
         build(ctx, _source(ctx, node), device, _out.sub_out(out))
@@ -295,6 +306,7 @@ def _sub(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.devic
 def _lazy_stack(ctx: LoadContext, node: Node, meta: Any, cls: type,
                 device: torch.device | None, out: Any) -> Any:
     members = ctx.ckpt.children(node)
+    _check_ranges(ctx, node)
     outs = _out.member_outs(out, meta.stack_dim, len(members))
     stacked = [build(ctx, member, device, member_out)
                for member, member_out in zip(members, outs, strict=True)]
