@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +56,7 @@ def parse_cli_subpath(text: str) -> tuple[str, ...]:
 
 def _tree(args: argparse.Namespace) -> int:
     from ._collection_text import holds_checkpoints, nothing_found, render_collection
+    from ._text import printable
     from ._tree_text import TreeOptions, render_tree
     from .index import Checkpoint, Collection
 
@@ -65,18 +67,18 @@ def _tree(args: argparse.Namespace) -> int:
     with Checkpoint(args.path, robust_key=False if args.legacy_keys else None) as ckpt:
         if isinstance(ckpt, Collection):
             if not holds_checkpoints(ckpt):
-                print(f"tdview: {nothing_found(ckpt)}", file=sys.stderr)
+                print(f"tdview: {printable(nothing_found(ckpt))}", file=sys.stderr)
                 return 1
             owner, prefix, inner = ckpt.locate(path)
             if owner is ckpt:
                 lines = render_collection(ckpt, ckpt.node(inner), options)
             else:
                 lines = render_tree(owner, owner.node(inner), options)
-                print(f"in {'/'.join(prefix)} ({owner.path}):")
+                print(printable(f"in {'/'.join(prefix)} ({owner.path}):"))
         else:
             lines = render_tree(ckpt, ckpt.node(path), options)
-        for line in lines:
-            print(line)
+        for line in lines:  # keys and values are data: never terminal commands
+            print(printable(line))
     return 0
 
 
@@ -107,15 +109,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; the exit status is 0, 1 (nothing to show), 2 (an error: its
+    message on stderr, escaped and bounded) or 3 (a bug in tdview: reported, with the
+    traceback under ``TDVIEW_DEBUG=1``). No exception escapes but ``SystemExit`` (from
+    argparse) and ``KeyboardInterrupt``."""
+    from ._text import error_text
+    from .errors import TDViewError
+
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a key with no form in the locale's encoding
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return int(args.run(args))
     except BrokenPipeError:  # `tdview tree … | head`
         sys.stderr.close()
         return 0
-    except (OSError, ValueError, RuntimeError) as error:
-        print(f"tdview: {error}", file=sys.stderr)
+    except (TDViewError, OSError, ValueError, RuntimeError) as error:
+        print(f"tdview: {error_text(error)}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - a bug: said as one, never a raw traceback
+        if os.environ.get("TDVIEW_DEBUG"):
+            raise
+        print(f"tdview: internal error ({type(error).__name__}: {error_text(error)}); "
+              "please report it (TDVIEW_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

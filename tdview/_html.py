@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterator
 
+from ._text import printable
 from ._tree_text import TreeRow, describe, draw_rows
 from .format import CollectionRecord, TensorDictNode
 from .index import Checkpoint, Collection, Node
@@ -23,6 +24,8 @@ MAX_CHILDREN = 30
 #: by their recorded type alone, so that displaying the widget stays fast on any tree (a
 #: level of 10,000 leaves is a 650 kB ``meta.json``).
 META_BUDGET = 512 << 10
+#: Characters of one key or line the static renderings show.
+MAX_SHOWN = 2000
 
 Row = tuple[int, str, str]  # depth, key, description
 
@@ -126,9 +129,16 @@ def render_text(source: str, table: list[Row], error: str = "") -> str:
     └── c  z
     """
     if error or not table:
-        return f"tdview: {source}: {error}"
-    return "\n".join([f"{source}  {table[0][2]}",
-                      *draw_rows(_with_last(table[1:]))])
+        return _shown(f"tdview: {source}: {error}")
+    return "\n".join(map(_shown, [f"{source}  {table[0][2]}",
+                                  *draw_rows(_with_last(table[1:]))]))
+
+
+def _shown(text: str) -> str:
+    """A key, value or line as the static renderings show it: control and bidirectional
+    characters escaped (keys are data, never terminal commands), at most
+    :data:`MAX_SHOWN` characters (a saved notebook must not grow by a hostile key)."""
+    return printable(text, limit=MAX_SHOWN)
 
 
 def _with_last(table: list[Row]) -> list[TreeRow]:
@@ -157,7 +167,9 @@ def render_html(source: str, table: list[Row], error: str = "") -> str:
     >>> "&lt;b&gt;" in render_html("<b>", [(1, "<b>", "x")])
     True
     """
-    esc = html.escape
+    def esc(text: str) -> str:
+        return html.escape(_shown(text))
+
     parts = [
         '<div class="tdview-static">',
         f"<p><strong>tdview</strong> <code>{esc(source)}</code></p>",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ._text import echo
 from ._units import dtype_text, human_bytes, shape_text
 from .errors import TDViewError
 from .index import (
@@ -106,8 +107,9 @@ def imports_text(names: Iterable[tuple[str, str]], most: int = 3) -> str:
 
 
 def short_value(value: object, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """An inline value in at most about ``width`` characters (:func:`~tdview._text.echo`:
+    a long string is cut before it is copied, control characters are escaped)."""
+    return echo(value, width)
 
 
 # One row of a drawn tree: (depth from 1, key, text, whether it is the last sibling).

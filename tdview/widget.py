@@ -17,6 +17,7 @@ import traitlets
 
 from . import _html
 from ._collection_text import holds_checkpoints, nothing_found
+from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
 from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
 from .protocol._load import check_device
@@ -218,6 +219,7 @@ class TDView(anywidget.AnyWidget):
             data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
             data["text/html"] = _html.render_html(self.source, self._table(), self.error)
         except Exception as error:  # noqa: BLE001 - a repr must not raise
-            text = f"tdview: {self.source}: {type(error).__name__}: {error}"
+            text = printable(f"tdview: {self.source}: {type(error).__name__}: "
+                             f"{error_text(error)}")
             data["text/plain"], data["text/html"] = text, f"<pre>{html.escape(text)}</pre>"
         return data, metadata
