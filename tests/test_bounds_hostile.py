@@ -28,6 +28,7 @@ from tdview.protocol import Dispatcher, Session, handle
 from tdview.protocol import _messages as messages
 from tdview.protocol._dispatch import LANES, lane
 
+
 #: A dense pickle: one opcode every byte or two (NONE, POP, ... STOP).
 def dense_pickle(size: int) -> bytes:
     return b"\x80\x04" + b"N0" * ((size - 4) // 2) + b"N."

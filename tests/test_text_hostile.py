@@ -61,7 +61,7 @@ def test_tree_escapes_control_and_bidi_characters(hostile: Path):
 
 
 def test_error_messages_are_escaped(hostile: Path):
-    out = _tree(str(hostile), f"\x1b[2Jnope")
+    out = _tree(str(hostile), "\x1b[2Jnope")
     assert out.returncode == 2 and "\x1b" not in out.stderr
     assert "\\x1b[2Jnope" in out.stderr and "\\x1b]2;PWNED" in out.stderr
 
