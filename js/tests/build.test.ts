@@ -24,7 +24,10 @@ describe("build.mjs", () => {
       .replace(/\{[^}]*\}/g, "\n")
       .split(/[\n,]/)
       .map((s) => s.trim());
-    const unscoped = selectors.filter((s) => s && !s.startsWith(".tdview-root"));
+    // Each rule styles tdview's own element or what is inside it; one ancestor may qualify
+    // it (a dark host's class: `.dark .tdview-root`, `:host-context(.dark) .tdview-root`).
+    const scoped = /^(\.[\w-]+ |:host-context\(\.[\w-]+\) )?\.tdview-root\b/;
+    const unscoped = selectors.filter((s) => s && !scoped.test(s));
     expect(unscoped).toEqual([]);
     const colours = css.match(/#[0-9a-f]{3,8}\b|rgba?\(/gi) ?? [];
     const fallbacks = css.match(/var\(--jp-[\w-]+,\s*(#[0-9a-f]{3,8}\b|rgba?\()/gi) ?? [];
