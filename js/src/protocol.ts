@@ -128,7 +128,8 @@ export interface PickleInfo {
   bytes: number;
   globals: [string, string][];
   /** Set when the scan of its opcodes stopped (too large to scan: imports unknown);
-   * `globals` then lists only those found before. */
+   * `globals` then lists only those found before. Null when the scan was complete (an
+   * in-memory tree may leave it out). */
   stopped?: string | null;
 }
 
@@ -408,16 +409,6 @@ const decodeRollup: Decoder<Rollup> = (v, at) => {
   return rollup;
 };
 
-const pickleShape = object({ bytes: count, globals: array(pair(str, str)) });
-
-/** Pickle facts, with `stopped` when the message has it (older kernels send none). */
-const decodePickle: Decoder<PickleInfo> = (v, at) => {
-  const info: PickleInfo = pickleShape(v, at);
-  const stopped = (v as Record<string, unknown>).stopped;
-  if (stopped !== undefined) info.stopped = nullable(str)(stopped, `${at}.stopped`);
-  return info;
-};
-
 const detailsShape = object({
   ...summaryShape,
   names: nullable(array(nullable(str))),
@@ -434,7 +425,9 @@ const detailsShape = object({
     }),
   ),
   value: unknownValue,
-  pickle: nullable(decodePickle),
+  pickle: nullable(
+    object({ bytes: count, globals: array(pair(str, str)), stopped: nullable(str) }),
+  ),
   rollup: nullable(decodeRollup),
   rows: nullable(object({ written: count, capacity: count })),
 });

@@ -191,6 +191,35 @@ describe("DetailsPanel", () => {
     expect(lock()?.dataset.locked).toBe("true");
   });
 
+  it("says a pickle's imports are unknown when its scan stopped", async () => {
+    const stopped = "too large to scan: imports unknown; stopped after 2,000,000 opcodes";
+    const source = new MemoryDataSource(
+      {
+        key: "",
+        children: [
+          {
+            key: "bomb",
+            kind: "non_tensor" as const,
+            class_name: "NonTensorData",
+            pickled: true,
+            pickle: { bytes: 33554432, globals: [] as [string, string][], stopped },
+          },
+        ],
+      },
+      { source: "bomb.tdz" },
+    );
+    const panel = new DetailsPanel(source, {
+      source: "bomb.tdz",
+      options: { device: "cpu", mode: "r", allow_pickle: false, robust_key: true },
+      totalsDelayMs: 0,
+    });
+    document.body.append(panel.element);
+    await panel.show(["bomb"]);
+    const globals = panel.element.querySelector(".tdview-lock-globals")?.textContent ?? "";
+    expect(globals).toContain(stopped);
+    expect(globals).not.toContain("builtins only");
+  });
+
   it("shows the preview only for a tensor, and the load form for any node", async () => {
     const { panel, el } = setup();
     await panel.show(["replay"]);
