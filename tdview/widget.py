@@ -24,9 +24,9 @@ from .protocol._load import check_device
 from .protocol._messages import MODES
 
 _STATIC = pathlib.Path(__file__).parent / "static"
-
 #: The view's report of a click: ``{"kind": SELECT, "v": 1, "path": [...]}``.
 SELECT = "tdview:select"
+
 
 def _user_namespace() -> MutableMapping[str, Any] | None:
     try:
@@ -75,12 +75,12 @@ class TDView(anywidget.AnyWidget):
         setting it from Python still reveals the node in the view.
     value : object
         The last subtree loaded (from the view or :meth:`load`), None before.
-    namespace : mapping or None
     loaded : dict
         ``{"path": [...], "count": n}`` of the last load (synced; empty before any):
         the view sets it after each load it made, which is what makes a load reactive
         in marimo (a cell reading ``mo.ui.anywidget(view).value`` runs again, and reads
         :attr:`value`).
+    namespace : mapping or None
         Where the view's loads bind their variable (the IPython user namespace; None
         in a host without one, such as marimo, where the form offers no variable).
 
@@ -101,8 +101,8 @@ class TDView(anywidget.AnyWidget):
     selected = traitlets.Tuple().tag(sync=True)
     options = traitlets.Dict().tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
-
     loaded = traitlets.Dict().tag(sync=True)
+
     def __init__(
         self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
         robust_key: bool | None = None, mode: str | None = "r", **kwargs: Any,
@@ -120,8 +120,8 @@ class TDView(anywidget.AnyWidget):
                 error = "; ".join(ckpt.root.problems)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)
-        options = {"device": check_device(device), "mode": mode,
         namespace = _user_namespace()
+        options = {"device": check_device(device), "mode": mode,
                    "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False,
                    "can_bind": namespace is not None}
         super().__init__(source=source, root=root, options=options, error=error, **kwargs)
@@ -145,17 +145,16 @@ class TDView(anywidget.AnyWidget):
     @namespace.setter
     def namespace(self, value: MutableMapping[str, Any] | None) -> None:
         self._session.namespace = value
-
         self.options = {**self.options, "can_bind": value is not None}
+
     # -- messages -------------------------------------------------------------------
 
     def _on_custom_msg(self, _widget: object, content: Any, buffers: list[bytes]) -> None:
-        self._dispatcher.receive(content, list(buffers or []))
         if isinstance(content, dict) and content.get("kind") == SELECT:
             self._on_select(content)
             return
+        self._dispatcher.receive(content, list(buffers or []))
 
-    def _send_message(self, content: dict[str, Any], buffers: list[bytes]) -> None:
     def _on_select(self, content: dict[str, Any]) -> None:
         path = content.get("path")
         if not isinstance(path, list) or not all(isinstance(k, str) for k in path):
@@ -165,6 +164,7 @@ class TDView(anywidget.AnyWidget):
         except Exception:  # noqa: BLE001 - a key the checkpoint cannot have
             return
 
+    def _send_message(self, content: dict[str, Any], buffers: list[bytes]) -> None:
         self.send(content, buffers)
 
     def _loaded(self, value: Any) -> None:
@@ -201,8 +201,8 @@ class TDView(anywidget.AnyWidget):
         self.value = self.checkpoint.load(  # type: ignore[attr-defined]
             subpath=path or None, device=check_device(device or options["device"]),
             mode=options["mode"], allow_pickle=options["allow_pickle"])
-        return self.value
         self.loaded = {"path": list(path), "count": int(self.loaded.get("count", 0)) + 1}
+        return self.value
 
     # -- static renderings ----------------------------------------------------------
 

@@ -200,12 +200,12 @@ export interface Options {
   mode: Mode;
   allow_pickle: boolean;
   robust_key: boolean;
-}
-
-/** The synced traits. */
   /** Whether a load can bind a variable (false in a host without an IPython namespace,
    * such as marimo: the form then offers none). Absent: true. */
   can_bind?: boolean;
+}
+
+/** The synced traits. */
 export interface WidgetState {
   _protocol_version: number;
   source: string;
@@ -471,6 +471,7 @@ export const decodeOptions: Decoder<Options> = object({
   mode,
   allow_pickle: bool,
   robust_key: bool,
+  can_bind: bool,
 });
 
 export const decodeState: Decoder<WidgetState> = object({
@@ -484,7 +485,6 @@ export const decodeState: Decoder<WidgetState> = object({
 
 const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   children: object({ path, offset: count, limit: count }),
-  can_bind: bool,
   node: object({ path }),
   search: object({ pattern: str, limit: count }),
   preview: (v, at) => {
