@@ -15,6 +15,7 @@ from ._version import __version__
 # Eager (the package is light): importing the subpackage ``tdview.load`` binds that name
 # on this package, so the function must be bound after it, once and for all.
 from .load import load, load_memmap  # noqa: E402  isort: skip
+from .diff import diff  # noqa: E402  isort: skip
 
 if TYPE_CHECKING:
     from .index import Checkpoint
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 _LAZY = {"Checkpoint": ".index", "TDView": ".widget", "trust_paths": ".storage"}
 
-__all__ = ["Checkpoint", "TDView", "__version__", "load", "load_memmap", "trust_paths"]
+__all__ = ["Checkpoint", "TDView", "__version__", "diff", "load", "load_memmap",
+           "trust_paths"]
 
 
 def __getattr__(name: str) -> Any:

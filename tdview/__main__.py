@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--no-rollups", action="store_true", help="skip subtree totals")
     tree.add_argument("--legacy-keys", action="store_true", help="read raw key names only")
     tree.set_defaults(run=_tree)
+    from .diff._cli import add_parser as add_diff_parser
+
+    add_diff_parser(commands, parse_cli_subpath)
     return parser
 
 

@@ -1,0 +1,59 @@
+"""The entry point of ``tdview.diff``: both sides opened, walked, then read if asked."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .._gc import gc_paused
+from ..index import show_path
+from ._result import LEVELS, Diff
+from ._sides import Side, Source, open_side
+from ._walk import PairWalk
+
+Progress = Callable[[int, int, str], object]
+
+
+def run_diff(a: Source, b: Source, *, level: str = "metadata", rtol: float = 0.0,
+         atol: float = 0.0, subpath: object = None, subpath_a: object = None,
+         subpath_b: object = None, allow_pickle: bool = False,
+         progress: Progress | None = None, num_threads: int | None = None) -> Diff:
+    """The implementation of :func:`tdview.diff.diff` (documented there)."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}.")
+    if not (rtol >= 0 and atol >= 0):
+        raise ValueError(f"rtol and atol must be non-negative numbers; got {rtol!r}, {atol!r}.")
+    threads = _threads(num_threads)
+    side_a = open_side(a, subpath_a if subpath_a is not None else subpath)
+    try:
+        side_b = open_side(b, subpath_b if subpath_b is not None else subpath)
+    except BaseException:
+        side_a.close()
+        raise
+    try:
+        with gc_paused():  # the rows are 10^5 objects or more: see _walk
+            rows = PairWalk(side_a, side_b).run()
+            if level != "metadata":
+                from ._tiers import payload_tiers
+
+                payload_tiers(rows, side_a, side_b, level=level, rtol=float(rtol),
+                              atol=float(atol), allow_pickle=allow_pickle,
+                              progress=progress, threads=threads)
+            return Diff(_label(side_a), _label(side_b), side_a.subpath, side_b.subpath,
+                        level, float(rtol), float(atol), rows)
+    finally:
+        side_a.close()
+        side_b.close()
+
+
+def _label(side: Side) -> str:
+    return side.label if not side.subpath else f"{side.label}::{show_path(side.subpath)}"
+
+
+def _threads(num_threads: Any) -> int:
+    if num_threads is None:
+        return max(1, min(4, os.cpu_count() or 1))
+    if type(num_threads) is not int or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}.")
+    return num_threads

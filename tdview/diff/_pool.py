@@ -1,0 +1,309 @@
+"""Payload jobs run on a pool of threads, in bounded memory.
+
+A :class:`Job` reads one file or entry (a CRC-32), or two (a byte comparison, or an
+element-wise comparison). A job over random-access sources is cut into pieces of
+:data:`SEGMENT` bytes that threads read at once (one large leaf is read in parallel
+too); small pieces are grouped into one task so that thousands of small leaves do not
+cost a task each. A thread reads a piece chunk by chunk into its own buffers, so the
+memory in flight is bounded by the number of threads times one chunk's buffers
+(:data:`CHUNK_BYTES` of bytes per side, and float64 buffers of
+:data:`~tdview.diff._stats.CHUNK` elements), whatever the sizes of the leaves; at most
+:data:`WINDOW` tasks per thread are queued at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import TDViewError
+from ..storage import Store
+from ..storage._crc import crc32_combine
+from ._stats import CHUNK, Acc, as_tensor, compare_chunk
+from ._stream import Source, open_source
+
+#: Bytes per side of one piece of a job.
+SEGMENT = 32 << 20
+#: Bytes read per side per chunk (byte comparisons and CRCs).
+CHUNK_BYTES = 1 << 20
+#: Tasks queued per thread.
+WINDOW = 4
+#: Pieces grouped in one task at most (many small leaves still spread over the threads).
+GROUP = 64
+
+CRC, COMPARE, VALUES = "crc", "compare", "values"
+
+
+@dataclass(frozen=True)
+class Span:
+    """The first ``size`` bytes of a store key."""
+
+    store: Store
+    key: str
+    size: int
+
+    def open(self) -> Source:
+        return open_source(self.store, self.key, self.size)
+
+    @property
+    def random_access(self) -> bool:
+        if self.store.kind != "archive":
+            return True
+        return self.store.entry(self.key).compression == "stored"
+
+
+@dataclass(eq=False)
+class Job:
+    """One payload computation; ``done(job)`` is called in the caller's thread once every
+    piece is in (``error`` set if one failed)."""
+
+    kind: str
+    a: Span
+    b: Span | None
+    done: Callable[[Job], None]
+    dtype_a: torch.dtype | None = None
+    dtype_b: torch.dtype | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+    # results
+    acc: Acc | None = None
+    differs: bool = False
+    crc_parts: list[tuple[int, int, int]] = field(default_factory=list)
+    error: BaseException | None = None
+    pending: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.a.size + (self.b.size if self.b is not None else 0)
+
+    @property
+    def crc(self) -> int:
+        crc = 0
+        for _, part, length in sorted(self.crc_parts):
+            crc = crc32_combine(crc, part, length)
+        return crc
+
+    def unit(self) -> int:
+        """Bytes of ``a`` per element (values), else 1: pieces are cut in these units."""
+        if self.kind == VALUES:
+            assert self.dtype_a is not None
+            return self.dtype_a.itemsize
+        return 1
+
+    def length(self) -> int:
+        """The job's length in units."""
+        return self.a.size // self.unit()
+
+
+@dataclass(eq=False)
+class Piece:
+    job: Job
+    start: int  # in the job's units
+    stop: int
+
+
+_local = threading.local()
+
+
+def _buffers(size: int) -> tuple[memoryview, memoryview, bytearray, bytearray]:
+    """This thread's two raw buffers of ``size`` bytes (one pair per size: a full chunk
+    is then compared as a whole buffer, by one ``memcmp``)."""
+    kept = getattr(_local, "raw", None)
+    if kept is None:
+        kept = _local.raw = {}
+    found = kept.get(size)
+    if found is None:
+        found = kept[size] = (bytearray(size), bytearray(size))
+    first, second = found
+    return memoryview(first), memoryview(second), first, second
+
+
+def run_jobs(jobs: list[Job], threads: int,
+             progress: Callable[[int, int, str], object] | None, label: str) -> None:
+    """Run every job; each job's ``done`` is called in this thread as it completes."""
+    if not jobs:
+        return
+    total = sum(job.nbytes for job in jobs)
+    tasks = _tasks(jobs)
+    if progress is not None:
+        progress(0, total, label)
+    saved = torch.get_num_threads()
+    try:
+        _run_pool(tasks, threads, progress, label, total)
+    finally:
+        # the pool threads asked torch for one thread each (see _one_thread), which torch
+        # also keeps as the count for threads started later: give it back (this thread's
+        # own count never changed)
+        torch.set_num_threads(saved)
+
+
+def _one_thread() -> None:
+    """Each pool thread runs torch's ops on itself: the threads are the parallelism. With
+    torch's default, every op of a chunk would start an OpenMP team of every core, whose
+    threads spin between ops: 5 to 20 times slower on a machine with other work to do."""
+    torch.set_num_threads(1)
+
+
+def _run_pool(tasks: Iterator[list[Piece]], threads: int,
+              progress: Callable[[int, int, str], object] | None, label: str,
+              total: int) -> None:
+    done_bytes = 0
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="tdview-diff",
+                            initializer=_one_thread) as pool:
+        queued: set[Future[list[tuple[Piece, Any]]]] = set()
+        source = iter(tasks)
+        try:
+            while True:
+                for task in source:
+                    queued.add(pool.submit(_run_task, task))
+                    if len(queued) >= max(1, threads) * WINDOW:
+                        break
+                if not queued:
+                    break
+                finished, queued = wait(queued, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done_bytes += _finish(future.result())
+                if progress is not None:
+                    progress(done_bytes, total, label)
+        except BaseException:
+            for future in queued:
+                future.cancel()
+            raise
+
+
+def _tasks(jobs: Iterable[Job]) -> Iterator[list[Piece]]:
+    """Pieces of at most :data:`SEGMENT` bytes, small ones grouped into one task."""
+    group: list[Piece] = []
+    group_bytes = 0
+    for job in jobs:
+        unit, length = job.unit(), job.length()
+        random = job.a.random_access and (job.b is None or job.b.random_access)
+        step = max(1, SEGMENT // unit) if random else max(length, 1)
+        starts = range(0, length, step) if length else [0]
+        pieces = [Piece(job, start, min(length, start + step)) for start in starts]
+        job.pending = len(pieces)
+        for piece in pieces:
+            size = (piece.stop - piece.start) * unit
+            if group and (group_bytes + size > SEGMENT or len(group) >= GROUP):
+                yield group
+                group, group_bytes = [], 0
+            group.append(piece)
+            group_bytes += size
+    if group:
+        yield group
+
+
+def _finish(results: list[tuple[Piece, Any]]) -> int:
+    """Merge a task's results into their jobs; returns the bytes they covered."""
+    covered = 0
+    for piece, result in results:
+        job = piece.job
+        covered += (piece.stop - piece.start) * job.unit() * (1 if job.b is None else 2)
+        if isinstance(result, BaseException):
+            job.error = job.error or result
+        elif job.kind == VALUES:
+            if job.acc is None:
+                job.acc = result
+            else:
+                job.acc.merge(result)
+        elif job.kind == COMPARE:
+            job.differs = job.differs or result
+        else:
+            job.crc_parts.append(result)
+        job.pending -= 1
+        if job.pending == 0:
+            job.done(job)
+    return covered
+
+
+def _run_task(task: list[Piece]) -> list[tuple[Piece, Any]]:
+    out: list[tuple[Piece, Any]] = []
+    for piece in task:
+        try:
+            out.append((piece, _run_piece(piece)))
+        except (TDViewError, OSError, RuntimeError, ValueError) as error:
+            out.append((piece, error))
+    return out
+
+
+def _run_piece(piece: Piece) -> Any:
+    job = piece.job
+    if job.kind == COMPARE and job.differs:
+        return True  # another piece found a difference already
+    source_a = job.a.open()
+    try:
+        if job.kind == CRC:
+            return _crc(piece, source_a)
+        assert job.b is not None
+        source_b = job.b.open()
+        try:
+            if job.kind == COMPARE:
+                return _compare(piece, source_a, source_b)
+            return _values(piece, source_a, source_b)
+        finally:
+            source_b.close()
+    finally:
+        source_a.close()
+
+
+def _crc(piece: Piece, source: Source) -> tuple[int, int, int]:
+    view, _, raw, _ = _buffers(CHUNK_BYTES)
+    crc = 0
+    position = piece.start
+    while position < piece.stop:
+        take = min(CHUNK_BYTES, piece.stop - position)
+        chunk = view[:take]
+        source.readinto(position, chunk)
+        crc = zlib.crc32(chunk, crc)
+        position += take
+    return piece.start, crc, piece.stop - piece.start
+
+
+def _compare(piece: Piece, source_a: Source, source_b: Source) -> bool:
+    """Whether the piece's bytes differ (reading stops at the first difference)."""
+    view_a, view_b, raw_a, raw_b = _buffers(CHUNK_BYTES)
+    position = piece.start
+    while position < piece.stop:
+        take = min(CHUNK_BYTES, piece.stop - position)
+        source_a.readinto(position, view_a[:take])
+        source_b.readinto(position, view_b[:take])
+        if not _same(raw_a, raw_b, take):
+            piece.job.differs = True
+            return True
+        if piece.job.differs:
+            return True
+        position += take
+    return False
+
+
+def _same(raw_a: bytearray, raw_b: bytearray, take: int) -> bool:
+    if take == len(raw_a):
+        return raw_a == raw_b  # memcmp
+    return raw_a[:take] == raw_b[:take]
+
+
+def _values(piece: Piece, source_a: Source, source_b: Source) -> Acc:
+    job = piece.job
+    dtype_a, dtype_b = job.dtype_a, job.dtype_b
+    assert dtype_a is not None and dtype_b is not None
+    size_a, size_b = dtype_a.itemsize, dtype_b.itemsize
+    same_dtype = dtype_a == dtype_b
+    view_a, view_b, raw_a, raw_b = _buffers(CHUNK * max(size_a, size_b))
+    acc = Acc()
+    position = piece.start
+    while position < piece.stop:
+        k = min(CHUNK, piece.stop - position)
+        chunk_a, chunk_b = view_a[: k * size_a], view_b[: k * size_b]
+        source_a.readinto(position * size_a, chunk_a)
+        source_b.readinto(position * size_b, chunk_b)
+        same = same_dtype and _same(raw_a, raw_b, k * size_a)
+        compare_chunk(acc, as_tensor(chunk_a, dtype_a), as_tensor(chunk_b, dtype_b), same,
+                      job.rtol, job.atol)
+        position += k
+    return acc

@@ -1,0 +1,434 @@
+"""What a diff returns: one :class:`Row` per key of the union, rollups per subtree, and
+the :class:`Diff` that holds them (iterable, ``to_dict``/``to_json``/``to_pandas``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..index import NestedPath, show_path
+
+# Row status.
+SAME, CHANGED, ADDED, REMOVED, RENAMED = "same", "changed", "added", "removed", "renamed"
+# Fingerprint verdicts: bytes compared and equal; CRC-32 and size equal (strong evidence,
+# not proof); proved different.
+EQUAL, CRC_EQUAL, DIFFERS = "equal", "crc_equal", "differs"
+LEVELS = ("metadata", "fingerprint", "values")
+FINGERPRINT_TEXT = {EQUAL: "bytes equal", CRC_EQUAL: "CRC equal", DIFFERS: "differs"}
+
+
+@dataclass(slots=True)
+class Facts:
+    """What the metadata says about one side of a key.
+
+    ``nbytes`` is a leaf's data size (a nested leaf's packed data file), or the size of
+    the pickle a non-tensor value is kept in; ``value`` is a non-tensor value kept in
+    ``meta.json`` (``has_value`` tells it is there), ``pickled`` that the value (or a
+    tensorclass's extra fields) is in a pickle file.
+    """
+
+    kind: str
+    class_name: str
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    nbytes: int | None = None
+    batch_size: tuple[int, ...] | None = None
+    names: tuple[str | None, ...] | None = None
+    value: Any = None
+    has_value: bool = False
+    pickled: bool = False
+    nested: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "class": self.class_name}
+        if self.dtype is not None:
+            out["dtype"] = self.dtype.removeprefix("torch.")
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        if self.nested:
+            out["nested"] = True
+        if self.nbytes is not None:
+            out["bytes"] = self.nbytes
+        if self.batch_size is not None:
+            out["batch_size"] = list(self.batch_size)
+        if self.names is not None:
+            out["names"] = list(self.names)
+        if self.has_value:
+            out["value"] = json_value(self.value)
+        if self.pickled:
+            out["pickled"] = True
+        return out
+
+
+@dataclass(slots=True)
+class ValueStats:
+    """Element-wise comparison of two tensors of one shape, computed in float64.
+
+    ``differing`` counts elements where ``|a - b| > atol + rtol * |a|`` (a NaN against a
+    NaN, or an infinity against the same infinity, is no difference); the statistics
+    (``max_abs``, ``mean_abs``, ``rel_l2`` = ``||a - b|| / ||a||``, ``cosine``) are over
+    the positions where both sides are finite, None where undefined (no such position, a zero norm).
+    ``nan_appeared`` counts positions NaN in ``b`` and not in ``a``, ``nan_disappeared``
+    the reverse; the same for infinities. Complex leaves compare by modulus of the
+    difference; dtypes without numbers (quantized, bit and sub-byte dtypes) by bytes only
+    (``bytes_only``: only ``equal`` is known).
+    """
+
+    numel: int = 0
+    equal: bool = True
+    differing: int | None = 0
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    rel_l2: float | None = None
+    cosine: float | None = None
+    nan_a: int = 0
+    nan_b: int = 0
+    nan_appeared: int = 0
+    nan_disappeared: int = 0
+    inf_a: int = 0
+    inf_b: int = 0
+    inf_appeared: int = 0
+    inf_disappeared: int = 0
+    bytes_only: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: json_value(getattr(self, name)) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
+class Row:
+    """One key of the union of the two trees.
+
+    ``path`` is relative to the compared roots (the new path, for a rename; the old one is
+    ``renamed_from``). ``status`` is ``"same"``, ``"changed"``, ``"added"``, ``"removed"``
+    or ``"renamed"``; ``changes`` names what changed (``"kind"``, ``"class"``,
+    ``"batch_size"``, ``"names"``, ``"dtype"``, ``"shape"``, ``"bytes"``, ``"value"``,
+    ``"content"``). ``a`` and ``b`` are each side's :class:`Facts` (None on the side that
+    lacks the key). ``fingerprint`` is ``"equal"`` (bytes compared), ``"crc_equal"`` (size
+    and CRC-32 equal: strong evidence, not proof), ``"differs"`` or None (not asked, or not
+    comparable); ``values`` the element-wise :class:`ValueStats` of a tensor leaf (value
+    tier), ``value_equal`` whether two pickled values are equal (None: not compared).
+    ``note`` says how a value was compared when that matters (a pickle compared as
+    bytes); ``problem`` why a side could not be read (the row is then not known equal).
+    """
+
+    __slots__ = ("_a", "_b", "changes", "fingerprint", "item_a", "item_b", "note", "path",
+                 "problem", "renamed_from", "status", "value_equal", "values")
+
+    def __init__(self, path: NestedPath, status: str, a: Facts | None, b: Facts | None,
+                 item_a: Any = None, item_b: Any = None, *,
+                 renamed_from: NestedPath | None = None, fingerprint: str | None = None,
+                 changes: tuple[str, ...] = ()) -> None:
+        self.path, self.status, self._a, self._b = path, status, a, b
+        # the index items of both sides (a Node, or (record, file) for a plain leaf)
+        self.item_a, self.item_b = item_a, item_b
+        self.changes = changes
+        self.renamed_from = renamed_from
+        self.fingerprint = fingerprint
+        self.values: ValueStats | None = None
+        self.value_equal: bool | None = None
+        self.note = ""
+        self.problem = ""
+
+    def __repr__(self) -> str:
+        extra = f", renamed_from={show_path(self.renamed_from)!r}" if self.renamed_from else ""
+        return (f"Row({show_path(self.path)!r}, {self.status!r}, changes={self.changes!r}"
+                f"{extra}, fingerprint={self.fingerprint!r})")
+
+    @property
+    def a(self) -> Facts | None:
+        """The old side's facts (None when the key is added)."""
+        if self._a is None and type(self.item_a) is tuple:
+            self._a = leaf_facts(self.item_a[0])
+        return self._a
+
+    @property
+    def b(self) -> Facts | None:
+        """The new side's facts (None when the key is removed)."""
+        if self._b is None and type(self.item_b) is tuple:
+            self._b = leaf_facts(self.item_b[0])
+        return self._b
+
+    @property
+    def key(self) -> str:
+        return self.path[-1] if self.path else ""
+
+    @property
+    def is_leaf(self) -> bool:
+        item = self.item_b if self.item_b is not None else self.item_a
+        if type(item) is tuple:
+            return True
+        facts = self.b or self.a
+        return facts is not None and facts.kind == "leaf"
+
+    @property
+    def differs(self) -> bool:
+        return self.status != SAME
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes this row's key holds: its new side's, or the old side's if removed."""
+        item = self.item_b if self.item_b is not None else self.item_a
+        if type(item) is tuple:
+            return item[0].nbytes
+        facts = self.b if self.b is not None else self.a
+        return (facts.nbytes or 0) if facts is not None else 0
+
+    def mark(self, change: str) -> None:
+        """Record a change (once) and make the row ``changed`` if it was ``same``."""
+        if change not in self.changes:
+            self.changes += (change,)
+        if self.status == SAME:
+            self.status = CHANGED
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": list(self.path), "key": show_path(self.path),
+                               "status": self.status, "changes": list(self.changes)}
+        if self.renamed_from is not None:
+            out["renamed_from"] = list(self.renamed_from)
+        out["a"] = None if self.a is None else self.a.to_dict()
+        out["b"] = None if self.b is None else self.b.to_dict()
+        out["fingerprint"] = self.fingerprint
+        out["values"] = None if self.values is None else self.values.to_dict()
+        if self.value_equal is not None:
+            out["value_equal"] = self.value_equal
+        if self.note:
+            out["note"] = self.note
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+
+@dataclass(slots=True)
+class DiffRollup:
+    """Totals of the rows at and below one path: keys by status, and bytes.
+
+    ``bytes_changed`` is the (new) size of the changed leaves, ``bytes_added`` and
+    ``bytes_removed`` those of the leaves added and removed; ``elements_changed`` the
+    differing elements the value tier counted. ``problems`` counts rows not read.
+    """
+
+    same: int = 0
+    changed: int = 0
+    added: int = 0
+    removed: int = 0
+    renamed: int = 0
+    problems: int = 0
+    leaves: int = 0
+    bytes_changed: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
+    elements_changed: int = 0
+
+    def add(self, row: Row) -> None:
+        status = row.status
+        if status == SAME:
+            self.same += 1
+        else:
+            setattr(self, status, getattr(self, status) + 1)
+        if row.problem:
+            self.problems += 1
+        if not row.is_leaf:
+            return
+        self.leaves += 1
+        if status == SAME:
+            return
+        if status == CHANGED:
+            self.bytes_changed += row.nbytes
+        elif status == ADDED:
+            self.bytes_added += row.nbytes
+        elif status == REMOVED:
+            self.bytes_removed += row.nbytes
+        if row.values is not None and row.values.differing:
+            self.elements_changed += row.values.differing
+
+    @property
+    def differences(self) -> int:
+        return self.changed + self.added + self.removed + self.renamed
+
+    def to_dict(self) -> dict[str, int]:
+        out = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        out["differences"] = self.differences
+        return out
+
+
+class Diff:
+    """The result of :func:`tdview.diff`: rows per key, in the load order of ``a`` (keys
+    only in ``b`` after the key before them in ``b``), with rollups per subtree.
+
+    Iterating gives every :class:`Row`; :meth:`changed` only those that differ.
+    ``equal`` is True when nothing differs at the level asked (a CRC equal counts as
+    equal at the fingerprint level) and nothing failed to read.
+
+    Examples
+    --------
+    >>> d = tdview.diff("before.tdz", "after.tdz", level="values")   # doctest: +SKIP
+    >>> d.equal, d.rollup("model").changed                           # doctest: +SKIP
+    (False, 12)
+    >>> [r.key for r in d.changed()][:2]                             # doctest: +SKIP
+    ['weight', 'bias']
+    """
+
+    def __init__(self, a: str, b: str, subpath_a: NestedPath, subpath_b: NestedPath,
+                 level: str, rtol: float, atol: float, rows: list[Row]) -> None:
+        self.a, self.b = a, b
+        self.subpath_a, self.subpath_b = subpath_a, subpath_b
+        self.level, self.rtol, self.atol = level, rtol, atol
+        self.rows = rows
+        self._rollups: dict[NestedPath, DiffRollup] | None = None
+        self._by_path: dict[NestedPath, Row] | None = None
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        total = self.rollup()
+        return (f"<Diff {self.level} {self.a!r} -> {self.b!r}: {total.changed} changed, "
+                f"{total.added} added, {total.removed} removed, {total.renamed} renamed, "
+                f"{total.same} same>")
+
+    def changed(self) -> list[Row]:
+        """The rows that differ (every status but ``same``), and rows not read."""
+        return [row for row in self.rows if row.status != SAME or row.problem]
+
+    @property
+    def equal(self) -> bool:
+        return all(row.status == SAME and not row.problem for row in self.rows)
+
+    @property
+    def problems(self) -> list[Row]:
+        return [row for row in self.rows if row.problem]
+
+    def row(self, path: object) -> Row:
+        """The row of a path (``"a/b"`` or a tuple); ``KeyError`` when no key has it."""
+        if self._by_path is None:
+            self._by_path = {row.path: row for row in self.rows}
+        key = path if isinstance(path, tuple) else tuple(p for p in str(path).split("/") if p)
+        return self._by_path[key]
+
+    def rollup(self, path: object = ()) -> DiffRollup:
+        """Totals of the rows at and below ``path`` (the whole diff by default)."""
+        if self._rollups is None:
+            self._rollups = _rollups(self.rows)
+        key = path if isinstance(path, tuple) else tuple(p for p in str(path).split("/") if p)
+        found = self._rollups.get(key)
+        if found is None:  # a leaf (or no such key)
+            found = DiffRollup()
+            row = self._row_or_none(key)
+            if row is not None:
+                found.add(row)
+        return found
+
+    def _row_or_none(self, path: NestedPath) -> Row | None:
+        try:
+            return self.row(path)
+        except KeyError:
+            return None
+
+    def rollups(self) -> dict[NestedPath, DiffRollup]:
+        """The rollup of every path that has rows below it."""
+        self.rollup()
+        assert self._rollups is not None
+        return dict(self._rollups)
+
+    def to_dict(self, *, only_changed: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict: the sides, the options, the totals and the rows."""
+        rows = self.changed() if only_changed else self.rows
+        return {
+            "a": self.a, "b": self.b,
+            "subpath_a": list(self.subpath_a), "subpath_b": list(self.subpath_b),
+            "level": self.level, "rtol": self.rtol, "atol": self.atol,
+            "equal": self.equal, "summary": self.rollup().to_dict(),
+            "rows": [row.to_dict() for row in rows],
+        }
+
+    def to_json(self, *, only_changed: bool = False, **kwargs: Any) -> str:
+        """:meth:`to_dict` as JSON text (strict JSON: no NaN; ``kwargs`` to ``json.dumps``)."""
+        return json.dumps(self.to_dict(only_changed=only_changed), allow_nan=False, **kwargs)
+
+    def to_pandas(self, *, only_changed: bool = False) -> Any:
+        """One DataFrame row per key (needs pandas): path, status, both sides' kind, dtype,
+        shape and bytes, the fingerprint and the value statistics."""
+        try:
+            import pandas as pd
+        except ImportError as error:
+            raise ImportError("Diff.to_pandas needs pandas (pip install pandas)") from error
+        records = []
+        for row in (self.changed() if only_changed else self.rows):
+            record: dict[str, Any] = {
+                "path": show_path(row.path), "status": row.status,
+                "changes": ",".join(row.changes),
+                "renamed_from": None if row.renamed_from is None else show_path(row.renamed_from)}
+            for side, facts in (("a", row.a), ("b", row.b)):
+                record[f"kind_{side}"] = None if facts is None else facts.kind
+                record[f"dtype_{side}"] = None if facts is None or facts.dtype is None else (
+                    facts.dtype.removeprefix("torch."))
+                record[f"shape_{side}"] = None if facts is None or facts.shape is None else (
+                    tuple(facts.shape))
+                record[f"bytes_{side}"] = None if facts is None else facts.nbytes
+            record["fingerprint"] = row.fingerprint
+            stats = row.values
+            for name in ("differing", "max_abs", "mean_abs", "rel_l2", "cosine",
+                         "nan_appeared", "nan_disappeared", "inf_appeared", "inf_disappeared"):
+                record[name] = None if stats is None else getattr(stats, name)
+            record["problem"] = row.problem or None
+            records.append(record)
+        return pd.DataFrame.from_records(records)
+
+
+def leaf_facts(record: Any) -> Facts:
+    """The facts of a plain (not nested) leaf record."""
+    return Facts("leaf", "Tensor", record.dtype.name, record.shape, record.nbytes)
+
+
+def _rollups(rows: list[Row]) -> dict[NestedPath, DiffRollup]:
+    """The rollup of every path that is a node (or the parent of a row), in one pass:
+    consecutive rows share their parent, whose chain of totals is found once."""
+    totals: dict[NestedPath, DiffRollup] = {}
+    parent: NestedPath | None = None
+    chain: list[DiffRollup] = []
+    for row in rows:
+        path = row.path
+        if not row.is_leaf:
+            own = totals.get(path)
+            if own is None:
+                own = totals[path] = DiffRollup()
+            own.add(row)
+            if not path:
+                continue
+        up = path[:-1]
+        if up != parent:
+            parent = up
+            chain = []
+            for depth in range(len(up) + 1):
+                prefix = up[:depth]
+                total = totals.get(prefix)
+                if total is None:
+                    total = totals[prefix] = DiffRollup()
+                chain.append(total)
+        for total in chain:
+            total.add(row)
+    return totals
+
+
+def json_value(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe copy: non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``,
+    tuples as lists, other objects as their ``repr``."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if depth > 64:
+        return "…"
+    if isinstance(value, dict):
+        return {str(k): json_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v, depth + 1) for v in value]
+    return repr(value)

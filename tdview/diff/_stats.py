@@ -1,0 +1,228 @@
+"""Element-wise statistics of two tensors, accumulated chunk by chunk in float64.
+
+Each thread keeps one :class:`Workspace` (float64 buffers of :data:`CHUNK` elements), so
+a chunk costs no allocation and its passes stay in the cache. A chunk whose bytes are
+equal on both sides costs one comparison and one dot product (its norm, for the cosine
+and the relative norm); a chunk without NaN or infinity takes a fast path of a few
+vectorized passes (a finite sum of ``|a - b|`` proves every element finite); only a
+chunk with NaN or infinity is masked.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from typing import Any
+
+import torch
+
+from ._result import ValueStats
+
+#: Elements compared per chunk.
+CHUNK = 1 << 17
+_F64, _C128 = torch.float64, torch.complex128
+_NUMERIC: dict[torch.dtype, bool] = {}
+_local = threading.local()
+
+
+def numeric(dtype: torch.dtype) -> bool:
+    """Whether ``dtype`` converts to float64 (or complex128) and compares: not the
+    quantized, bit and sub-byte dtypes."""
+    found = _NUMERIC.get(dtype)
+    if found is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                probe = torch.zeros(2, dtype=dtype)
+                target = _C128 if probe.is_complex() else _F64
+                torch.empty(2, dtype=target).copy_(probe)
+                bool((probe != probe).any())
+            found = True
+        except (RuntimeError, TypeError, NotImplementedError):
+            found = False
+        _NUMERIC[dtype] = found
+    return found
+
+
+class Workspace:
+    """One thread's buffers: float64 (or complex128) ``x``, ``y``, ``d`` and a scratch."""
+
+    def __init__(self, complex_: bool) -> None:
+        kind = _C128 if complex_ else _F64
+        self.x = torch.empty(CHUNK, dtype=kind)
+        self.y = torch.empty(CHUNK, dtype=kind)
+        self.d = torch.empty(CHUNK, dtype=kind)
+        self.t = torch.empty(CHUNK, dtype=_F64)
+
+
+def workspace(complex_: bool) -> Workspace:
+    name = "complex" if complex_ else "real"
+    found = getattr(_local, name, None)
+    if found is None:
+        found = Workspace(complex_)
+        setattr(_local, name, found)
+    return found
+
+
+class Acc:
+    """Running sums of one leaf (or one segment of it); :meth:`merge` adds another's."""
+
+    __slots__ = ("a2", "b2", "d2", "differing", "finite", "inf_a", "inf_app", "inf_b",
+                 "inf_dis", "max_abs", "n", "nan_a", "nan_app", "nan_b", "nan_dis", "sum_abs")
+
+    def __init__(self) -> None:
+        self.n = self.differing = self.finite = 0
+        self.nan_a = self.nan_b = self.nan_app = self.nan_dis = 0
+        self.inf_a = self.inf_b = self.inf_app = self.inf_dis = 0
+        self.sum_abs = self.d2 = self.a2 = self.b2 = self.max_abs = 0.0
+
+    def merge(self, other: Acc) -> None:
+        for name in self.__slots__:
+            if name == "max_abs":
+                self.max_abs = _max(self.max_abs, other.max_abs)
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def result(self) -> ValueStats:
+        finite = self.finite
+        a2, b2 = float(self.a2), float(self.b2)
+        rel = None
+        if a2 > 0:
+            rel = math.sqrt(self.d2) / math.sqrt(a2)
+        elif finite and self.d2 == 0:
+            rel = 0.0
+        cosine = None
+        if a2 > 0 and b2 > 0:
+            norms = a2 * b2
+            norm = math.sqrt(norms) if math.isfinite(norms) else math.sqrt(a2) * math.sqrt(b2)
+            # <a, b> from the norms: sum (a-b)^2 = sum a^2 + sum b^2 - 2 <a, b>, which keeps
+            # 1 - cosine accurate for nearly equal tensors (a dot product would cancel)
+            inner = (a2 + b2 - float(self.d2)) / 2
+            cosine = max(-1.0, min(1.0, inner / norm))
+        return ValueStats(
+            numel=self.n, equal=self.differing == 0, differing=self.differing,
+            max_abs=float(self.max_abs) if finite else None,
+            mean_abs=float(self.sum_abs) / finite if finite else None,
+            rel_l2=rel, cosine=cosine,
+            nan_a=self.nan_a, nan_b=self.nan_b, nan_appeared=self.nan_app,
+            nan_disappeared=self.nan_dis, inf_a=self.inf_a, inf_b=self.inf_b,
+            inf_appeared=self.inf_app, inf_disappeared=self.inf_dis)
+
+
+def _max(a: float, b: float) -> float:
+    if a != a or b != b:  # NaN
+        return math.nan
+    return a if a >= b else b
+
+
+def compare_chunk(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool,
+                  rtol: float, atol: float) -> None:
+    """Add one chunk (1-D tensors of equal length, any numeric dtypes) to ``acc``.
+
+    ``same_bytes``: the chunk's bytes are equal on both sides (and so are the dtypes).
+    """
+    k = ta.numel()
+    complex_ = ta.is_complex() or tb.is_complex()
+    ws = workspace(complex_)
+    x, y, d = ws.x[:k], ws.y[:k], ws.d[:k]
+    acc.n += k
+    x.copy_(ta)
+    if same_bytes:
+        s = _norm2(x)
+        if math.isfinite(s):
+            acc.a2 += s
+            acc.b2 += s
+            acc.finite += k
+            return
+        y.copy_(x)
+    else:
+        y.copy_(tb)
+    if complex_:
+        _slow(acc, ta, tb, x, y, rtol, atol, complex_=True)
+        return
+    torch.sub(x, y, out=d)
+    d.abs_()
+    s1 = float(d.sum())
+    if not math.isfinite(s1):  # a NaN or an infinity on a side (or an overflow)
+        _slow(acc, ta, tb, x, y, rtol, atol, complex_=False)
+        return
+    acc.max_abs = _max(acc.max_abs, float(torch.amax(d)))
+    acc.sum_abs += s1
+    acc.d2 += float(torch.dot(d, d))  # torch's: numpy's BLAS threads spin against the pool
+    acc.a2 += float(torch.dot(x, x))
+    acc.b2 += float(torch.dot(y, y))
+    acc.finite += k
+    acc.differing += _differing(ta, tb, x, d, ws.t[:k], rtol, atol)
+
+
+def _norm2(x: torch.Tensor) -> float:
+    if x.is_complex():
+        return float(torch.vdot(x, x).real)
+    return float(torch.dot(x, x))
+
+
+def _differing(ta: torch.Tensor, tb: torch.Tensor, x: torch.Tensor, d: torch.Tensor,
+               scratch: torch.Tensor, rtol: float, atol: float) -> int:
+    """Finite elements outside the tolerance (``d`` holds ``|a - b|``)."""
+    if rtol == 0 and atol == 0:
+        if ta.is_floating_point() or tb.is_floating_point():
+            return int(torch.count_nonzero(d))  # exact: a float64 difference is 0 only if equal
+        return int(torch.count_nonzero(ta != tb))  # int64 past 2**53: compare as they are
+    torch.abs(x, out=scratch)
+    scratch.mul_(rtol).add_(atol)
+    return int(torch.count_nonzero(d > scratch))
+
+
+def _slow(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+          rtol: float, atol: float, *, complex_: bool) -> None:
+    """A chunk with NaN or infinity (or complex): masks, then the statistics of the
+    positions finite on both sides."""
+    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+    inf_x, inf_y = torch.isinf(x), torch.isinf(y)
+    acc.nan_a += int(nan_x.sum())
+    acc.nan_b += int(nan_y.sum())
+    acc.nan_app += int((nan_y & ~nan_x).sum())
+    acc.nan_dis += int((nan_x & ~nan_y).sum())
+    acc.inf_a += int(inf_x.sum())
+    acc.inf_b += int(inf_y.sum())
+    acc.inf_app += int((inf_y & ~inf_x).sum())
+    acc.inf_dis += int((inf_x & ~inf_y).sum())
+    fin = ~(nan_x | nan_y | inf_x | inf_y)
+    n_fin = int(fin.sum())
+    if n_fin < x.numel():
+        # a NaN against a NaN, or an infinity against the same one, is no difference
+        odd = ~fin
+        same = (nan_x & nan_y) | (x == y)
+        acc.differing += int((odd & ~same).sum())
+        xf, yf = x[fin], y[fin]
+        fa, fb = ta[fin], tb[fin]
+    else:
+        xf, yf, fa, fb = x, y, ta, tb
+    if not n_fin:
+        return
+    df = xf - yf
+    ad = df.abs()
+    acc.a2 += _norm2(xf)
+    acc.b2 += _norm2(yf)
+    acc.d2 += float(torch.dot(ad, ad))
+    acc.sum_abs += float(ad.sum())
+    acc.max_abs = _max(acc.max_abs, float(ad.max()))
+    acc.finite += n_fin
+    if rtol == 0 and atol == 0:
+        if complex_ or fa.is_floating_point() or fb.is_floating_point():
+            acc.differing += int(torch.count_nonzero(ad))
+        else:
+            acc.differing += int(torch.count_nonzero(fa != fb))
+    else:
+        acc.differing += int(torch.count_nonzero(ad > atol + rtol * xf.abs()))
+
+
+def bytes_only_stats(numel: int, equal: bool) -> ValueStats:
+    """The statistics of a dtype without numbers: only whether the bytes are equal."""
+    return ValueStats(numel=numel, equal=equal, differing=None, bytes_only=True)
+
+
+def as_tensor(raw: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A 1-D tensor over a chunk's bytes (a writable buffer: no copy, no warning)."""
+    return torch.frombuffer(raw, dtype=dtype)
