@@ -336,6 +336,20 @@ class Diff:
         assert self._rollups is not None
         return dict(self._rollups)
 
+    def splice(self, path: NestedPath, rows: list[Row], level: str) -> None:
+        """Replace the rows of the subtree at ``path`` (the row at ``path`` and every row
+        below it, which follow it) by ``rows``, made at ``level`` (the diff's level becomes
+        ``"mixed"`` if that differs)."""
+        start = self.rows.index(self.row(path))
+        depth, stop = len(path), start + 1
+        while stop < len(self.rows) and self.rows[stop].path[:depth] == path and len(
+                self.rows[stop].path) > depth:
+            stop += 1
+        self.rows[start:stop] = rows
+        if level != self.level:
+            self.level = "mixed"
+        self._rollups = self._by_path = None
+
     def to_dict(self, *, only_changed: bool = False) -> dict[str, Any]:
         """A JSON-ready dict: the sides, the options, the totals and the rows."""
         rows = self.changed() if only_changed else self.rows
