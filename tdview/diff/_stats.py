@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._result import ValueStats
+from ._records import ValueStats
 
 #: Elements compared per chunk.
 CHUNK = 1 << 17
