@@ -71,18 +71,38 @@ class Checkpoint:
     (512, 64)
     """
 
+    _first: bytes | TDViewError | OSError | None = None  # see __init__
+
     def __new__(cls, prefix: str | os.PathLike[str], *, robust_key: bool | None = None
                 ) -> Checkpoint:
-        # A folder without a meta.json is a folder of checkpoints: a Collection.
-        if cls is Checkpoint:
-            from ._collection import Collection, is_collection_folder
+        # A folder without a meta.json is a folder of checkpoints: a Collection. The store
+        # opened and the root's meta.json read to tell (no lstat more than a load makes)
+        # are handed to __init__.
+        if cls is not Checkpoint:
+            return super().__new__(cls)
+        store = open_store(prefix)
+        first: bytes | TDViewError | OSError | None = None
+        if store.kind == "directory":
+            try:
+                first = store.read_bytes("meta.json", MAX_META_BYTES)
+            except FileNotFoundError as error:
+                if not os.path.lexists(os.path.join(store.root, "meta.json")):
+                    from ._collection import Collection
 
-            if is_collection_folder(prefix):
-                return super().__new__(Collection)
-        return super().__new__(cls)
+                    store.close()
+                    return super().__new__(Collection)
+                first = error
+            except (TDViewError, OSError) as error:
+                first = error
+        self = super().__new__(cls)
+        self._opened = store, first  # type: ignore[attr-defined]
+        return self
 
     def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
-        self.store: Store = open_store(prefix)
+        opened = self.__dict__.pop("_opened", None)
+        self.store: Store = open_store(prefix) if opened is None else opened[0]
+        # the root's meta.json as __new__ read it (read_meta takes it once)
+        self._first = None if opened is None else opened[1]
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
         self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
@@ -114,17 +134,18 @@ class Checkpoint:
     def read_meta(self, dirkey: str, *, walking: bool = False) -> NodeMeta:
         """The parsed ``meta.json`` of a folder (cached); raises what reading it raised.
 
-        ``walking``: the caller goes on to the folder's children, so the folder is listed
-        first (then its ``meta.json`` is opened from that listing); a lone look-up does
-        not list a folder that may hold thousands of leaves.
+        ``walking``: the caller goes on to the folder's children. No folder is listed for
+        its ``meta.json``: the store opens it by name (a folder is listed, if at all,
+        when its children are looked for, and its ``meta.json`` says how many).
         """
         found = self._metas.get(dirkey)
         if found is None:
             key = join_key(dirkey, "meta.json")
+            first, self._first = (self._first, None) if not dirkey else (None, self._first)
             try:
-                if walking:
-                    self.store.plain_files(dirkey)
-                data = self.store.read_bytes(key, MAX_META_BYTES)
+                if isinstance(first, Exception):
+                    raise first
+                data = self.store.read_bytes(key, MAX_META_BYTES) if first is None else first
                 self.meta_bytes_read += len(data)
                 found = self._parsed.get(data)
                 if found is None:
@@ -238,6 +259,21 @@ class Checkpoint:
                 or node.dirkey is None or meta.legacy_no_collection_records):
             return self.children(node)
         return ch.tensordict_children(self.store, node.path, node.dirkey, meta,
+                                      self._walked_collection, robust=self.robust,
+                                      plain_leaf=_pair)
+
+    def load_fields(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]] | None:
+        """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
+        :meth:`load_items` gives a TensorDict's children (nodes with the tensorclass's
+        paths, as :meth:`children` lists them on it); None when :meth:`children` must
+        answer (the node's children were read or looked up already, or its inner node is
+        not a plain TensorDict)."""
+        inner = self.inner(node)
+        if (node.children_cache is not None or node.lookup_cache or inner is None
+                or inner.dirkey is None or type(inner.meta) is not TensorDictNode
+                or inner.meta.legacy_no_collection_records):
+            return None
+        return ch.tensordict_children(self.store, node.path, inner.dirkey, inner.meta,
                                       self._walked_collection, robust=self.robust,
                                       plain_leaf=_pair)
 

@@ -101,13 +101,14 @@ def _plain_leaf_file(is_file: Callable[[str], bool], files: Collection[str],
     return None
 
 
-def _folder_facts(store: Store, dirkey: str, robust: bool) -> tuple[
+def _folder_facts(store: Store, dirkey: str, robust: bool, wanted: int) -> tuple[
         Callable[[str], bool], Collection[str], Collection[str], str, dict[str, tuple[str, ...]]]:
     """What a walk of a TensorDict folder's entries needs: the store's file test, the
-    folder's listed files and sub-folders, the key prefix of its entries, and the cache of
-    leaf file names for ``robust``."""
-    return (store.is_file, store.plain_files(dirkey) or _NO_FILES,
-            store.plain_dirs(dirkey) or _NO_FILES, dirkey + "/" if dirkey else "",
+    folder's listed files and sub-folders (``wanted``, the number of entries, lets the
+    store probe a few names rather than list), the key prefix of its entries, and the
+    cache of leaf file names for ``robust``."""
+    return (store.is_file, store.plain_files(dirkey, wanted) or _NO_FILES,
+            store.plain_dirs(dirkey, wanted) or _NO_FILES, dirkey + "/" if dirkey else "",
             _NAMES[robust, False])
 
 
@@ -126,7 +127,8 @@ def tensordict_children(
     ``plain_leaf``, if given, stands for a plain leaf whose file exists: what it returns
     for ``(record, file)`` comes instead of a node (a loader needs nothing more).
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust)
+    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust,
+                                                             len(meta.entries))
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord and not record.is_nested:
@@ -163,7 +165,8 @@ def tensordict_totals(
     :data:`Folder` ``(path, folder key or None when missing, type hint)`` for each
     collection.
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust)
+    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust,
+                                                             len(meta.entries))
     nbytes = numel = leaves = 0
     by_dtype: dict[str, int] = {}
     rest: list[Node | Folder] = []

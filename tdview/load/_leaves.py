@@ -202,7 +202,7 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
         except RuntimeError:
             _check_size(path, numel * dtype.itemsize, what)
             raise
-    _check_size(path, numel * dtype.itemsize, what)
+    _check_size(path, numel * dtype.itemsize, what, ctx.store.known_size(key))
     shared = _shared(path, mode)
     # a shared mapping would grow a short file: _check_size came first
     return torch.from_file(path, shared=shared, size=numel, dtype=dtype,
@@ -224,9 +224,9 @@ def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, nume
             "copy-on-write), or copy the checkpoint to change its files."
         )
     store = ctx.store
-    fd = store.open_file(key)  # type: ignore[attr-defined]
+    fd, st = store.open_file_stat(key)  # type: ignore[attr-defined]
     try:
-        _check_size(path, numel * dtype.itemsize, what, os.fstat(fd).st_size)
+        _check_size(path, numel * dtype.itemsize, what, st.st_size)
         return torch.from_file(store.map_path(fd, link.real),  # type: ignore[attr-defined]
                                shared=False, size=numel, dtype=dtype, device="cpu")
     finally:

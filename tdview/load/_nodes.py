@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import sys
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -70,7 +71,7 @@ def node_meta(ctx: LoadContext, node: Node) -> NodeMeta:
 
 
 def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = None,
-          children: list[Node] | None = None) -> Any:
+          children: Iterable[Any] | None = None, path: tuple[str, ...] | None = None) -> Any:
     """Rebuild the tensordict, tensorclass or stack that ``node`` holds.
 
     Parameters
@@ -81,9 +82,12 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     device : torch.device or None
     out : optional
         A tensor collection to load into (see :mod:`._out`).
-    children : list of Node, optional
+    children : iterable of Node or (record, file), optional
         The children of a TensorDict node when the index lists them elsewhere (the
         fields of a tensorclass are listed on the tensorclass node).
+    path : nested key, optional
+        With ``children``: the path they are below (the tensorclass's), which names a
+        plain leaf given as ``(record, file)``.
 
     Examples
     --------
@@ -102,13 +106,13 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
     try:
         meta = node_meta(ctx, node)
         if saved_as_tensordict(meta):
-            return _tensordict(ctx, node, meta, TensorDict, device, out, children)  # type: ignore[arg-type]
+            return _tensordict(ctx, node, meta, TensorDict, device, out, children, path)  # type: ignore[arg-type]
         where = ctx.store.display(node.dirkey or "")
         cls = resolve_class(meta, where)
         kind, wrap = loader_kind(cls, meta, where)
         if kind == TENSORDICT:
             assert isinstance(meta, TensorDictNode)
-            result = _tensordict(ctx, node, meta, cls, device, out, children)
+            result = _tensordict(ctx, node, meta, cls, device, out, children, path)
             return result if wrap is None else wrap(result)
         return _BUILDERS[kind](ctx, node, meta, cls, device, out)
     finally:
@@ -132,7 +136,9 @@ def _new_tensordict(ctx: LoadContext, cls: type, meta: TensorDictNode,
 
 
 def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
-                device: torch.device | None, out: Any, children: list[Node] | None) -> Any:
+                device: torch.device | None, out: Any, children: Iterable[Any] | None,
+                path: tuple[str, ...] | None = None) -> Any:
+    parent = node.path if path is None else path  # what a (record, file) leaf is below
     if out is not None:
         if is_tensorclass(out):
             out = out._tensordict  # a TensorDict save loads into a tensorclass's fields
@@ -148,7 +154,7 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
         if type(child) is tuple:  # a plain leaf with its file: (record, file)
             record, file = child
             key = record.key
-            tensor = file_leaf_tensor(ctx, record, file, device, node.path)
+            tensor = file_leaf_tensor(ctx, record, file, device, parent)
         elif child.kind == LEAF:
             key = child.path[-1]
             tensor = leaf_tensor(ctx, child, device)
@@ -178,7 +184,7 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             result._set_str(key, tensor, validated=True, inplace=False)
         loaded.add(key)
         if ctx.progress is not None:
-            ctx.progress((*node.path, key) if type(child) is tuple else child.path)
+            ctx.progress((*parent, key) if type(child) is tuple else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
     if ctx.store.kind == "directory" and ctx.mode != "r" and ctx.store.link(
@@ -230,7 +236,7 @@ def _tensorclass(ctx: LoadContext, node: Node, meta: Any, cls: type,
     tc_out, td_out = _out.tensorclass_out(out, cls)
     inner = ctx.ckpt.inner(node)
     if inner is not None:
-        td = build(ctx, inner, device, td_out, _field_nodes(ctx, node, inner))
+        td = build(ctx, inner, device, td_out, _field_nodes(ctx, node, inner), node.path)
     elif issubclass(cls, NonTensorDataBase):
         td = TensorDict(device="cpu") if tc_out is None else tc_out._tensordict
     else:
@@ -246,11 +252,16 @@ def _tensorclass(ctx: LoadContext, node: Node, meta: Any, cls: type,
     return tc_out
 
 
-def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> list[Node] | None:
+def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[Any] | None:
     """The index lists a tensorclass's fields on the tensorclass node (same nodes, same
-    caches): those, without the JSON fields of its own meta.json."""
+    caches): those, without the JSON fields of its own meta.json; where the index has
+    not listed them yet, its load items (:meth:`~tdview.index.Checkpoint.load_fields`:
+    no node per plain leaf)."""
     if not isinstance(node.meta, TensorclassNode) or not isinstance(inner.meta, TensorDictNode):
         return None
+    items = ctx.ckpt.load_fields(node)
+    if items is not None:
+        return items
     return [c for c in ctx.ckpt.children(node) if not (c.has_value and c.dirkey is None)]
 
 

@@ -248,20 +248,28 @@ class Store(abc.ABC):
         headers in one pass). Nothing by default."""
         return None
 
-    def plain_dirs(self, key: str) -> frozenset[str] | None:
+    def plain_dirs(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """Names of sub-directories of directory ``key`` for which :meth:`is_dir` is
         surely True, when the store knows them cheaply; ``None`` when it does not (a
-        shortcut as :meth:`plain_files` is, never a listing to trust for absence)."""
+        shortcut as :meth:`plain_files` is, never a listing to trust for absence).
+        ``wanted``: see :meth:`plain_files`."""
         return None
 
-    def plain_files(self, key: str) -> frozenset[str] | None:
+    def plain_files(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """Names of files directly in directory ``key`` for which :meth:`is_file` is
         surely True, when the store knows them cheaply; ``None`` when it does not.
 
         A name absent from the set may still be a file (ask :meth:`is_file`): the set is
         a shortcut for probing many names of one directory, never a listing to trust
-        for absence.
+        for absence. ``wanted``: how many names the caller is about to probe there (a
+        store may answer None when probing that many costs less than a listing).
         """
+        return None
+
+    def known_size(self, key: str) -> int | None:
+        """The size of file ``key`` when the store already knows it (found while probing
+        for it: no system call), else None: a caller that needs it asks :meth:`entry`,
+        or ``stat``s the file."""
         return None
 
     def link(self, key: str) -> Link | None:

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ..errors import UnsafeCheckpointError
 
-__all__ = ["map_path", "open_checked", "proc_name", "readlink_or"]
+__all__ = ["map_path", "open_checked", "proc_name", "proc_names", "readlink_or"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -65,12 +65,12 @@ def open_checked(opener: Callable[[str, int], int], real: str, display: str,
 def map_path(fd: int, real: str, real_root: str) -> str:
     """A path that opens the very file of descriptor ``fd``, for an API that takes a path
     (``torch.from_file``): ``/proc/self/fd/<fd>`` on Linux, ``real`` elsewhere."""
-    return f"/proc/self/fd/{fd}" if _proc_names(real_root) else real
+    return f"/proc/self/fd/{fd}" if proc_names(real_root) else real
 
 
 def _is_at(fd: int, real: str, real_root: str) -> bool:
     """Whether the descriptor ``fd`` is the file at ``real`` (see the module)."""
-    if _proc_names(real_root):
+    if proc_names(real_root):
         return proc_name(fd) == real
     try:
         opened, now = os.fstat(fd), os.stat(real)
@@ -80,7 +80,7 @@ def _is_at(fd: int, real: str, real_root: str) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _proc_names(real_root: str) -> bool:
+def proc_names(real_root: str) -> bool:
     """Whether ``/proc/self/fd`` gives real paths below ``real_root`` (Linux, where no
     bind mount or namespace makes them differ)."""
     return proc_name(real_root) == real_root

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import sys
 from collections.abc import Iterable
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, not_found
+from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, name_problem, not_found
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked
 from ._links import Link, LinkResolver, trusted_paths
 
-__all__ = ["DirectoryStore"]
+__all__ = ["DirectoryStore", "found_dir"]
 
 # O_NOATIME avoids updating access times, but only the file's owner may use it.
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -28,6 +30,50 @@ _Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str
 # Listings kept per store, counted in names: enough for the folders a walk is in, bounded
 # for a checkpoint of 100,000 files (a listing dropped is read again when needed).
 _HELD_NAMES = 16384
+# Where names are probed one by one (``lstat``) instead of listing their folder: Linux,
+# whose file systems match names exactly (a case-insensitive one could answer a probe for
+# a name that its listing spells otherwise) and whose ``/proc/self/fd`` checks what is
+# opened. A folder whose ``meta.json`` names more entries than _PROBE_MAX is listed.
+PER_NAME = sys.platform.startswith("linux")
+_PROBE_MAX = 8
+# Names probed, and folders found, kept per store (dropped all at once beyond).
+_HELD_PROBES = 16384
+
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def found_dir(path: str) -> str | None:
+    """The real path of the directory at the absolute, normalized ``path`` (Linux), or
+    None when it is no directory or this cannot tell (then ask ``os.stat``). The folder
+    is opened (``O_PATH``): when the path ``/proc/self/fd`` gives for it is ``path``
+    itself, no part of ``path`` is a symlink, three system calls instead of a ``stat``
+    and an ``lstat`` per part."""
+    if not (PER_NAME and _O_PATH):
+        return None
+    try:
+        fd = os.open(path, _O_PATH | _O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None  # absent, not a directory...
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        name = None
+    finally:
+        os.close(fd)
+    return path if name == path else os.path.realpath(path)
+
+
+def real_dir(path: str) -> str:
+    """The real path of the directory at the absolute ``path``; NotADirectoryError when it
+    is none (see :func:`found_dir`)."""
+    found = found_dir(path)
+    if found is not None:
+        return found
+    if not os.path.isdir(path):
+        raise NotADirectoryError(f"{path} is not a directory")
+    return os.path.realpath(path)
 
 
 def check_key(key: str, root: str) -> str:
@@ -69,15 +115,20 @@ class DirectoryStore(Store):
     kind = "directory"
 
     def __init__(self, path: str | os.PathLike[str], *,
-                 trusted: Iterable[str | os.PathLike[str]] | None = None) -> None:
+                 trusted: Iterable[str | os.PathLike[str]] | None = None,
+                 real: str | None = None) -> None:
         self.root = os.path.abspath(os.fspath(path))
-        if not os.path.isdir(self.root):
-            raise NotADirectoryError(f"{self.root} is not a directory")
-        self._real_root = os.path.realpath(self.root)
+        # real: the real path of the root when the caller found it (found_dir)
+        self._real_root = real_dir(self.root) if real is None else real
         self._prefix = self._real_root.rstrip(os.sep) + os.sep
         # dirkey -> a _Listing, _MISSING or _SLOW (see _listing); bounded by _HELD_NAMES
         self._listings: dict[str, _Listing | object] = {}
         self._held = 0
+        # per-name probes (PER_NAME): dirkey -> real path + sep, _MISSING or _SLOW of the
+        # folders found without listing their parent, and key -> what _probe answers
+        # (for a regular file, its size after the path and _REGULAR)
+        self._dirs: dict[str, str | object] = {}
+        self._probes: dict[str, tuple[str, object] | tuple[str, object, int] | object] = {}
         self._noatime = _NOATIME
         self._display = os.path.join(self.root, "")
         self._resolver = LinkResolver(self.root, self._real_root, self.display,
@@ -86,14 +137,19 @@ class DirectoryStore(Store):
     def display(self, key: str) -> str:
         return self._display + key if key else self.root
 
-    # -- one listing per directory ------------------------------------------------------
+    # -- one listing per directory, or one probe per name --------------------------------
     #
-    # Probing a key costs two dict lookups: the listing of its directory is read once
+    # Probing a key costs dict lookups: the listing of its directory is read once
     # (``os.scandir``: names and types, no stat per file), and a directory's real path is
-    # its parent's real path plus its name, so ``realpath`` runs once for the root. Keys
-    # that meet a symlink (file or directory), odd names, and unreadable directories take
-    # the per-key path below (``file_path``: ``realpath`` of the whole key, then a
-    # confinement check), so every guarantee of that path holds for them.
+    # its parent's real path plus its name, so ``realpath`` runs once for the root. Where
+    # names are probed one by one (PER_NAME), a folder is not listed unless asked for (its
+    # ``list_dir``, or ``plain_files`` of more names than _PROBE_MAX): a name is probed
+    # with one ``lstat``, which tells what a listing tells of it (a regular file, a
+    # folder, a symlink: nothing followed), and a folder found so is known by its real
+    # path as a listed one is. Keys that meet a symlink (file or directory), odd names,
+    # and unreadable directories take the per-key path below (``file_path``: the key
+    # resolved from its folder's real path, then a confinement check), so every
+    # guarantee of that path holds for them.
 
     def _listing(self, dirkey: str) -> _Listing | object:
         """``(real path + sep, regular file names, {other name: DirEntry}, plain file
@@ -125,17 +181,26 @@ class DirectoryStore(Store):
 
     def _dir_path(self, dirkey: str) -> str | object:
         """The real path (with a trailing separator) of directory ``dirkey`` from its
-        parent's listing, without listing ``dirkey`` itself; ``_MISSING`` (absent, or not
-        a directory) or ``_SLOW`` (met a symlink or an unreadable parent)."""
+        parent's listing (or, PER_NAME, from a probe of its name in its parent when the
+        parent is not listed), without listing ``dirkey`` itself; ``_MISSING`` (absent,
+        or not a directory) or ``_SLOW`` (met a symlink or an unreadable parent)."""
         if not dirkey:
             return self._prefix
+        found = self._dirs.get(dirkey)
+        if found is not None:
+            return found
+        own = self._listings.get(dirkey)
+        if type(own) is tuple:
+            return own[0]
         parent, _, name = dirkey.rpartition("/")
         listings = self._listings
         up = listings.pop(parent, None)
-        if up is None:
-            up = self._listing(parent)
-        else:
+        if up is not None:
             listings[parent] = up  # now the most recently used (see _listing)
+        elif PER_NAME:
+            return self._probe_dir(dirkey)
+        else:
+            up = self._listing(parent)
         if type(up) is not tuple:
             return up  # _MISSING or _SLOW
         entry = up[2].get(name)
@@ -147,14 +212,76 @@ class DirectoryStore(Store):
             return up[0] + name + os.sep
         return _MISSING
 
-    def plain_files(self, key: str) -> frozenset[str] | None:
+    def _probe_dir(self, dirkey: str) -> str | object:
+        """:meth:`_dir_path` of a folder whose parent is not listed: its name probed, and
+        so each unknown folder above it, from the nearest one known (no recursion: a
+        tree may be deeper than Python's stack)."""
+        chain = [dirkey]
+        parent = dirkey.rpartition("/")[0]
+        while parent and parent not in self._dirs and parent not in self._listings:
+            chain.append(parent)
+            parent = parent.rpartition("/")[0]
+        found: str | object = _MISSING
+        for key in reversed(chain):
+            up, _, name = key.rpartition("/")
+            if up in self._listings:
+                found = self._dir_path(key)  # from the parent's listing
+            else:
+                found = real = self._dir_path(up)  # known now: probed, or the root
+                if type(real) is str:
+                    found = self._probe_one_dir(key, real, name, up)
+            dirs = self._dirs
+            if len(dirs) >= _HELD_PROBES:
+                dirs.clear()
+            dirs[key] = found
+        return found
+
+    def _probe_one_dir(self, key: str, real: str, name: str, up: str) -> str | object:
+        """What one ``lstat`` of folder ``key`` (``name`` in ``real``) says of it."""
+        if not _plain_name(name, up):
+            return _SLOW  # an odd (or unsafe) name: the per-key path decides
+        st = _lstat(real + name)
+        if st is None:
+            return _MISSING
+        if st is _SLOW:
+            return _SLOW
+        mode = st.st_mode  # type: ignore[attr-defined]
+        if stat.S_ISDIR(mode):
+            self._remember(key, (real + name, st))  # is_dir(key) answers from it
+            return real + name + os.sep
+        return _SLOW if stat.S_ISLNK(mode) else _MISSING
+
+    def known_size(self, key: str) -> int | None:
+        """The size of ``key``'s regular file as its probe found it (no system call), or
+        None when not probed so (or not a regular file). Sizes a leaf before it is
+        mapped, as a ``stat`` would (a file can change after either)."""
+        found = self._probes.get(key)
+        return found[2] if type(found) is tuple and len(found) == 3 else None  # type: ignore[misc]
+
+    def _remember(self, key: str, found: object) -> object:
+        probes = self._probes
+        if len(probes) >= _HELD_PROBES:
+            probes.clear()
+        probes[key] = found
+        return found
+
+    def plain_files(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """The regular files of a directory that the listing shows (no symlinks, only names
-        that need no per-key check); None for a directory answered per key."""
+        that need no per-key check); None for a directory answered per key. ``wanted``:
+        how many names the caller will probe there; a folder not listed yet is then not
+        listed for as few as _PROBE_MAX (PER_NAME), its names are probed one by one."""
+        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (
+                key not in self._listings):
+            return None
         return self._plain_names(key, 3)
 
-    def plain_dirs(self, key: str) -> frozenset[str] | None:
+    def plain_dirs(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """The sub-directories of a directory that the listing shows (no symlinks, only
-        names that need no per-key check); None for a directory answered per key."""
+        names that need no per-key check); None for a directory answered per key.
+        ``wanted``: see :meth:`plain_files`."""
+        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (
+                key not in self._listings):
+            return None
         return self._plain_names(key, 4)
 
     def _plain_names(self, key: str, field: int) -> frozenset[str] | None:
@@ -165,16 +292,23 @@ class DirectoryStore(Store):
         return listing[field] if type(listing) is tuple else None  # type: ignore[index]
 
     def _probe(self, key: str) -> tuple[str, object] | object:
-        """``(real path, what)`` of a key whose directory lists fast and that is no
-        symlink, where ``what`` is ``_REGULAR``, a DirEntry (directories, FIFOs...), or
-        None (absent); ``_MISSING`` when its directory does not exist; ``_SLOW`` when the
-        per-key path must answer. Raises for an unsafe key."""
+        """``(real path, what)`` of a key whose directory lists (or probes) fast and that
+        is no symlink, where ``what`` is ``_REGULAR``, a DirEntry or an ``lstat`` result
+        (directories, FIFOs...), or None (absent); ``_MISSING`` when its directory does
+        not exist; ``_SLOW`` when the per-key path must answer. Raises for an unsafe
+        key."""
         if type(key) is not str:
             check_key(key, self.root)  # raises TypeError
+        found = self._probes.get(key)
+        if found is not None:
+            return found  # probed before (checked then)
         dirkey, _, name = key.rpartition("/")
         listing = self._listings.get(dirkey)
         if listing is None:
-            check_key(key, self.root)  # the whole key, named in the error
+            if name_problem(key, windows=WINDOWS_PATHS) is not None:
+                check_key(key, self.root)  # raises, naming the whole key
+            if PER_NAME:
+                return self._probe_name(key, dirkey, name)
             listing = self._listing(dirkey)
         if listing is _SLOW or listing is _MISSING:
             return listing
@@ -188,6 +322,38 @@ class DirectoryStore(Store):
         if entry is not None and entry.is_symlink():
             return _SLOW
         return listing[0] + name, entry
+
+    def _probe_name(self, key: str, dirkey: str, name: str) -> tuple[str, object] | object:
+        """:meth:`_probe` of a checked key whose folder is not listed: one ``lstat``
+        (remembered, as a listing is). A key that passes ``check_key`` ends in a plain
+        name (no leading dot, no NUL, a file name) on POSIX: only Windows checks again."""
+        real = self._dirs.get(dirkey) or self._dir_path(dirkey)
+        if type(real) is not str:
+            return real
+        if WINDOWS_PATHS and not _plain_name(name, dirkey):
+            return _SLOW
+        path = real + name
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            found: object = (path, None)
+        except (OSError, ValueError):
+            return _SLOW  # cannot be told here (a folder on the way not searchable...)
+        else:
+            mode = st.st_mode
+            if mode & 0o170000 == 0o100000:  # stat.S_ISREG
+                found = path, _REGULAR, st.st_size
+            elif stat.S_ISLNK(mode):
+                found = _SLOW
+            else:
+                if stat.S_ISDIR(mode) and key not in self._dirs:
+                    self._dirs[key] = path + os.sep  # a plain folder: files open by name
+                found = path, st
+        probes = self._probes
+        if len(probes) >= _HELD_PROBES:
+            probes.clear()
+        probes[key] = found
+        return found
 
     def file_path(self, key: str) -> str:
         """Return the absolute real path of ``key``, after checking it stays inside.
@@ -208,12 +374,21 @@ class DirectoryStore(Store):
         return self._resolve(key)
 
     def _resolve(self, key: str) -> str:
-        """The per-key path: ``realpath`` of the key, part after part, confined to the
-        root and to what the link policy allows outside it (a key reaching outside is
-        remembered, see :meth:`link`); a key that passes through one real folder twice
-        is refused (a symlink to a folder above it makes a tree without end)."""
-        check_key(key, self.root)
-        return self._resolver.resolve(key) if key else self._real_root
+        """The per-key path: ``realpath`` of the key, part after part from its nearest
+        folder whose real path is known (its own folder, for a file linked from a plain
+        folder), confined to the root and to what the link policy allows outside it (a
+        key reaching outside is remembered, see :meth:`link`); a key that passes through
+        one real folder twice is refused (a symlink to a folder above it makes a tree
+        without end)."""
+        if key not in self._probes:  # a key probed was checked then
+            check_key(key, self.root)
+        if not key:
+            return self._real_root
+        dirkey, _, name = key.rpartition("/")
+        known = self._dir_path(dirkey) if PER_NAME else None
+        if type(known) is str:
+            return self._resolver.resolve_name(key, known, name)  # type: ignore[arg-type]
+        return self._resolver.resolve(key)
 
     def link(self, key: str) -> Link | None:
         """The link out of the root through which ``key``'s file is read, or None when the
@@ -245,6 +420,10 @@ class DirectoryStore(Store):
         FileNotFoundError, UnsafeCheckpointError
             Absent, not a regular file, or leading where the link policy refuses.
         """
+        return self.open_file_stat(key)[0]
+
+    def open_file_stat(self, key: str) -> tuple[int, os.stat_result]:
+        """:meth:`open_file`, with the ``fstat`` of the descriptor it checked."""
         found = self._probe(key) if key else _SLOW
         if type(found) is tuple and found[1] is _REGULAR:
             try:
@@ -258,11 +437,12 @@ class DirectoryStore(Store):
             self._require_regular(key, st)
             fd = self._open_checked(key, real)
         try:
-            self._require_regular(key, os.fstat(fd))
+            st = os.fstat(fd)
+            self._require_regular(key, st)
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, st
 
     def _open_checked(self, key: str, real: str) -> int:
         """Open the real path of ``key``, checked on the descriptor (see ``_checked``)."""
@@ -277,6 +457,9 @@ class DirectoryStore(Store):
     def _stat(self, key: str) -> tuple[str, os.stat_result]:
         """Return ``(real path, stat)`` of an existing key, or raise FileNotFoundError."""
         real = self.file_path(key)
+        known = self._resolver.last_stat(real)  # what resolving it found at its end
+        if known is not None:
+            return real, known
         try:
             return real, os.stat(real)
         except (FileNotFoundError, NotADirectoryError):
@@ -288,9 +471,10 @@ class DirectoryStore(Store):
             return False
         if type(found) is tuple:
             entry = found[1]
-            return entry is _REGULAR or (entry is not None and entry.is_file(  # type: ignore[attr-defined]
-                follow_symlinks=False))
-        return os.path.isfile(self._resolve(key))
+            return entry is _REGULAR or (entry is not None and _is(entry, stat.S_ISREG))
+        real = self._resolve(key)
+        known = self._resolver.last_stat(real)
+        return stat.S_ISREG(known.st_mode) if known is not None else os.path.isfile(real)
 
     def is_dir(self, key: str) -> bool:
         found = self._probe(key) if key else _SLOW
@@ -298,8 +482,7 @@ class DirectoryStore(Store):
             return False
         if type(found) is tuple:
             entry = found[1]
-            return entry is not None and entry is not _REGULAR and entry.is_dir(  # type: ignore[attr-defined]
-                follow_symlinks=False)
+            return entry is not None and entry is not _REGULAR and _is(entry, stat.S_ISDIR)
         return os.path.isdir(self._resolve(key))
 
     def list_dir(self, key: str) -> list[str]:
@@ -364,8 +547,12 @@ class DirectoryStore(Store):
                 if real_dir is not None:
                     try:
                         fd = self._open(real_dir + name, _NOFOLLOW)
-                    except OSError:
+                    except OSError as error:
                         fd = -1  # absent, a symlink...: the listed path decides
+                        if PER_NAME and error.errno == errno.ELOOP:
+                            self._remember(key, _SLOW)  # a symlink: what its probe says
+                    else:
+                        return self._read_open(fd, key, limit, record=real_dir + name)
         found = self._probe(key) if fd < 0 else None
         if type(found) is tuple and found[1] is _REGULAR:
             # a listed regular file: open it without following a symlink swapped in since
@@ -380,10 +567,15 @@ class DirectoryStore(Store):
             fd = self._open_checked(key, real)
         return self._read_open(fd, key, limit)
 
-    def _read_open(self, fd: int, key: str, limit: int) -> bytes:
-        """Read the whole file open at ``fd`` (up to ``limit`` bytes), then close it."""
+    def _read_open(self, fd: int, key: str, limit: int, *, record: str | None = None) -> bytes:
+        """Read the whole file open at ``fd`` (up to ``limit`` bytes), then close it.
+        ``record``: its path, opened by name (``O_NOFOLLOW``) in a folder known to be
+        plain, unprobed: a regular file is remembered as its probe would (no ``lstat``
+        more)."""
         try:
             st = os.fstat(fd)  # the file may have been swapped since it was listed
+            if record is not None and stat.S_ISREG(st.st_mode):
+                self._remember(key, (record, _REGULAR, st.st_size))
             if stat.S_ISREG(st.st_mode) and st.st_size <= limit:
                 data = os.read(fd, st.st_size + 1)  # the whole file, if it did not grow
                 if len(data) <= st.st_size:
@@ -430,6 +622,27 @@ class DirectoryStore(Store):
         if key is not None and self.link(key) is not None:
             return False
         return os.access(target, os.W_OK)
+
+
+def _lstat(path: str) -> os.stat_result | None | object:
+    """``os.lstat(path)``; None when absent, ``_SLOW`` when it cannot be told (a folder on
+    the way that cannot be searched)."""
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError):
+        return _SLOW
+
+
+def _is(what: object, test: object) -> bool:
+    """Whether the DirEntry or ``lstat`` result of a probe passes ``stat.S_ISREG`` or
+    ``stat.S_ISDIR`` (nothing followed)."""
+    if type(what) is os.stat_result:
+        return test(what.st_mode)  # type: ignore[operator]
+    if test is stat.S_ISREG:
+        return what.is_file(follow_symlinks=False)  # type: ignore[attr-defined]
+    return what.is_dir(follow_symlinks=False)  # type: ignore[attr-defined]
 
 
 def _scan(real: str, dirkey: str) -> _Listing:

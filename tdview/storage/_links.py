@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import UnsafeCheckpointError, UntrustedLinkError
-from ._checked import readlink_or
+from ._checked import proc_names, readlink_or
 
 __all__ = ["TRUSTED_PATHS_ENV", "Link", "LinkPolicy", "LinkResolver", "trust_paths",
            "trusted_paths", "untrusted_link"]
@@ -144,9 +144,23 @@ def trusted_paths() -> tuple[str, ...]:
     """The trusted paths now: those of ``TDVIEW_TRUSTED_PATHS``, then those added by
     :func:`trust_paths`, absolute (relative entries of the variable are taken from the
     current directory)."""
+    global _TRUSTED
     listed = os.environ.get(TRUSTED_PATHS_ENV, "")
-    found = [os.path.abspath(p) for p in listed.split(os.pathsep) if p.strip()]
-    return tuple(found + [p for p in _ADDED if p not in found])
+    added = tuple(_ADDED)
+    known = _TRUSTED
+    if known[0] == listed and known[1] == added:
+        return known[2]
+    entries = [p for p in listed.split(os.pathsep) if p.strip()]
+    found = [os.path.abspath(p) for p in entries]
+    paths = tuple(found + [p for p in added if p not in found])
+    if all(os.path.isabs(p) for p in entries):  # a relative one depends on the cwd
+        _TRUSTED = listed, added, paths
+    return paths
+
+
+# (the variable's value, the paths added, trusted_paths() of them): opening a store asks
+# for them each time, and they seldom change
+_TRUSTED: tuple[str, tuple[str, ...], tuple[str, ...]] = ("", (), ())
 
 
 class LinkResolver:
@@ -175,14 +189,53 @@ class LinkResolver:
                  trusted: Iterable[str | os.PathLike[str]]) -> None:
         self.root, self.real_root, self.display = root, real_root, display
         self.prefix = real_root.rstrip(os.sep) + os.sep
-        self.trusted = tuple(os.path.abspath(os.fspath(p)) for p in trusted)
+        self.trusted = tuple(os.path.abspath(os.fspath(p)) for p in trusted) if trusted else ()
         self.links: dict[str, Link] = {}
         self.policy: LinkPolicy | None = None
+        # real folders met while resolving (see RealPaths), where a descriptor opened is
+        # checked to be at the path resolved (/proc/self/fd): a swap is caught there
+        self._paths: RealPaths | None = None  # made when a key first needs resolving
+        self._last: tuple[str, os.stat_result | None] = ("", None)
 
-    def resolve(self, key: str) -> str:
+    def last_stat(self, real: str) -> os.stat_result | None:
+        """The ``lstat`` the last :meth:`resolve` made of the real path it returned, when
+        that is ``real`` and it exists (a real path holds no symlink: its ``stat``)."""
+        last = self._last
+        return last[1] if last[0] is real else None
+
+    def resolve_name(self, key: str, folder: str, name: str) -> str:
+        """:meth:`resolve` of a key whose folder is a plain folder inside the root, of real
+        path ``folder`` (with a trailing separator): only its last part ``name`` is
+        resolved (a symlink out of the root, in a content store's checkout)."""
+        paths = self._paths
+        if paths is None:
+            paths = self._paths = RealPaths(proc_names(self.real_root))
+        here = folder + name
+        real, st = paths.real_at(here, link=True)
+        self._last = real, st
+        if real.startswith(self.prefix) or real == self.real_root:
+            return real
+        if self.policy is None:
+            self.policy = LinkPolicy(self.real_root, self.trusted)
+        reason = self.policy.reason(real, final=True, st=st)
+        target = paths.target(here)
+        if reason is None:
+            raise untrusted_link(self.root, self.real_root, key, self.display(key), target,
+                                 real, final=True)
+        links = self.links
+        known = links.get(key)
+        if known is None or (known.target, known.real, known.reason) != (target, real, reason):
+            if len(links) >= _HELD_LINKS:
+                links.clear()
+            links[key] = Link(key, self.display(key), target, real, reason)
+        return real
+
+    def resolve(self, key: str, start: tuple[int, str] | None = None) -> str:
         """The real path of a checked, non-empty ``key``; a key reaching outside the root
         is remembered in :attr:`links`, and one that passes through one real folder twice
-        is refused (a symlink to a folder above it makes a tree without end).
+        is refused (a symlink to a folder above it makes a tree without end). ``start``:
+        ``(n, real path + sep)`` of the folder of the key's first ``n`` parts, known to be
+        a plain folder inside the root (found by its parent's listing or probe).
 
         Raises
         ------
@@ -194,11 +247,23 @@ class LinkResolver:
         real = self.real_root
         seen = {real}
         parts = key.split("/")
+        first = 1
+        if start is not None:
+            first = start[0] + 1
+            real = start[1].rstrip(os.sep) or os.sep
+            if first < len(parts):  # the folders it is in, for the loop check
+                prefix = self.prefix
+                seen.update(prefix + os.sep.join(parts[:i]) for i in range(1, first))
         left: tuple[str, str] | None = None  # (link, target) where the key left the root
         reason = None
-        for depth, part in enumerate(parts, 1):
-            here = os.path.join(real, part)
-            real = os.path.realpath(here)
+        st: os.stat_result | None = None
+        paths = self._paths
+        if paths is None:
+            paths = self._paths = RealPaths(proc_names(self.real_root))
+        for depth in range(first, len(parts) + 1):
+            part = parts[depth - 1]
+            here = real + os.sep + part if real != os.sep else os.sep + part
+            real, st = paths.real_at(here)
             if depth < len(parts) and real in seen:
                 raise UnsafeCheckpointError(
                     f"refusing key {key!r} in {self.root}: its folder "
@@ -212,18 +277,133 @@ class LinkResolver:
             final = depth == len(parts)
             if self.policy is None:
                 self.policy = LinkPolicy(self.real_root, self.trusted)
-            reason = self.policy.reason(real, final=final)
+            reason = self.policy.reason(real, final=final, st=st)
             if reason is None:
                 raise untrusted_link(self.root, self.real_root, key,
-                                     self.display("/".join(parts[:depth])), readlink_or(here),
+                                     self.display("/".join(parts[:depth])), paths.target(here),
                                      real, final=final)
             if left is None:
-                left = self.display("/".join(parts[:depth])), readlink_or(here)
+                left = self.display("/".join(parts[:depth])), paths.target(here)
         if left is not None and reason is not None:
             if len(self.links) >= _HELD_LINKS:
                 self.links.clear()
             self.links[key] = Link(key, left[0], left[1], real, reason)
+        self._last = real, st
         return real
+
+
+class RealPaths:
+    """``os.path.realpath`` of a path in a real folder, part after part as it does,
+    remembering the real folders it met (``lstat``: a folder, no symlink) so that the
+    next path through them takes no system call for them: the links of one checkpoint
+    into one content store cost one ``readlink`` and one ``lstat`` each. A folder swapped
+    for a symlink since it was met is not seen here: only where every file opened is
+    checked on its descriptor to be at the path resolved (``remember``:
+    ``/proc/self/fd`` tells), otherwise ``os.path.realpath`` looks at every part again.
+
+    Examples
+    --------
+    >>> RealPaths(True).real_at("/")[0]
+    '/'
+    """
+
+    def __init__(self, remember: bool) -> None:
+        self.remember = remember
+        self.folders: dict[str, None] = {}
+        self.targets: dict[str, str] = {}  # the symlinks read by the last real_at
+
+    def target(self, link: str) -> str:
+        """What the symlink ``link`` says (read again unless the last :meth:`real_at` read
+        it; its own path when it is none)."""
+        found = self.targets.get(link)
+        return found if found is not None else readlink_or(link)
+
+    def real_at(self, path: str, *, link: bool = False) -> tuple[str, os.stat_result | None]:
+        """The real path of ``path``, whose folder is a real path (missing parts taken as
+        they are, as ``realpath`` does), and the ``lstat`` of its last part when it exists
+        (a real path's last part is no symlink: that is its ``stat``). ``link``: ``path``
+        is likely a symlink (a probe just said so): it is read first (``readlink``), which
+        tells that too, and looked at otherwise."""
+        self.targets.clear()
+        if self.remember:
+            folder, sep, name = path.rpartition(os.sep)
+            if link:
+                try:
+                    target = os.readlink(path)
+                except OSError:
+                    pass  # no symlink (any more), or gone: the whole walk below
+                else:
+                    self.targets[path] = target
+                    real, st, ok = self._join(folder or sep, target, {path: None})
+                    if ok:
+                        return real, st
+            real, st, ok = self._join(folder or sep, name, {})
+            if ok:
+                return real, st
+        real = os.path.realpath(path)  # also a loop of symlinks, as realpath gives it
+        try:
+            return real, os.lstat(real)
+        except (OSError, ValueError):
+            return real, None
+
+    def _join(self, path: str, rest: str, seen: dict[str, str | None]
+              ) -> tuple[str, os.stat_result | None, bool]:
+        """posixpath's ``_joinrealpath`` (not strict) from the real path ``path``, with
+        the folders remembered; False when it meets a loop of symlinks."""
+        sep = os.sep
+        if rest.startswith(sep):
+            path = sep
+        names = rest.split(sep)
+        last = len(names) - 1
+        folders = self.folders
+        st: os.stat_result | None = None
+        for i, name in enumerate(names):
+            if not name or name == ".":
+                continue
+            if name == "..":
+                if path != sep:
+                    path = path[:path.rindex(sep)] or sep
+                st = None
+                continue
+            new = sep + name if path == sep else path + sep + name
+            if new in folders:
+                path, st = new, None
+                continue
+            try:
+                st = os.lstat(new)
+            except (OSError, ValueError):
+                path, st = new, None  # missing (or unreadable): taken as it is
+                continue
+            if not stat.S_ISLNK(st.st_mode):
+                if i < last and stat.S_ISDIR(st.st_mode):  # a folder passed through
+                    if len(folders) >= _HELD_LINKS:
+                        folders.clear()
+                    folders[new] = None
+                path = new
+                continue
+            if new in seen:
+                found = seen[new]
+                if found is None:
+                    return new, None, False  # a loop
+                path, st = found, None
+                continue
+            seen[new] = None
+            try:
+                target = os.readlink(new)
+            except OSError:
+                path, st = new, None
+                continue
+            self.targets[new] = target
+            path, st, ok = self._join(path, target, seen)
+            if not ok:
+                return path, None, False
+            seen[new] = path
+        if st is None and path != sep:
+            try:
+                st = os.lstat(path)
+            except (OSError, ValueError):
+                st = None
+        return path, st, True
 
 
 class LinkPolicy:
@@ -247,19 +427,32 @@ class LinkPolicy:
         self.real_root = real_root
         self.trusted = tuple(os.path.realpath(p) for p in trusted)
         self._stores: list[tuple[str, str]] | None = None  # (kind, real folder), on demand
+        # the Hugging Face blobs/ folder the root's real path names (no system call), if any
+        self._hf_blobs = _hf_blobs(real_root)
+        self._hf_reason = f"a {_KINDS['hf']} {os.path.dirname(self._hf_blobs or '')}"
 
-    def reason(self, real: str, *, final: bool) -> str | None:
+    def reason(self, real: str, *, final: bool, st: object = None) -> str | None:
         """Why ``real`` (a real path outside the root) may be read, or None when it may
         not. ``final``: it is the key's file (a content store holds files only; a trusted
-        path may hold the folders a key passes through too)."""
+        path may hold the folders a key passes through too). ``st``: its ``lstat`` when
+        known (None: looked at here).
+
+        A file of the ``blobs/`` folder that the root's real path names is answered
+        before the folders above the root are looked at: ``real``, a real path, holds no
+        symlink, so that ``blobs/`` is then a real folder, as :func:`_find_stores` checks
+        (the answer is the one the list of stores gives, where the cache comes first)."""
         for path in self.trusted:
             if real == path or real.startswith(path.rstrip(os.sep) + os.sep):
                 return f"below the trusted path {path}"
         if not final:
             return None
+        blobs = self._hf_blobs
+        if blobs is not None and real.startswith(blobs + os.sep) and _fits(
+                "hf", real[len(blobs) + 1:].split(os.sep)) and _regular(real, st):
+            return self._hf_reason
         for kind, folder in self.stores():
             rest = real[len(folder) + 1:] if real.startswith(folder + os.sep) else None
-            if rest is not None and _fits(kind, rest.split(os.sep)) and _regular(real):
+            if rest is not None and _fits(kind, rest.split(os.sep)) and _regular(real, st):
                 return f"a {_KINDS[kind]} {os.path.dirname(folder) if kind == 'hf' else folder}"
         return None
 
@@ -287,8 +480,11 @@ def _fits(kind: str, parts: list[str]) -> bool:
             and _HEX30.fullmatch(parts[1]) is not None)
 
 
-def _regular(real: str) -> bool:
-    """A regular file, or nothing (a link to a missing blob is a missing file)."""
+def _regular(real: str, st: object = None) -> bool:
+    """A regular file, or nothing (a link to a missing blob is a missing file); ``st``:
+    its ``lstat`` when known."""
+    if type(st) is os.stat_result:
+        return stat.S_ISREG(st.st_mode)
     try:
         return stat.S_ISREG(os.lstat(real).st_mode)
     except FileNotFoundError:
@@ -305,17 +501,24 @@ def _real_dir(path: str) -> bool:
         return False
 
 
+def _hf_blobs(real_root: str) -> str | None:
+    """The ``blobs/`` folder of the Hugging Face cache that ``real_root`` is a snapshot of
+    (or is in), by its path alone: ``<repo>/snapshots/<rev>[/...]``, the nearest such
+    ``snapshots``; None when the path is no such snapshot."""
+    parts = real_root.split(os.sep)
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
+            return os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
+    return None
+
+
 def _find_stores(real_root: str) -> list[tuple[str, str]]:
     """The content stores above ``real_root`` (see the module for each rule)."""
     found = []
-    parts = real_root.split(os.sep)
     # Hugging Face: <repo>/snapshots/<rev>[/...], the nearest such "snapshots"
-    for i in range(len(parts) - 2, 0, -1):
-        if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
-            blobs = os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
-            if _real_dir(blobs):
-                found.append(("hf", blobs))
-            break
+    blobs = _hf_blobs(real_root)
+    if blobs is not None and _real_dir(blobs):
+        found.append(("hf", blobs))
     git = dvc = False
     here = real_root
     while not (git and dvc):

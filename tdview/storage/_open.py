@@ -7,7 +7,7 @@ import stat
 
 from ._archive import META, ArchiveStore
 from ._base import Store, not_found
-from ._directory import DirectoryStore
+from ._directory import DirectoryStore, found_dir
 from ._mapfile import map_file, not_a_checkpoint
 from ._zip import parse_central_directory
 
@@ -43,6 +43,9 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     'directory'
     """
     path = os.path.abspath(os.fspath(path))
+    real = found_dir(path)
+    if real is not None:  # a directory (Linux: told by opening it, no stat)
+        return DirectoryStore(path, real=real)
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
