@@ -259,7 +259,7 @@ class Checkpoint:
                 or node.dirkey is None or meta.legacy_no_collection_records):
             return self.children(node)
         return ch.tensordict_children(self.store, node.path, node.dirkey, meta,
-                                      self._walked_collection, robust=self.robust,
+                                      self.make_collection, robust=self.robust,
                                       plain_leaf=_pair)
 
     def load_fields(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]] | None:
@@ -274,7 +274,7 @@ class Checkpoint:
                 or inner.meta.legacy_no_collection_records):
             return None
         return ch.tensordict_children(self.store, node.path, inner.dirkey, inner.meta,
-                                      self._walked_collection, robust=self.robust,
+                                      self.make_collection, robust=self.robust,
                                       plain_leaf=_pair)
 
     def _walked_collection(self, path: NestedPath, dirkey: str | None,

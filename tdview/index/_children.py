@@ -75,11 +75,19 @@ def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[st
 def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool,
                    dirs: Collection[str] = _NO_FILES) -> str | None:
     """Find a collection's folder (robust name first, then the safe legacy name); a name
-    among ``dirs`` (the folder's plain sub-directories, when known) needs no probe."""
-    for name in _names(key, robust=robust, collection=True):
-        candidate = join_key(dirkey, name)
-        if name in dirs or _exists(store.is_dir, candidate):
+    among ``dirs`` (the folder's plain sub-directories, when known) needs no probe. A
+    name the store refuses (``a/./b``, ``..``) counts as absent."""
+    prefix = dirkey + "/" if dirkey else ""
+    is_dir = store.is_dir
+    for name in _NAMES[robust, True].get(key) or _names(key, robust=robust, collection=True):
+        candidate = prefix + name
+        if name in dirs:
             return candidate
+        try:
+            if is_dir(candidate):
+                return candidate
+        except UnsafeCheckpointError:
+            pass
     return None
 
 

@@ -272,6 +272,8 @@ class ArchiveStore(Store):
         rest of them are read in one pass (a small walk reads only its own)."""
         self._expected = (dirkey, payloads)
         self._single = 0
+        if isinstance(self._catalog, LazyCatalog):
+            self._catalog.prepare(dirkey)  # its names, looked up without the whole catalog
 
     def _local_payload(self, key: str, e: CentralEntry) -> int:
         """The payload offset of ``key`` from its local header (see :meth:`prepare`)."""

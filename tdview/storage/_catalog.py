@@ -36,6 +36,9 @@ _RPARTITION = operator.methodcaller("rpartition", "/")
 _SEARCHES = 16
 # Names below a folder up to which its files are all found by one look-up (LazyCatalog._folder).
 _FOLDER_NAMES = 256
+# The most names below a subtree a load prepares for (LazyCatalog.prepare) that are
+# indexed on their own, so that its look-ups need not build the whole catalog.
+_SUBTREE_NAMES = 4096
 
 
 class EagerCatalog:
@@ -158,6 +161,44 @@ class LazyCatalog:
         self._children: dict[str, list[str]] | None = None
         self._start_list: list[int] | None = None
         self._folders: dict[str, dict[str, int | str] | None] = {}  # see _folder
+        # (dirkey + "/", name -> row or why refused, directories) below a subtree a load
+        # prepared for (see prepare)
+        self._subtree: tuple[str, dict[str, int | str], set[str]] | None = None
+
+    def prepare(self, dirkey: str) -> None:
+        """Index the names below folder ``dirkey`` (one look-up of the names that start
+        with it), when they are at most ``_SUBTREE_NAMES``: a ``subpath=`` load of a
+        module's folder (a few dozen entries, each file and folder looked up) then finds
+        them there, not in a catalog of the whole archive built for it. A name given twice,
+        or both a file and a directory, is refused as the whole catalog refuses it (both
+        lie below ``dirkey``)."""
+        if self._rows is not None or not dirkey:
+            return
+        prefix = dirkey + "/"
+        if self._subtree is not None and self._subtree[0] == prefix:
+            return
+        encoded = _encoded(prefix)
+        if encoded is None:
+            return
+        rows = self.columns.rows_with_prefix(encoded)
+        if len(rows) > _SUBTREE_NAMES:
+            return
+        files: dict[str, int | str] = {}
+        dirs = {dirkey}
+        for row, name in zip(rows.tolist(), self.columns.names_after(rows, 0), strict=True):
+            files[name] = str(_twice(self.root, name)) if name in files else row
+            parent = name.rpartition("/")[0]
+            while parent not in dirs:
+                dirs.add(parent)
+                parent = parent.rpartition("/")[0]
+        for name in files.keys() & dirs:
+            files[name] = str(_clash(self.root, name))
+        self._subtree = prefix, files, dirs
+
+    def _below(self, key: str) -> tuple[str, dict[str, int | str], set[str]] | None:
+        """The prepared subtree that ``key`` (a name, or a folder + ``/``) lies in."""
+        sub = self._subtree
+        return sub if sub is not None and self._rows is None and key.startswith(sub[0]) else None
 
     # -- look-ups ---------------------------------------------------------------------
 
@@ -167,6 +208,15 @@ class LazyCatalog:
     def file(self, key: str) -> CentralEntry | None:
         found = self._found.get(key)
         if found is not None:
+            return found
+        sub = self._below(key)
+        if sub is not None:
+            row = sub[1].get(key)
+            if isinstance(row, str):
+                raise UnsafeCheckpointError(row)
+            if row is None:
+                return None
+            found = self._found[key] = self.columns.entry(row, key, lists=False)
             return found
         if self._rows is None and self._searches < _SEARCHES:
             dirkey, _, name = key.rpartition("/")
@@ -254,6 +304,9 @@ class LazyCatalog:
     def is_dir(self, key: str) -> bool:
         if not key:
             return True
+        sub = self._below(key + "/")
+        if sub is not None:
+            return key in sub[2]
         if self._rows is None and self._searches < _SEARCHES:
             self._searches += 1
             # a file of this name too is refused where it is looked up (``file``)
@@ -286,6 +339,12 @@ class LazyCatalog:
     def rows_below(self, dirkey: str, suffix: str) -> tuple[list[str], list[int]]:
         """The file names below directory ``dirkey`` that end with ``suffix``, and their
         rows (names refused are left out)."""
+        sub = self._below(dirkey + "/")
+        if sub is not None:
+            prefix = dirkey + "/"
+            found = [(name, row) for name, row in sub[1].items()
+                     if name.startswith(prefix) and name.endswith(suffix) and type(row) is int]
+            return [name for name, _ in found], [row for _, row in found]  # type: ignore[misc]
         self._build()
         assert self._rows is not None
         prefix = dirkey + "/" if dirkey else ""

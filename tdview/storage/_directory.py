@@ -477,11 +477,15 @@ class DirectoryStore(Store):
         return stat.S_ISREG(known.st_mode) if known is not None else os.path.isfile(real)
 
     def is_dir(self, key: str) -> bool:
-        found = self._probe(key) if key else _SLOW
+        found = self._probes.get(key) if type(key) is str else None
+        if found is None:
+            found = self._probe(key) if key else _SLOW
         if found is _MISSING:
             return False
         if type(found) is tuple:
             entry = found[1]
+            if type(entry) is os.stat_result:
+                return stat.S_ISDIR(entry.st_mode)
             return entry is not None and entry is not _REGULAR and _is(entry, stat.S_ISDIR)
         return os.path.isdir(self._resolve(key))
 
@@ -532,6 +536,15 @@ class DirectoryStore(Store):
         fd = -1
         if type(key) is str and _NOFOLLOW:  # the final name must not be a symlink
             dirkey, _, name = key.rpartition("/")
+            if name == "meta.json":  # a walk's file, in a folder probed (so checked) plain
+                real_dir = self._dirs.get(dirkey) if dirkey else self._prefix
+                if type(real_dir) is str:
+                    try:
+                        fd = self._open(real_dir + name, _NOFOLLOW)
+                    except OSError:
+                        fd = -1  # absent, a symlink...: the paths below decide
+                    else:
+                        return self._read_open(fd, key, limit, record=real_dir + name)
             listing = self._listings.get(dirkey)
             if type(listing) is tuple and name in listing[1] and _plain_name(name, dirkey):
                 # a listed regular file (the common case of a walk)
