@@ -19,13 +19,14 @@ from .diff import diff  # noqa: E402  isort: skip
 
 if TYPE_CHECKING:
     from .index import Checkpoint
-    from .storage import trust_paths
+    from .storage import remote, trust_paths
     from .widget import TDView
 
-_LAZY = {"Checkpoint": ".index", "TDView": ".widget", "trust_paths": ".storage"}
+_LAZY = {"Checkpoint": ".index", "TDView": ".widget", "trust_paths": ".storage",
+         "remote": ".storage"}
 
 __all__ = ["Checkpoint", "TDView", "__version__", "diff", "load", "load_memmap",
-           "trust_paths"]
+           "remote", "trust_paths"]
 
 
 def __getattr__(name: str) -> Any:

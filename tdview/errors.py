@@ -112,3 +112,14 @@ class PreviewUnsupportedError(TDViewError, TypeError):
 
 class ArchiveModeError(TDViewError, RuntimeError):
     """An archive entry cannot be mapped with ``mode="r+"`` (compressed, unaligned or nested)."""
+
+
+class RemoteReadError(TDViewError, OSError):
+    """A remote server answered a ranged read wrongly: it ignored the ``Range`` header
+    (a whole body instead of the bytes asked for), or sent other, fewer or more bytes
+    than it said."""
+
+
+class RemoteModeError(TDViewError, ValueError):
+    """``mode="r+"`` asked of a remote checkpoint: its leaves are read into memory, so
+    nothing written to them could reach the remote files."""

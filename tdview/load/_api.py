@@ -22,6 +22,7 @@ from ._nodes import build, depth_room
 from ._out import check_out
 from ._pickles import check_allow_pickle
 from ._prefetch import Prefetcher
+from ._remote import check_remote_mode, fetch_subtree
 
 __all__ = ["load_checkpoint", "load_leaf", "load_memmap", "resolve_subpath"]
 
@@ -117,7 +118,10 @@ def _load(ckpt: Checkpoint, subpath: Any, device: DeviceLike, non_blocking: bool
     ctx = _context(ckpt, device, mode, allow_pickle, progress)
     if node.dirkey is not None:
         ckpt.store.prepare(node.dirkey, payloads=ctx.read_data)
-    if num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
+    if ctx.read_data and ctx.remote:  # read every leaf's bytes first (see _remote)
+        ctx.fetched = fetch_subtree(ckpt, node, ctx.progress)
+        ctx.progress = None  # reported as the bytes arrived
+    elif num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
         ctx.prefetch = _prefetcher(ckpt, node, num_threads)
     ctx.max_depth = depth_room()
     try:
@@ -146,6 +150,7 @@ def _context(ckpt: Checkpoint, device: torch.device | None, mode: str | None,
     # on the dispatch mode stack: an empty stack is answered without looking through it)
     fake = _len_dispatch_stack() > 0 and torch._guards.active_fake_mode() is not None
     read_data = not fake and (device is None or device.type != "meta")
+    check_remote_mode(ckpt, mode)
     if ckpt.store.kind == "archive" and mode == "r+":
         check_writable(ckpt.store.root)
     return LoadContext(ckpt, mode, allow_pickle, read_data, progress=progress)

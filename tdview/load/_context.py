@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -126,12 +127,16 @@ class LoadContext:
     _mapping: torch.Tensor | None = None
     _root: str | None = None
     is_archive: bool = field(init=False)
+    #: the store cannot be mapped (a remote one): leaves come from ``fetched`` (_remote)
+    remote: bool = field(init=False)
+    fetched: Any = None
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
     _prefixes: dict[str, Path] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.is_archive = self.ckpt.store.kind == "archive"
+        self.remote = not self.ckpt.store.mappable
 
     @property
     def store(self) -> Store:

@@ -32,6 +32,7 @@ from ..index import Node, show_path
 from ..index._facts import refusal
 from ..storage import Link
 from ._context import LoadContext, user_stacklevel
+from ._remote import remote_flat
 
 __all__ = ["file_leaf_tensor", "leaf_tensor"]
 
@@ -184,6 +185,9 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
     through a link out of the root (mapped copy-on-write whatever the load's mode).
 
     ``what`` (or what it returns, made only for an error) names the data in messages."""
+    if ctx.remote:  # read into memory (see _remote): no file, nothing mapped
+        flat = remote_flat(ctx, key, dtype, numel * dtype.itemsize, exact=False)
+        return flat, None, ctx.mode  # type: ignore[return-value]
     path = ctx.file(key)
     mode = ctx.mode
     link = ctx.store.link(key)
@@ -299,6 +303,8 @@ def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
         )
     if need == 0:
         return torch.empty(0, dtype=dtype)
+    if ctx.remote:  # read into memory (see _remote): nothing to map
+        return remote_flat(ctx, key, dtype, need, exact=exact)
     if entry.compression == "stored":
         if entry.stored_size != entry.size:
             raise LeafDataError(

@@ -187,7 +187,7 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             ctx.progress((*parent, key) if type(child) is tuple else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
-    if ctx.store.kind == "directory" and ctx.mode != "r" and ctx.store.link(
+    if ctx.store.kind == "directory" and ctx.mode != "r" and not ctx.remote and ctx.store.link(
             join_key(node.dirkey or "", "meta.json")) is None:
         # where memmap_() writes back, as tensordict records it; not a folder whose
         # meta.json is a symlink out of the root (memmap_ would write through it)

@@ -22,6 +22,8 @@ from ._base import WINDOWS_PATHS, EntryInfo, Store
 from ._directory import DirectoryStore
 from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
+from ._remote import RemotePath, is_remote, remote
 
 __all__ = ["TRUSTED_PATHS_ENV", "WINDOWS_PATHS", "ArchiveStore", "DirectoryStore", "EntryInfo",
-           "Link", "Store", "is_archive", "open_store", "trust_paths", "trusted_paths"]
+           "Link", "RemotePath", "Store", "is_archive", "is_remote", "open_store", "remote",
+           "trust_paths", "trusted_paths"]

@@ -210,6 +210,9 @@ class Store(abc.ABC):
 
     root: str
     kind: str
+    #: False for a store whose files cannot be memory-mapped (a remote one, see
+    #: :mod:`._remote`): the loader reads its leaves into memory with its ``fetch``
+    mappable: bool = True
 
     @abc.abstractmethod
     def display(self, key: str) -> str:

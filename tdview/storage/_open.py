@@ -9,6 +9,7 @@ from ._archive import META, ArchiveStore
 from ._base import Store, not_found
 from ._directory import DirectoryStore, found_dir
 from ._mapfile import map_file, not_a_checkpoint
+from ._remote import is_remote, open_remote
 from ._zip import parse_central_directory
 
 __all__ = ["is_archive", "open_store"]
@@ -20,7 +21,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     Parameters
     ----------
     path : str or os.PathLike
-        A directory, or a zip archive with a top-level ``meta.json`` (any suffix).
+        A directory, or a zip archive with a top-level ``meta.json`` (any suffix); or an
+        fsspec URL, or a :func:`~tdview.storage.remote` path (see :mod:`._remote`).
 
     Returns
     -------
@@ -42,6 +44,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     >>> open_store("/ckpt").kind                                  # doctest: +SKIP
     'directory'
     """
+    if is_remote(path):  # a URL (s3://, https://...): see _remote
+        return open_remote(path)  # type: ignore[arg-type]
     path = os.path.abspath(os.fspath(path))
     real = found_dir(path)
     if real is not None:  # a directory (Linux: told by opening it, no stat)
