@@ -108,7 +108,7 @@ def demo_tensordict(replay_rows: int = REPLAY_ROWS) -> TensorDict:
     """
     torch.manual_seed(0)
     weights, optim = _model_and_optimizer()
-    rollout = Trajectory(
+    rollout = Trajectory(  # type: ignore[call-arg]  # batch_size: tensorclass's own
         observation=torch.randn(3, 8),
         action=torch.randint(0, 4, (3,)),
         reward=torch.randn(3),

@@ -52,6 +52,7 @@ def test_wheel_contains_the_built_front_end(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "tdview/static/widget.js" in names
     assert "tdview/static/widget.css" in names
+    assert "tdview/py.typed" in names  # PEP 561: type checkers read tdview's annotations
     assert not any(n.startswith(("js/", "tests/")) for n in names)
 
 

@@ -100,6 +100,8 @@ class Collection(Checkpoint):
     >>> run.load("step_1000/model")                               # doctest: +SKIP
     """
 
+    store: DirectoryStore  # a folder, never an archive
+
     def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
         self.store = DirectoryStore(prefix)
         self.robust = robust_key is not False
@@ -135,7 +137,7 @@ class Collection(Checkpoint):
         real = os.path.join(self.store.root, node.dirkey)
         try:
             with os.scandir(real) as listing:
-                entries = []
+                entries: list[os.DirEntry[str]] = []
                 for entry in listing:
                     if len(entries) == MAX_ENTRIES:
                         node.problems.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .._gc import gc_paused
 from ..errors import TDViewError
@@ -118,7 +119,7 @@ def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
         cancel_point()  # a cancelled request's rollup stops here (nothing half cached)
         node, dirkey, pending, total = stack[-1]
         for item in pending:
-            if type(item) is tuple:  # a sub-folder of a plain TensorDict
+            if isinstance(item, tuple):  # a sub-folder of a plain TensorDict
                 path, folder, hint = item
                 if folder is None:
                     total.problems += 1  # its folder is missing
@@ -148,7 +149,7 @@ def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
                 stack[-1][3].add(total)
 
 
-def _plain(meta: object) -> bool:
+def _plain(meta: object) -> TypeGuard[TensorDictNode]:
     """Whether a folder's node is a TensorDict whose children its ``meta.json`` lists."""
     return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
 

@@ -13,6 +13,7 @@ import copy
 import sys
 import warnings
 from collections.abc import Iterable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -53,7 +54,8 @@ def depth_room() -> int:
     """How many tensordicts deep one load may build from here: what Python's recursion
     limit leaves above the caller's frames (about 470 with the default limit, as deep as
     tensordict's own loader goes; more after ``sys.setrecursionlimit``)."""
-    frame, used = sys._getframe(), 0
+    frame: FrameType | None = sys._getframe()
+    used = 0
     while frame is not None:
         frame, used = frame.f_back, used + 1
     return max(1, (sys.getrecursionlimit() - used - SPARE_FRAMES) // FRAMES_PER_LEVEL)
@@ -150,8 +152,9 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
     # does once it skips validation, which tensordict's loader also skips for leaves).
     direct = result._tensordict if out is None and type(result) is TensorDict else None
     loaded: set[str] = set()
+    tensor: torch.Tensor | None
     for child in ctx.ckpt.load_items(node) if children is None else children:
-        if type(child) is tuple:  # a plain leaf with its file: (record, file)
+        if isinstance(child, tuple):  # a plain leaf with its file: (record, file)
             record, file = child
             key = record.key
             tensor = file_leaf_tensor(ctx, record, file, device, parent)
@@ -184,7 +187,7 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             result._set_str(key, tensor, validated=True, inplace=False)
         loaded.add(key)
         if ctx.progress is not None:
-            ctx.progress((*parent, key) if type(child) is tuple else child.path)
+            ctx.progress((*parent, key) if isinstance(child, tuple) else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
     if ctx.store.kind == "directory" and ctx.mode != "r" and not ctx.remote and ctx.store.link(

@@ -132,7 +132,7 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
     if key is None or not ckpt.store.is_file(key):
         return None
     entry = ckpt.store.entry(key)
-    offset = 0
+    offset: int | None = 0
     if ckpt.store.kind == "archive":
         try:
             offset = ckpt.store.payload_offset(key)  # type: ignore[attr-defined]

@@ -235,7 +235,8 @@ def _packed(nested: torch.Tensor) -> torch.Tensor:
     if (torch.equal(nested._nested_tensor_strides(), strides)
             and torch.equal(nested._nested_tensor_storage_offsets(), offsets)):
         numel = int(sizes.prod(-1).sum()) if sizes.numel() else 0
-        return torch.empty(0, dtype=nested.dtype).set_(nested.untyped_storage(), 0, (numel,))
+        return torch.empty(0, dtype=nested.dtype).set_(nested.untyped_storage(), 0, (numel,),
+                                                       (1,))
     parts = [t.reshape(-1) for t in nested.unbind(0)]
     return torch.cat(parts) if parts else torch.empty(0, dtype=nested.dtype)
 

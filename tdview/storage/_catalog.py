@@ -224,7 +224,7 @@ class LazyCatalog:
             files = self._folder(dirkey) if dirkey else None
             if files is not None:
                 row = files.get(name)
-                if type(row) is str:
+                if isinstance(row, str):
                     raise UnsafeCheckpointError(row)
             else:
                 self._searches += 1

@@ -102,7 +102,7 @@ def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
                 f"{size} bytes."
             )
         out = np.frombuffer(src, dtype=np.uint8).copy()
-        actual = zlib.crc32(out)
+        actual = zlib.crc32(out.data)
     elif size == 0 and len(src) == 0:
         out = np.empty(0, dtype=np.uint8)  # some writers store an empty file with no stream
         actual = 0
@@ -140,7 +140,7 @@ class _Sink:
         self.size = size
         self._capacity = capacity
         self.buf = _EMPTY  # allocated at the first write (after zlib's own buffer: faster)
-        self._view = memoryview(self.buf)
+        self._view = self.buf.data
         self.pos = 0
         self._crc = 0
         self._pool = pool if size >= _PARALLEL_CRC_MIN else None
@@ -171,7 +171,7 @@ class _Sink:
         want = max(end, self._capacity, 2 * len(self.buf))
         bigger = np.empty(min(self.size, want), dtype=np.uint8)
         bigger[: self.pos] = self.buf[: self.pos]
-        self.buf, self._view = bigger, memoryview(bigger)
+        self.buf, self._view = bigger, bigger.data
 
     def _combined(self) -> int:
         """Fold the CRCs of the chunks checked on the pool into the running CRC."""
