@@ -1,0 +1,183 @@
+"""The layers import in one direction (ARCHITECTURE.md, "Layers").
+
+Every ``import`` and ``from ... import`` statement of every module under ``tdview/`` is
+read with :mod:`ast` (nothing is imported), resolved to the tdview module it names, and
+checked against :data:`MAY_IMPORT`: a layer may import the layers to its left in the
+picture ``storage -> format -> index -> load -> diff -> protocol -> widget`` (the static
+text and HTML views stand on the index beside the loader), never one to its right.
+
+Imports inside functions and under ``if TYPE_CHECKING:`` are checked like the others.
+A function-level import still runs, so it is still a dependency of the layer; it only
+hides an import cycle (and keeps torch out of the importer). The few that go right on
+purpose are listed, each with its reason, in :data:`DEFERRED`; a new one fails this test
+until it is listed there and in ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tdview"
+
+#: Modules at the root of the package that import nothing of tdview: any layer may use them.
+BASE = frozenset({"errors", "_version", "_units", "_text", "_gc"})
+
+#: Layer -> the layers it may import (its own modules always). A module of the package
+#: root belongs to the layer named here by its module name (``_tree_text`` -> views).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    **{name: frozenset() for name in BASE},
+    # keys and bytes only: knows nothing of meta.json, nor of anything above it
+    "storage": frozenset({"errors"}),
+    "format": BASE | {"storage"},  # storage's WINDOWS_PATHS, for the key codec
+    "index": BASE | {"storage", "format"},
+    "load": BASE | {"storage", "format", "index"},
+    # the static text tree (`tdview tree`, the saved output) and its HTML: index only
+    "views": BASE | {"storage", "format", "index"},
+    "diff": BASE | {"storage", "format", "index", "load"},
+    "protocol": BASE | {"storage", "format", "index", "load", "diff"},
+    "widget": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol"},
+    "demo": BASE,  # writes with tensordict's own writers, reads nothing of tdview
+    # the command line and the package's lazy re-exports stand on top of everything
+    "cli": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol", "demo"},
+    "tdview": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol",
+                      "widget"},
+}
+
+#: Root modules that are not a layer of their own name.
+ROOT_LAYER = {"_tree_text": "views", "_collection_text": "views", "_html": "views",
+              "_compare_widget": "widget", "_demo": "demo", "__main__": "cli",
+              "__init__": "tdview"}
+
+#: Function-level imports that go right on purpose: (importing file, imported module).
+DEFERRED = {
+    # Checkpoint.load and Checkpoint.load_leaf are the index's doors into the loader, so
+    # that an open index makes later loads O(subtree). Imported when called: load stands
+    # on index (a top-level import would be a cycle), and `import tdview.index` stays
+    # free of torch and tensordict.
+    ("index/_checkpoint.py", "tdview.load._api"),
+}
+
+
+def layer_of(module: str) -> str:
+    """``tdview.index._walk`` -> ``index``; ``tdview._tree_text`` -> ``views``."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "tdview"
+    name = parts[1]
+    return ROOT_LAYER.get(name, name)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The tdview modules an import statement names (``from . import _out`` names
+    ``<package>._out``; ``from ..index import Node`` names ``tdview.index``)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        base = package[: len(package) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if node.module is None or target == "tdview":
+        # `from . import x` / `from tdview import x`: x may be a submodule (a layer)
+        return [f"{target}.{alias.name}" for alias in node.names]
+    return [target]
+
+
+def _deferred(tree: ast.Module) -> set[int]:
+    """Ids of the import statements inside a function (they run when it is called)."""
+    inside: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside.update(id(n) for n in ast.walk(fn) if isinstance(n, ast.Import | ast.ImportFrom))
+    return inside
+
+
+def violations(root: Path = PACKAGE) -> list[str]:
+    """Every import under ``root`` (a ``tdview`` package folder) that breaks the rule."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        here = layer_of(module)
+        rel = path.relative_to(root).as_posix()
+        if here not in MAY_IMPORT:
+            found.append(f"tdview/{rel}: in no layer: name its layer in ROOT_LAYER")
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        in_function = _deferred(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in imported(node, module, path.name == "__init__.py"):
+                if target != "tdview" and not target.startswith("tdview."):
+                    continue
+                there = layer_of(target)
+                if there == here or there in MAY_IMPORT[here] or target == "tdview":
+                    continue
+                if id(node) in in_function and (rel, target) in DEFERRED:
+                    continue
+                where = "in a function" if id(node) in in_function else "at module level"
+                found.append(f"tdview/{rel}:{node.lineno}: {here} imports {target} "
+                             f"({there}) {where}")
+    return found
+
+
+def test_layers_import_only_to_their_left() -> None:
+    assert violations() == []
+
+
+def test_every_deferred_exception_is_still_needed() -> None:
+    """An exception that no import uses any more is taken out of :data:`DEFERRED`."""
+    used = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = module_name(path, PACKAGE)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for target in imported(node, module, path.name == "__init__.py"):
+                    used.add((path.relative_to(PACKAGE).as_posix(), target))
+    assert DEFERRED <= used, DEFERRED - used
+
+
+@pytest.mark.parametrize(("file", "line", "expected"), [
+    ("storage/_base.py", "from ..format import DTYPES", "storage imports tdview.format"),
+    ("storage/_zip.py", "from .. import _text", "storage imports tdview._text"),
+    ("format/_keys.py", "import tdview.index", "format imports tdview.index"),
+    ("index/_node.py", "def f():\n    from ..protocol import handle\n",
+     "index imports tdview.protocol (protocol) in a function"),
+    ("index/_walk.py", "def g():\n    from ..load._api import load_checkpoint\n",
+     "index imports tdview.load._api (load) in a function"),
+    ("load/_api.py", "from ..protocol._load import load", "load imports tdview.protocol._load"),
+    ("protocol/_load.py", "from tdview.widget import TDView", "protocol imports tdview.widget"),
+    ("_tree_text.py", "from .load import load_memmap", "views imports tdview.load"),
+    ("errors.py", "from .storage import Store", "errors imports tdview.storage"),
+])
+def test_a_forbidden_import_fails(tmp_path: Path, file: str, line: str, expected: str) -> None:
+    """The check itself: a copy of the package with one forbidden import added fails."""
+    copy = tmp_path / "tdview"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns(
+        "__pycache__", "static", "labextension"))
+    target = copy / file
+    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n",
+                      encoding="utf-8")
+    found = violations(copy)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_root_module_of_no_layer_fails(tmp_path: Path) -> None:
+    copy = tmp_path / "tdview"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns(
+        "__pycache__", "static", "labextension"))
+    (copy / "_helper.py").write_text('"""A new module at the package root."""\n')
+    assert violations(copy) == ["tdview/_helper.py: in no layer: name its layer in ROOT_LAYER"]
