@@ -25,18 +25,21 @@ demo: env
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
 	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/tour.ipynb
 
-# Every test: TypeScript (lint, types, vitest), then Python (pytest, browser tests included).
-test: env test-js test-python
+# Every test: the lints first (ruff, mypy, biome, tsc), then TypeScript (build, vitest,
+# node --test), then Python (pytest, browser tests included).
+test: env lint test-js test-python
 
 test-js:
-	cd js && npm run --silent build && npm run --silent lint && npm test
-	cd labextension && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run --silent build && npm run --silent lint && npm test
+	cd js && npm run --silent build && npm test
+	cd labextension && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run --silent build && npm test
 
 test-python:
 	$(PY) -m pytest
 
-lint:
+# ruff and mypy (Python), biome and tsc --noEmit (js/), tsc --noEmit (labextension/).
+lint: env
 	$(VENV)/bin/ruff check tdview tests bench
+	$(VENV)/bin/mypy tdview
 	cd js && npm run --silent lint
 	cd labextension && npm run --silent lint
 
