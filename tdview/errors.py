@@ -1,6 +1,8 @@
-"""Every error tdview raises, in one place.
+"""Every exception class of tdview's own, in one place (no other module defines one).
 
-Each message names the file (or archive entry), the key when there is one, and the
+tdview raises these, and builtin exceptions (``ValueError``, ``TypeError``,
+``FileNotFoundError``...) for bad arguments and missing files, as tensordict's loader
+does. Each message names the file (or archive entry), the key when there is one, and the
 offending value, so that a user with a million-key checkpoint can find the problem.
 The classes also derive from the builtin exception the reference loader raises in
 the same situation, so code written against tensordict keeps catching them.

@@ -1,5 +1,5 @@
 /**
- * The tdview wire protocol, version 1: the TypeScript mirror of `tdview/_protocol.py`.
+ * The tdview wire protocol, version 1: the TypeScript mirror of `tdview/protocol/`.
  *
  * Synced traits (small, saved with the notebook): see `WidgetState`.
  *

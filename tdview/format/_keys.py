@@ -1,4 +1,5 @@
-"""The key codec: tensordict keys <-> file and directory names (spec section 3).
+"""The key codec: tensordict keys <-> file and directory names (*Key encoding* in
+:mod:`tdview.format`).
 
 Robust encoding (every writer since 0.14, and the default on read) maps a key to a
 single path component: ``""`` -> ``%``, ``"."`` -> ``%2E``, ``".."`` -> ``%2E%2E``,
