@@ -13,12 +13,11 @@ from .index import (
     Checkpoint,
     Node,
     Rollup,
+    iter_matches,
     needs_unpickling,
-    path_matcher,
     pickle_info,
     rollup,
     storage_rows,
-    walk,
 )
 
 
@@ -179,13 +178,12 @@ class _Filter:
 
 
 def matching(ckpt: Checkpoint, start: Node, pattern: str) -> _Filter:
-    """The paths that match ``pattern`` (as :func:`tdview.index.search` matches), and
-    their ancestors, so that the tree shows the way to each match."""
-    match = path_matcher(pattern)
+    """The paths that match ``pattern`` (as :func:`tdview.index.search` matches: a
+    subpath, a state_dict key, part of a key or a glob), and their ancestors, so that
+    the tree shows the way to each match."""
     found = _Filter(set(), set())
-    for node in walk(ckpt, start):
-        if match(node.path):
-            found.hits.add(node.path)
-            first = len(start.path) + 1
-            found.shown.update(node.path[:i] for i in range(first, len(node.path) + 1))
+    first = len(start.path) + 1
+    for path in iter_matches(ckpt, pattern, under=start.path):
+        found.hits.add(path)
+        found.shown.update(path[:i] for i in range(first, len(path) + 1))
     return found

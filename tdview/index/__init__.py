@@ -17,6 +17,7 @@ from ._facts import (
     pickle_info,
     size_problems,
 )
+from ._match import Matcher, compile_pattern
 from ._node import (
     LAZY_STACK,
     LEAF,
@@ -31,6 +32,7 @@ from ._paths import NestedPath, normalize_subpath, show_path
 from ._ranges import range_problem
 from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
+from ._search import SearchPage, iter_matches, search_page
 from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
 
 __all__ = [
@@ -44,17 +46,21 @@ __all__ = [
     "Checkpoint",
     "Collection",
     "LeafStorage",
+    "Matcher",
     "NestedPath",
     "Node",
     "Page",
     "Rollup",
     "SchemaEntry",
+    "SearchPage",
     "StorageRows",
     "cached_rollup",
     "cancel_point",
     "cancellable",
+    "compile_pattern",
     "described_pickle",
     "is_collection_folder",
+    "iter_matches",
     "leaf_storage",
     "needs_unpickling",
     "normalize_subpath",
@@ -65,6 +71,7 @@ __all__ = [
     "schema_lines",
     "rows_of_leaf",
     "search",
+    "search_page",
     "show_path",
     "size_problems",
     "stack_members",

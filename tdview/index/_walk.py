@@ -1,4 +1,5 @@
-"""Whole-subtree questions: rollups (bytes, numel, leaves, bytes per dtype) and search.
+"""Whole-subtree questions: rollups (bytes, numel, leaves, bytes per dtype) and search
+(its walk is in :mod:`._search`, its rules in :mod:`._match`).
 
 Both walk the tree depth-first through the index, so they parse every ``meta.json``
 of the subtree once (cached) and never read a payload byte. A rollup totals a plain
@@ -8,7 +9,6 @@ A pickled non-tensor value adds the size of its pickle file (see :class:`Rollup`
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
@@ -20,10 +20,9 @@ from ._cancel import cancel_point
 from ._checkpoint import Checkpoint
 from ._children import Folder, json_field_children, tensordict_totals
 from ._facts import leaf_entry, needs_unpickling, pickle_key
+from ._match import Matcher
 from ._node import Node
 from ._paths import NestedPath
-
-_GLOB = set("*?[")
 
 
 @dataclass(slots=True)
@@ -224,38 +223,24 @@ def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
 
 
 def path_matcher(pattern: str) -> Callable[[NestedPath], bool]:
-    """The test :func:`search` applies to each path (see there)."""
-    if _GLOB & set(pattern):
-        def match(path: NestedPath) -> bool:
-            return fnmatch.fnmatchcase("/".join(path), pattern) or fnmatch.fnmatchcase(
-                path[-1], pattern)
-        return match
-    needle = pattern.casefold()
-    return lambda path: needle in path[-1].casefold()
+    """The test :func:`search` applies to each path: a :class:`~tdview.index.Matcher`
+    (the rules are in :mod:`tdview.index._match`)."""
+    return Matcher(pattern)
 
 
 def search(
     ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
 ) -> tuple[list[NestedPath], bool]:
-    """Paths whose nested key matches ``pattern``: ``(matches, truncated)``.
+    """Paths whose node matches ``pattern``: ``(matches, truncated)``.
 
-    A pattern with ``*``, ``?`` or ``[`` is a glob matched against the whole
-    ``"a/b/c"`` path and against the last key; anything else is a case-insensitive
-    substring of the last key. Matches come depth-first, in load order. On a folder of
-    checkpoints (a :class:`~tdview.index.Collection`) it searches its own names and every
-    member's keys.
+    A pattern is a subpath (``model/layers/0``), a state_dict key (``linear1.weight``),
+    part of a key (``norm``) or a glob (``*.bias``, ``layers/*/norm1/*``,
+    ``**/exp_avg``), case ignored: the rules are in :mod:`tdview.index._match`. Matches
+    come depth-first, in load order; at most ``limit``, ``truncated`` when there are
+    more (:func:`~tdview.index.search_page` counts them all and pages). On a folder of
+    checkpoints (a :class:`~tdview.index.Collection`) it searches its own names and
+    every member's keys.
     """
-    from ._collection import Collection  # it stands on this module
+    from ._search import search as search_index  # it stands on this module
 
-    if isinstance(ckpt, Collection):
-        return ckpt.search(pattern, limit=limit, under=under)
-    if not pattern:
-        return [], False
-    match = path_matcher(pattern)
-    found: list[NestedPath] = []
-    for child in walk(ckpt, ckpt.node(under)):
-        if match(child.path):
-            if len(found) == limit:
-                return found, True
-            found.append(child.path)
-    return found, False
+    return search_index(ckpt, pattern, limit=limit, under=under)

@@ -1,0 +1,303 @@
+"""Search: the nodes whose path matches a pattern (the rules of :mod:`._match`), counted
+in full and paged.
+
+Order: depth-first, in load order (a node, then its subtree, then its next sibling), the
+root excluded; the same order as :func:`~tdview.index.walk` and ``tdview tree``. There is
+no other ranking: a result's place says where it is in the checkpoint.
+
+A plain TensorDict folder is searched from its parsed ``meta.json`` alone: its keys are
+lower-cased once per parsed file and tested a level at a time, no node is made for any
+key, and a path is built only for the matches of the page asked for. Other nodes
+(tensorclasses, lazy stacks, views, non-tensor data, 0.3-era folders) are searched
+through the index's children. What a search learns of each folder (its keys and where
+its sub-folders are) is kept per checkpoint, so a second search of a large tree reads
+nothing: it walks memory only. Like every walk of the index it reads no payload byte,
+and it stops at the next folder once the request is cancelled
+(:func:`~tdview.index.cancel_point`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .._gc import gc_paused
+from ..errors import TDViewError
+from ..format import LeafRecord, TensorDictNode
+from ._cancel import cancel_point
+from ._checkpoint import Checkpoint
+from ._children import collection_dir
+from ._match import Keys, Matcher, spellings
+from ._node import Node
+from ._paths import NestedPath
+
+__all__ = ["SearchPage", "iter_matches", "search", "search_page"]
+
+#: Matches of one page when the caller names no limit.
+DEFAULT_LIMIT = 50
+
+# A run of matches: the path of their parent, its children's keys and the indices of the
+# matches among them, in order (a key is looked up only for a page that shows it).
+Batch = tuple[NestedPath, "tuple[str, ...]", "list[int] | range"]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of a search: ``matches[i]`` is match ``offset + i``; ``total`` counts
+    every match (not only this page's)."""
+
+    pattern: str
+    offset: int
+    total: int
+    matches: list[NestedPath]
+
+    @property
+    def truncated(self) -> bool:
+        """Whether matches follow this page."""
+        return self.offset + len(self.matches) < self.total
+
+
+@dataclass(eq=False, slots=True)
+class _Level:
+    """The children of one node as a search needs them: their keys (and lower-cased,
+    :class:`~._match.Keys`), the indices of those that may have children (``subs``,
+    ascending) and, resolved on first descent, what is below each (``below[j]`` for
+    ``subs[j]``; None: nothing)."""
+
+    keys: tuple[str, ...]
+    lower: Keys
+    subs: tuple[int, ...]
+    dirkey: str | None = None  # a plain TensorDict folder's: its sub-folders are records
+    meta: TensorDictNode | None = None
+    nodes: tuple[Node, ...] = ()  # any other node's: its children
+    below: list[_Level | None] = field(default_factory=list)
+
+
+# Per checkpoint: plain folder -> its level, node id -> (node, its level), and id of a
+# parsed meta.json -> (it, its keys, lower-cased, its subs): identical meta.json files
+# (the layers of a model) share one parsed node, and so these tuples.
+_Shared = tuple[TensorDictNode, tuple[str, ...], Keys, tuple[int, ...]]
+_Caches = tuple[dict[str, _Level], dict[int, tuple[Node, _Level]], dict[int, _Shared]]
+_CACHES: weakref.WeakKeyDictionary[Checkpoint, _Caches] = weakref.WeakKeyDictionary()
+_UNRESOLVED = _Level((), Keys(()), ())  # what is below a sub not looked at yet
+
+
+def _caches(ckpt: Checkpoint) -> _Caches:
+    found = _CACHES.get(ckpt)
+    if found is None:
+        found = _CACHES[ckpt] = ({}, {}, {})
+    return found
+
+
+def _plain(meta: object) -> bool:
+    return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
+
+
+def _folder_level(ckpt: Checkpoint, dirkey: str, meta: TensorDictNode) -> _Level:
+    folders, _, lowered = _caches(ckpt)
+    level = folders.get(dirkey)
+    if level is None:
+        known = lowered.get(id(meta))
+        if known is None or known[0] is not meta:
+            order = meta.load_order
+            keys = tuple(record.key for record in order)
+            subs = tuple(i for i, record in enumerate(order)
+                         if not isinstance(record, LeafRecord))
+            known = lowered[id(meta)] = (meta, keys, Keys([k.lower() for k in keys]), subs)
+        _, keys, lower, subs = known
+        level = folders[dirkey] = _Level(keys, lower, subs, dirkey=dirkey, meta=meta,
+                                         below=[_UNRESOLVED] * len(subs))
+    return level
+
+
+def _node_level(ckpt: Checkpoint, node: Node) -> _Level:
+    """The level of any node: a plain folder's from its records, others' from the
+    index's children."""
+    if node.dirkey is not None and _plain(node.meta):
+        return _folder_level(ckpt, node.dirkey, node.meta)  # type: ignore[arg-type]
+    _, by_node, _ = _caches(ckpt)
+    known = by_node.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    children = tuple(ckpt.children(node)) if not node.is_leaf else ()
+    keys = tuple(child.key for child in children)
+    subs = tuple(i for i, child in enumerate(children) if not child.is_leaf)
+    level = _Level(keys, Keys([key.lower() for key in keys]), subs, nodes=children,
+                   below=[_UNRESOLVED] * len(subs))
+    by_node[id(node)] = (node, level)
+    return level
+
+
+def _resolve(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Level | None:
+    if level.dirkey is None:
+        return _node_level(ckpt, level.nodes[i])
+    store = ckpt.store
+    dirs = store.plain_dirs(level.dirkey) or ()
+    folder = collection_dir(store, level.dirkey, level.keys[i], robust=ckpt.robust, dirs=dirs)
+    if folder is None:
+        return None  # its node says the folder is missing; nothing below it
+    try:
+        meta = ckpt.read_meta(folder, walking=True)
+    except (TDViewError, OSError):
+        return None  # its node records the problem, and has no children
+    if _plain(meta):
+        return _folder_level(ckpt, folder, meta)  # type: ignore[arg-type]
+    try:
+        node = ckpt.node(path)  # the index's own node (a tensorclass, a lazy stack...)
+    except (TDViewError, OSError):
+        node = ckpt.make_collection(path, folder, None)
+    return _node_level(ckpt, node)
+
+
+@dataclass(eq=False, slots=True)
+class _Frame:
+    """One level of the walk: its path in the checkpoint, its two spellings (as
+    :meth:`Matcher.keys` takes them), the indices of its matches, and how far the walk
+    got: the next match to yield and the next sub to descend into."""
+
+    level: _Level
+    path: NestedPath
+    slash: str
+    dot: str
+    hits: list[int]
+    hit: int = 0
+    sub: int = 0
+
+
+def _tree_batches(ckpt: Checkpoint, matcher: Matcher, start: Node,
+                  outer: NestedPath = ()) -> Iterator[Batch]:
+    """The matches below ``start`` (a node of ``ckpt``) in runs, their paths put under
+    ``outer`` (a collection's path of the member ``ckpt``), depth-first in load order.
+
+    A frame is pushed for a level with sub-levels only; a level of leaves (most of a
+    model's folders) yields its matches from its parent's loop."""
+    if start.is_leaf or matcher.empty:
+        return
+    slash, dot = spellings(outer + start.path)
+    level = _node_level(ckpt, start)
+    stack = [_Frame(level, start.path, slash, dot, matcher.keys(level.lower, slash, dot))]
+    test = matcher.keys
+    while stack:
+        frame = stack[-1]
+        level, path, hits, h, s = frame.level, frame.path, frame.hits, frame.hit, frame.sub
+        keys, subs, below_of, lower = level.keys, level.subs, level.below, level.lower.lower
+        pushed = False
+        while s < len(subs):
+            upto = subs[s]
+            j = h
+            while j < len(hits) and hits[j] <= upto:  # the matches up to this sub
+                j += 1
+            if j > h:
+                yield outer + path, keys, hits[h:j]
+                h = j
+            below = below_of[s]
+            if below is _UNRESOLVED:
+                cancel_point()  # before each folder read: a wide level of folders too
+                below = below_of[s] = _resolve(ckpt, level, upto, (*path, keys[upto]))
+            s += 1
+            if below is None or not below.keys:
+                continue
+            key = lower[upto]
+            child_slash, child_dot = f"{frame.slash}{key}/", f"{frame.dot}{key}."
+            found = test(below.lower, child_slash, child_dot)
+            if below.subs:
+                cancel_point()  # a cancelled search stops here
+                frame.hit, frame.sub = h, s
+                stack.append(_Frame(below, (*path, keys[upto]), child_slash, child_dot,
+                                    found))
+                pushed = True
+                break
+            if found:  # leaves only: their matches, nothing below them
+                yield (*outer, *path, keys[upto]), below.keys, found
+        if pushed:
+            continue
+        if h < len(hits):
+            yield outer + path, keys, hits[h:]
+        stack.pop()
+
+
+def _batches(ckpt: Checkpoint, matcher: Matcher, under: object = ()) -> Iterator[Batch]:
+    """Every match below ``under``: on a folder of checkpoints, its own names and each
+    member's keys (paths from the collection's root)."""
+    from ._collection import MEMBER, Collection  # it stands on the index's walks
+
+    if matcher.empty:
+        return
+    if not isinstance(ckpt, Collection):
+        yield from _tree_batches(ckpt, matcher, ckpt.node(under))
+        return
+    owner, prefix, inner = ckpt.locate(under)
+    if owner is not ckpt:
+        yield from _tree_batches(owner, matcher, owner.node(inner), prefix)
+        return
+    start = ckpt.own_node(inner)
+    assert start is not None
+    for node in ckpt.walk_own(start):
+        if matcher(node.path):
+            yield node.path[:-1], (node.key,), range(1)
+        if node.kind == MEMBER:
+            try:
+                member = ckpt.member(node)
+            except (TDViewError, OSError):
+                continue
+            yield from _tree_batches(member, matcher, member.root, node.path)
+
+
+def search_page(ckpt: Checkpoint, pattern: str, *, offset: int = 0,
+                limit: int = DEFAULT_LIMIT, under: object = ()) -> SearchPage:
+    """Matches ``offset`` to ``offset + limit`` of ``pattern`` below ``under``, and the
+    number of all matches.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+        A checkpoint, or a folder of checkpoints (:class:`~tdview.index.Collection`):
+        then its own names and every member's keys, the member's name first.
+    pattern : str
+        See :mod:`tdview.index._match` (a subpath, a state_dict key, part of a key, a
+        glob).
+    offset, limit : int
+        The page: ``limit=0`` only counts.
+    under : path, optional
+        The node whose subtree is searched (the root by default; itself excluded).
+
+    Examples
+    --------
+    >>> page = search_page(Checkpoint("demo_ckpt"), "*.bias", limit=2)    # doctest: +SKIP
+    >>> page.total, page.matches                                          # doctest: +SKIP
+    (8, [('model', 'layers', '0', 'attn', 'bias'), ('model', 'layers', '0', 'mlp', 'bias')])
+    """
+    matcher = Matcher(pattern)
+    offset, stop = max(offset, 0), max(offset, 0) + max(limit, 0)
+    count = 0
+    page: list[NestedPath] = []
+    with gc_paused():
+        for base, keys, hits in _batches(ckpt, matcher, under):
+            n = len(hits)
+            if count < stop and count + n > offset:
+                page.extend((*base, keys[i]) for i in hits[max(offset - count, 0):stop - count])
+            count += n
+    return SearchPage(pattern, offset, count, page)
+
+
+def iter_matches(ckpt: Checkpoint, pattern: str | Matcher, under: object = ()
+                 ) -> Iterator[NestedPath]:
+    """The path of every match, in order (see :func:`search_page`), as they are found."""
+    matcher = pattern if isinstance(pattern, Matcher) else Matcher(pattern)
+    for base, keys, hits in _batches(ckpt, matcher, under):
+        for i in hits:
+            yield (*base, keys[i])
+
+
+def search(ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
+           ) -> tuple[list[NestedPath], bool]:
+    """The first ``limit`` matches and whether more exist: ``(matches, truncated)``; it
+    stops at the first match past ``limit`` (:func:`search_page` counts them all)."""
+    found: list[NestedPath] = []
+    for path in iter_matches(ckpt, pattern, under):
+        if len(found) == limit:
+            return found, True
+        found.append(path)
+    return found, False
+
