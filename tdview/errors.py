@@ -112,6 +112,11 @@ class PreviewUnsupportedError(TDViewError, TypeError):
     """The leaf's dtype has no display form (quantized, bit or sub-byte dtypes)."""
 
 
+class PreviewIndexError(TDViewError, IndexError):
+    """A preview's index does not fit the leaf: more parts than it has dims, or a single
+    index past a dim's size."""
+
+
 class ArchiveModeError(TDViewError, RuntimeError):
     """An archive entry cannot be mapped with ``mode="r+"`` (compressed, unaligned or nested)."""
 

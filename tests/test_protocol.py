@@ -185,7 +185,8 @@ def test_search(session: Session) -> None:
     assert len(limited["matches"]) == 3 and limited["truncated"] is True
     assert ok(session, "search", pattern="", limit=3)["matches"] == []
     assert ok(session, "search", pattern="zzz-none", limit=3) == {
-        "pattern": "zzz-none", "matches": [], "truncated": False}
+        "pattern": "zzz-none", "offset": 0, "total": 0, "matches": [], "nodes": [],
+        "truncated": False}
 
 
 def test_devices(session: Session) -> None:

@@ -13,7 +13,7 @@ import torch
 from tensordict import TensorDict
 
 from tdview.index import Checkpoint
-from tdview.protocol import Dispatcher, Session, _preview, handle, load_code, statistics
+from tdview.protocol import Dispatcher, Session, _preview, _stats, handle, load_code, statistics
 
 from .test_protocol_golden import check_buffers, golden, same_shape
 
@@ -93,7 +93,12 @@ def test_preview_2d_and_int_and_bool(session: Session, reference: TensorDict) ->
     assert done["display_dtype"] == "bool" and done["slice"]["dtype"] == "bool"
     assert decode(done["slice"], buffers).tolist() == reference["done"][:3].to(
         torch.uint8).tolist()
-    assert done["stats"]["mean"] == pytest.approx(float(reference["done"].double().mean()))
+    # a boolean has no mean, std, NaN or Inf; it has a count per value
+    assert [done["stats"][k] for k in ("mean", "std", "nan", "inf")] == [None] * 4
+    assert decode(done["histogram"]["values"], buffers).tolist() == [0.0, 1.0]
+    true = int(reference["done"].sum())
+    assert decode(done["histogram"]["counts"], buffers).tolist() == [
+        reference["done"].numel() - true, true]
 
 
 def test_preview_rows_are_capped(session: Session) -> None:
@@ -163,7 +168,7 @@ def test_preview_truncated_leaf_is_an_error(tmp_path: Path) -> None:
 
 
 def test_statistics_are_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_preview, "CHUNK", 7)
+    monkeypatch.setattr(_stats, "CHUNK", 7)
     data = torch.randn(1000, dtype=torch.float64) * 5 + 2
     data[::97] = float("nan")
     finite = data[data.isfinite()]
@@ -181,7 +186,7 @@ def test_statistics_are_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
     ([-1.7e308, 1.7e308, 0.0], 1.7e308),     # and a span beyond it
 ])
 def test_statistics_of_huge_values(monkeypatch: pytest.MonkeyPatch, values, std) -> None:
-    monkeypatch.setattr(_preview, "CHUNK", 2)  # merges across chunks too
+    monkeypatch.setattr(_stats, "CHUNK", 2)  # merges across chunks too
     stats, hist = statistics(torch.tensor(values, dtype=torch.float64))
     assert stats["std"] == pytest.approx(std, rel=1e-12)
     assert stats["mean"] == pytest.approx(sum(v / 8 for v in values) / len(values) * 8,

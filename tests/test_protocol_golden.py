@@ -22,7 +22,7 @@ NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 NULLABLE = {"shape", "dtype", "batch_size", "stack_dim", "bytes", "numel", "names", "device",
             "storage", "value", "pickle", "rollup", "offset", "crc32", "min", "max", "mean",
             "std", "stats", "histogram", "free_bytes", "total_bytes", "variable", "path",
-            "root", "mode", "rows", "stopped"}
+            "root", "mode", "rows", "stopped", "nan", "inf", "values", "heatmap"}
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
 FREE = {"by_dtype", "value"}
 #: Element sizes of the buffer dtypes.
@@ -76,6 +76,10 @@ def check_buffers(result: dict, buffers: list[bytes]) -> None:
     refs = [result["slice"]]
     if result["histogram"] is not None:
         refs += [result["histogram"]["edges"], result["histogram"]["counts"]]
+        if result["histogram"]["values"] is not None:
+            refs.append(result["histogram"]["values"])
+    if result["heatmap"] is not None:
+        refs.append(result["heatmap"]["cells"])
     assert sorted(r["buffer"] for r in refs) == list(range(len(buffers)))
     for ref in refs:
         count = 1
@@ -106,6 +110,7 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {n for n in NAMES if n.startswith("request_")}  # state: test_widget
     covered |= set(REPLIES) | {"reply_preview", "reply_load"}
     covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
+    covered |= {"reply_preview_view"}  # test_preview_view
     covered |= {"reply_children_collection"}  # below
     assert set(NAMES) <= covered, set(NAMES) - covered
 

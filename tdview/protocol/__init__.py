@@ -38,8 +38,9 @@ from ._messages import (
     reply_error,
     reply_ok,
 )
-from ._nodes import children_page, details, search_result, summary
+from ._nodes import children_page, details, summary
 from ._preview import PreviewUnsupportedError, preview, statistics
+from ._search import search_result
 
 __all__ = [
     "MAX_PAGE",

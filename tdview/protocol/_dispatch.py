@@ -26,7 +26,7 @@ from typing import Any
 from .._text import error_text
 from ..errors import Cancelled, NoCheckpointError, TDViewError
 from ..index import Checkpoint, Collection, cancellable
-from . import _collection, _load, _nodes, _preview
+from . import _collection, _load, _nodes, _preview, _search
 from ._messages import (
     CANCEL,
     Request,
@@ -158,12 +158,15 @@ def _run_on(session: Session, ckpt: Checkpoint, source: str, request: Request,
     if method == "node":
         return _nodes.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
     if method == "search":
-        return _nodes.search_result(ckpt, params["pattern"], params["limit"]), []
+        return _search.search_result(ckpt, params["pattern"], params["limit"],
+                                     offset=params["offset"], source=source), []
     if method == "devices":
         return _load.devices(), []
     if method == "preview":
         return _preview.preview(ckpt, params["path"], params["rows"], check,
-                                rows_scope=params["rows_scope"])
+                                rows_scope=params["rows_scope"], index=params["index"],
+                                offset=params["offset"], stats=params["stats"],
+                                heatmap=params["heatmap"])
 
     def report(done: int, total: int, label: str) -> None:
         check()

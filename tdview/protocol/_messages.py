@@ -18,6 +18,7 @@ from typing import Any
 
 from .._text import MAX_MESSAGE, echo, printable
 from ..errors import RequestError
+from ._index import parse_index
 
 PROTOCOL_VERSION = 1
 REQUEST, REPLY = "tdview:request", "tdview:reply"
@@ -31,6 +32,8 @@ ROWS_SCOPES = ("written", "all")
 MAX_PAGE = 10_000
 #: Largest ``rows`` honoured by ``preview``.
 MAX_ROWS = 100
+#: Most cells per side of a preview's heatmap.
+MAX_HEATMAP_CELLS = 1024
 #: Bounds of a whole incoming message, checked before anything else (see
 #: :func:`check_bounds`): a request nests 3 levels (message, params, path) and names at
 #: most 1024 keys.
@@ -175,6 +178,29 @@ def _rows_scope(params: dict[str, Any]) -> str:
     return value
 
 
+def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
+    """The optional view params of ``preview``: ``index`` (an index expression, see
+    :mod:`._index`; null: none) or ``offset`` (the first row: ``[offset:]``), not both;
+    ``stats`` (default true: false sends the statistics only when known already) and
+    ``heatmap`` (``{rows, cols}``, each 1 to :data:`MAX_HEATMAP_CELLS`; null: none)."""
+    where = "preview params"
+    index = _text(params, "index", "preview", nullable=True) if "index" in params else None
+    if index is not None and "offset" in params:
+        raise RequestError(f"{where}: index and offset name the rows both; send one")
+    heatmap = params.get("heatmap")
+    if heatmap is not None:
+        if not isinstance(heatmap, dict):
+            raise _fail(f"{where}.heatmap", "an object {rows, cols} or null", heatmap)
+        sides = tuple(_count(heatmap, side, "preview heatmap") for side in ("rows", "cols"))
+        if not all(1 <= n <= MAX_HEATMAP_CELLS for n in sides):
+            raise _fail(f"{where}.heatmap", f"rows and cols from 1 to {MAX_HEATMAP_CELLS}", heatmap)
+        heatmap = sides
+    return {"index": None if index is None else parse_index(index),
+            "offset": _count(params, "offset", "preview") if "offset" in params else None,
+            "stats": _bool(params, "stats", "preview") if "stats" in params else True,
+            "heatmap": heatmap}
+
+
 def _variable(params: dict[str, Any]) -> str | None:
     """The name to bind: NFKC-normalized as Python reads identifiers (else "ｘ" would be
     bound where no code can reach it), and none that IPython or Python itself use."""
@@ -198,11 +224,12 @@ def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"path": _path(params, method), "totals": _totals(params, method)}
     if method == "search":
         return {"pattern": _text(params, "pattern", method),
-                "limit": min(_count(params, "limit", method), MAX_PAGE)}
+                "limit": min(_count(params, "limit", method), MAX_PAGE),
+                "offset": _count(params, "offset", method) if "offset" in params else 0}
     if method == "preview":
         return {"path": _path(params, method),
                 "rows": min(_count(params, "rows", method), MAX_ROWS),
-                "rows_scope": _rows_scope(params)}
+                "rows_scope": _rows_scope(params), **_preview_view(params)}
     if method == "devices":
         return {}
     mode = _field(params, "mode", method)

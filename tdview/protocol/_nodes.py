@@ -1,4 +1,4 @@
-"""Node summaries and details, children pages and search results, from the index alone.
+"""Node summaries and details and children pages, from the index alone.
 
 Nothing here reads a tensor payload byte or unpickles: sizes come from the index's
 cached rollups, storage facts from the store's directory, pickle imports from opcodes.
@@ -18,7 +18,6 @@ from ..index import (
     needs_unpickling,
     pickle_info,
     rollup,
-    search,
     size_problems,
     stack_members,
     stack_schema,
@@ -259,10 +258,3 @@ def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: i
     items = page.items if page is not None else []
     return {"path": list(path), "offset": offset, "total": page.total if page else 0,
             "children": [summary(ckpt, child, totals=totals) for child in items]}
-
-
-def search_result(ckpt: Checkpoint, pattern: str, limit: int) -> dict[str, Any]:
-    """``SearchResult``: nodes whose key contains ``pattern`` (case-insensitive; a glob
-    with ``*?[`` also matches), depth-first, at most ``limit``, and ``truncated``."""
-    matches, truncated = search(ckpt, pattern, limit=limit)
-    return {"pattern": pattern, "matches": [list(p) for p in matches], "truncated": truncated}

@@ -1,38 +1,57 @@
-"""The ``preview`` method: a bounded slice, statistics and a histogram of one leaf.
+"""The ``preview`` method: a bounded slice, statistics, a histogram and, when asked, a
+heatmap of one leaf.
 
-The leaf is loaded memory-mapped (``mode="r"``) and read in chunks of
-:data:`CHUNK` elements, so memory stays bounded whatever the leaf's size; the whole
-leaf is read twice (statistics, then the histogram over their range).
-
-What is sent for each dtype (``display_dtype``):
+The leaf is loaded memory-mapped (``mode="r"``). What is sent for each dtype
+(``display_dtype``):
 
 - float32, float64, the integer dtypes: as they are;
 - bfloat16, float16 and the float8 dtypes: converted to float32;
 - complex dtypes: their magnitude ``|z|`` (float32, float64 for complex128): slice,
-  statistics and histogram all describe the magnitude;
+  statistics, histogram and heatmap all describe the magnitude;
 - bool: one byte per element (0/1), buffer dtype ``"bool"``;
 - the others (quantized, bit and sub-byte dtypes): not previewed (an error reply).
 
-The slice is the first ``rows`` (at most 100) rows of a table: a 0-d leaf is its single
-value, a 1-d leaf its first ``rows`` values, and an n-d leaf (n >= 2) a table with dim 0
-as rows and the remaining dims flattened in C order as columns (at most 50). A nested
-(ragged) leaf is previewed as the concatenation of its flattened components (1-d; the
-reply's ``shape`` is then that of the concatenation).
-Statistics: ``min``, ``max``, ``mean`` and ``std`` (sample, ``correction=1``) over the
-finite values, ``nan`` and ``inf`` counts, ``count`` = all elements. The histogram has
-64 equal bins over ``[min, max]`` of the finite values (one bin per value for integer
-data spanning at most 64 values).
+**The selection.** ``index`` (an expression such as ``[50000:50020, :8]``, see
+:mod:`._index`) picks what the table shows, per dim; ``offset`` alone is ``[offset:]``
+(the rows from ``offset`` on). Indexing a mapped leaf is a view: only the pages of the
+rows and columns shown are read. The reply's ``selection`` says what was picked, clipped
+to the leaf: ``{index, dims: [{start, stop, step, kept}], shape}`` (``index`` written
+back canonically, one dim per dim of the leaf, ``kept`` false for a dim an integer
+dropped, ``shape`` the selection's).
 
-Below a torchrl replay-buffer storage (:func:`tdview.index.rows_of_leaf`), slice,
-statistics and histogram cover the rows written (``rows_scope="written"``, the default:
-the others hold zeros or uninitialised memory) or every row (``"all"``); the reply's
-``rows`` says ``{written, capacity, scope}`` then, and is None elsewhere. ``shape`` is
-always the leaf's own.
+**The table** (``slice``) is the first ``rows`` (at most 100) rows of the selection as a
+table: a 0-d selection is its single value, a 1-d one its first ``rows`` values, and an
+n-d one (n >= 2) a table with its dim 0 as rows and its other dims flattened in C order
+as columns (at most 50, the first ones). Row ``i`` of the table is the leaf's index
+``start + i * step`` in the first kept dim of ``selection.dims``. A nested (ragged) leaf
+is previewed as the concatenation of its flattened components (1-d; the reply's
+``shape`` is then that of the concatenation).
+
+**Statistics and histogram** (:mod:`._stats`) cover the whole leaf, not the selection, and
+are kept per leaf (the last 64 leaves of each checkpoint): paging through a leaf reads its
+rows once, and then only the rows shown. ``stats=False`` sends them only when they are
+known already (else ``stats`` and ``histogram`` are null), so that a first page of a
+very large leaf reads its slice alone. Statistics that mean nothing for a dtype are null
+(``nan``/``inf`` of integers and booleans, ``mean``/``std`` of booleans); integers and
+booleans with at most 64 distinct values have a bar per value (``histogram.values``).
+
+**Heatmap** (``heatmap={"rows": N, "cols": M}``, each 1 to 1024): the selection as a
+table downsampled to at most N x M cells by block means (:mod:`._heatmap`), sent as a
+float32 buffer: ``{cells: BufferRef [h, w], of: [R, C], min, max}``; null when not asked
+or the selection is 0-d or empty.
+
+Below a torchrl replay-buffer storage (:func:`tdview.index.rows_of_leaf`), selection,
+statistics, histogram and heatmap cover the rows written (``rows_scope="written"``, the
+default: the others hold zeros or uninitialised memory) or every row (``"all"``); the
+reply's ``rows`` says ``{written, capacity, scope}`` then, and is None elsewhere.
+``shape`` is always the leaf's own.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -41,13 +60,17 @@ import torch
 from ..errors import LimitExceededError, PreviewUnsupportedError
 from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
 from ..index._facts import COPY, DECOMPRESS
-from ._json import finite_or_none
+from ._heatmap import heatmap as heatmap_of
+from ._index import Dim, Part, index_text, select
 from ._load import host_memory
 from ._nodes import dtype_name
+from ._stats import BINS, CHUNK, statistics
 
-CHUNK = 1 << 22
+__all__ = ["BINS", "CHUNK", "MAX_COLS", "preview", "statistics"]
+
 MAX_COLS = 50
-BINS = 64
+#: Leaves whose statistics are kept, per checkpoint.
+MAX_KEPT_STATS = 64
 
 _TO_FLOAT32 = {torch.float16, torch.bfloat16}
 _TO_FLOAT32.update(
@@ -59,6 +82,12 @@ _AS_IS = {torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, to
           torch.int64, torch.uint16, torch.uint32, torch.uint64}
 _COMPLEX = {torch.complex32: torch.float32, torch.complex64: torch.float32,
             torch.complex128: torch.float64}
+
+# Checkpoint -> (path, rows covered) -> (stats, histogram): the statistics of the leaves
+# previewed last (a leaf changed on disk under an open checkpoint is stale here as its
+# index is).
+_KEPT: weakref.WeakKeyDictionary[Checkpoint, OrderedDict[tuple, tuple]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
@@ -77,131 +106,21 @@ def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
 
 
 def _table(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first ``rows`` rows and :data:`MAX_COLS` columns of ``tensor`` as a table,
+    reading no more of it than they hold: the rows and columns are cut before anything is
+    flattened (a view of a mapped leaf would otherwise be copied whole)."""
     if tensor.dim() == 0:
         return tensor.reshape(())
     if tensor.dim() == 1:
         return tensor[:rows]
-    width = math.prod(tensor.shape[1:])
-    return tensor.reshape(tensor.shape[0], width)[:rows, :MAX_COLS]
-
-
-def _values64(chunk: torch.Tensor) -> torch.Tensor:
-    if chunk.dtype in _COMPLEX:
-        chunk = (chunk.to(torch.complex64) if chunk.dtype == torch.complex32 else chunk).abs()
-    return chunk.to(torch.float64)
-
-
-class _Moments:
-    """Count, mean and sum of squared deviations, merged chunk by chunk (Chan et al.).
-
-    The squared deviations are kept in units of ``scale``, a power of two at least the
-    largest magnitude met, so that values near 1e200 or 1e308 do not overflow to inf."""
-
-    def __init__(self) -> None:
-        self.n, self.mean, self.m2, self.scale = 0, 0.0, 0.0, 1.0
-        self.lo, self.hi = math.inf, -math.inf
-
-    def add(self, finite: torch.Tensor) -> None:
-        n_b = finite.numel()
-        if n_b == 0:
-            return
-        lo, hi = float(finite.min()), float(finite.max())
-        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
-        scale = max(self.scale, 2.0 ** min(math.frexp(max(-lo, hi))[1], 1023))
-        self.m2 *= (self.scale / scale) ** 2
-        self.scale = scale
-        mean_b = float((finite / scale).mean()) * scale
-        m2_b = float((((finite - mean_b) / scale) ** 2).sum())
-        if self.n == 0:
-            self.n, self.mean, self.m2 = n_b, mean_b, m2_b
-            return
-        n = self.n + n_b
-        delta = mean_b / scale - self.mean / scale
-        self.mean += delta * n_b / n * scale
-        self.m2 += m2_b + delta * delta * (self.n * n_b / n)
-        self.n = n
-
-    def std(self) -> float | None:
-        """The sample standard deviation (None for fewer than two values)."""
-        return math.sqrt(self.m2 / (self.n - 1)) * self.scale if self.n > 1 else None
-
-
-def _chunks(flat: torch.Tensor, check: Callable[[], None]):
-    for start in range(0, flat.numel(), CHUNK):
-        check()
-        yield _values64(flat[start : start + CHUNK])
-
-
-def _flat(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.reshape(-1)
-
-
-def statistics(
-    tensor: torch.Tensor, check: Callable[[], None] = lambda: None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Statistics and histogram of a tensor, read in chunks of :data:`CHUNK` elements.
-
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        Any previewable dtype (complex: of the magnitude).
-    check : callable, optional
-        Called before each chunk; raise from it to stop (cancellation).
-
-    Returns
-    -------
-    (stats, histogram)
-        ``stats`` as in ``PreviewStats``; ``histogram`` as ``{"edges": float64 tensor,
-        "counts": int64 tensor}``, None when there is no finite value.
-
-    Examples
-    --------
-    >>> stats, hist = statistics(torch.tensor([1.0, 2.0, float("nan")]))
-    >>> stats["mean"], stats["nan"], int(hist["counts"].sum())
-    (1.5, 1, 2)
-    """
-    flat = _flat(tensor)
-    exact = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
-    moments, nan, inf = _Moments(), 0, 0
-    for values in _chunks(flat, check):
-        if exact:
-            moments.add(values)
-            continue
-        nan += int(values.isnan().sum())
-        inf += int(values.isinf().sum())
-        moments.add(values[values.isfinite()])
-    std = moments.std()
-    stats = {
-        "min": finite_or_none(moments.lo) if moments.n else None,
-        "max": finite_or_none(moments.hi) if moments.n else None,
-        "mean": finite_or_none(moments.mean) if moments.n else None,
-        "std": finite_or_none(std),
-        "nan": nan, "inf": inf, "count": flat.numel(),
-    }
-    if moments.n == 0:
-        return stats, None
-    return stats, _histogram(flat, moments.lo, moments.hi, exact, check)
-
-
-def _histogram(flat: torch.Tensor, lo: float, hi: float, exact: bool,
-               check: Callable[[], None]) -> dict[str, torch.Tensor]:
-    span = hi - lo
-    # values from near -1.8e308 to near 1.8e308 have a span of inf: bin them halved (a
-    # power of two: the edges scale back exactly)
-    scale = 1.0 if math.isfinite(span) else 0.5
-    if exact and span + 1 <= BINS:
-        bins, lo, hi = int(span) + 1, lo - 0.5, hi + 0.5
-    else:
-        bins = BINS
-        if span == 0:
-            lo, hi = lo - 0.5, hi + 0.5
-    counts = torch.zeros(bins, dtype=torch.int64)
-    for values in _chunks(flat, check):
-        finite = values if exact else values[values.isfinite()]
-        counts += torch.histc(finite * scale, bins=bins, min=lo * scale,
-                              max=hi * scale).to(torch.int64)
-    edges = torch.linspace(lo * scale, hi * scale, bins + 1, dtype=torch.float64) / scale
-    return {"edges": edges, "counts": counts}
+    block = tensor[:rows]
+    # the first MAX_COLS flattened columns lie in the first indices of the trailing dims
+    while block.dim() > 2 and math.prod(block.shape[2:]) >= MAX_COLS:
+        block = block[:, 0]
+    if block.dim() > 2:
+        inner = math.prod(block.shape[2:]) or 1
+        block = block[:, : -(-MAX_COLS // inner)]
+    return block.reshape(block.shape[0], math.prod(block.shape[1:]))[:, :MAX_COLS]
 
 
 def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, Any]:
@@ -241,11 +160,40 @@ def _packed(nested: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts) if parts else torch.empty(0, dtype=nested.dtype)
 
 
+def _kept_stats(ckpt: Checkpoint, key: tuple, tensor: torch.Tensor, compute: bool,
+                check: Callable[[], None]) -> tuple[dict[str, Any] | None, dict | None]:
+    """The statistics of a leaf: kept ones, else computed (``compute``) and kept."""
+    kept = _KEPT.setdefault(ckpt, OrderedDict())
+    found = kept.get(key)
+    if found is not None:
+        kept.move_to_end(key)
+        return found
+    if not compute:
+        return None, None
+    found = statistics(tensor, check)
+    kept[key] = found
+    while len(kept) > MAX_KEPT_STATS:
+        kept.popitem(last=False)
+    return found
+
+
+def _selection(parts: tuple[Part, ...] | None, offset: int | None,
+               tensor: torch.Tensor) -> tuple[torch.Tensor, list[Dim]]:
+    """The selected view of ``tensor`` and what it shows per dim."""
+    if parts is None:
+        parts = ((offset, None, None),) if offset and tensor.dim() else ()
+    key, dims = select(parts, tuple(tensor.shape))
+    return tensor[key] if key else tensor, dims
+
+
 def preview(
     ckpt: Checkpoint, path: tuple[str, ...], rows: int,
     check: Callable[[], None] = lambda: None, *, rows_scope: str = "written",
+    index: tuple[Part, ...] | None = None, offset: int | None = None, stats: bool = True,
+    heatmap: tuple[int, int] | None = None,
 ) -> tuple[dict[str, Any], list[bytes]]:
-    """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts]``.
+    """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts,
+    values?, heatmap?]`` (the reply's ``BufferRef`` objects say which is which).
 
     Parameters
     ----------
@@ -253,11 +201,19 @@ def preview(
         Must provide ``load_leaf(path, mode="r")`` (tdview's loader).
     path : tuple of str
     rows : int
-        Rows of the slice (the caller caps it).
+        Rows of the table (the caller caps it).
     check : callable, optional
         Called between chunks; raise from it to cancel.
     rows_scope : {"written", "all"}
         Below a torchrl storage: only its written rows, or all of them.
+    index : tuple of parts, optional
+        The selection (:func:`~._index.parse_index`); None: the whole leaf.
+    offset : int, optional
+        Without ``index``: the first row shown.
+    stats : bool
+        False: statistics and histogram only when they are known already.
+    heatmap : (rows, cols), optional
+        Also send the selection downsampled to at most that many cells.
 
     Raises
     ------
@@ -265,12 +221,18 @@ def preview(
         No node at ``path``.
     PreviewUnsupportedError
         The node is not a tensor leaf, or its dtype has no display form.
+    PreviewIndexError
+        ``index`` does not fit the leaf (more parts than dims, an integer past a dim).
 
     Examples
     --------
     >>> result, buffers = preview(ckpt, ("replay", "reward"), 4)      # doctest: +SKIP
     >>> result["display_dtype"], result["slice"]["shape"]            # doctest: +SKIP
     ('float32', [4])
+    >>> result, _ = preview(ckpt, ("replay", "observation"), 20,
+    ...                     index=parse_index("[50000:50020, :8]"))  # doctest: +SKIP
+    >>> result["selection"]["index"], result["slice"]["shape"]       # doctest: +SKIP
+    ('[50000:50020, 0:8]', [20, 8])
     """
     node = ckpt.node(path)
     if not node.is_leaf or node.record is None:
@@ -284,8 +246,11 @@ def preview(
     written = rows_of_leaf(ckpt, path)
     if written is not None and rows_scope == "written" and tensor.dim():
         tensor = tensor[: written.written]
-    shown, display_dtype = _display(_table(tensor, rows))
-    stats, histogram = statistics(tensor, check)
+    chosen, dims = _selection(index, offset, tensor)
+    shown, display_dtype = _display(_table(chosen, rows))
+    covered = tensor.shape[0] if tensor.dim() else None
+    found, histogram = _kept_stats(ckpt, (tuple(path), covered), tensor, stats, check)
+    cells = heatmap_of(chosen, *heatmap, check) if heatmap is not None else None
     buffers: list[bytes] = []
     result = {
         "path": list(path),
@@ -293,11 +258,18 @@ def preview(
         "shape": shape,
         "display_dtype": display_dtype,
         "slice": _ref(shown, display_dtype, buffers),
-        "stats": stats,
+        "selection": {"index": index_text(dims), "dims": [d.as_json() for d in dims],
+                      "shape": list(chosen.shape)},
+        "stats": found,
         "histogram": None if histogram is None else {
             "edges": _ref(histogram["edges"], "float64", buffers),
             "counts": _ref(histogram["counts"], "int64", buffers),
+            "values": None if histogram["values"] is None else _ref(
+                histogram["values"], "float64", buffers),
         },
+        "heatmap": None if cells is None else {
+            "cells": _ref(cells["cells"], "float32", buffers), "of": cells["of"],
+            "min": cells["min"], "max": cells["max"]},
         "rows": None if written is None else {
             "written": written.written, "capacity": written.capacity, "scope": rows_scope},
     }

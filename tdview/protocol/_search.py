@@ -1,0 +1,73 @@
+"""The ``search`` method: one page of the nodes whose path matches a pattern, the number
+of all of them, and a summary of each node of the page.
+
+The rules of a pattern (a subpath, a state_dict key, part of a key, a glob) are those of
+:mod:`tdview.index._match`; the order is the checkpoint's, depth-first in load order
+(:mod:`tdview.index._search`). On a folder of checkpoints the matches span its own names
+and every member's keys, and a node inside a member carries ``member`` as in a
+``children`` reply.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TDViewError
+from ..index import Checkpoint, Collection, search_page
+from . import _collection, _nodes
+
+
+def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, Any]:
+    """The ``NodeSummary`` of a match without totals (a match's subtree is not walked:
+    its ``bytes``/``numel`` are there when cached, and a leaf's always)."""
+    if not isinstance(ckpt, Collection):
+        return _nodes.summary(ckpt, ckpt.node(path), totals=False)
+    owner, prefix, inner = ckpt.locate(path)
+    if owner is ckpt:
+        node = ckpt.own_node(inner)
+        assert node is not None
+        return _collection.summary(ckpt, node, source, totals=False)
+    mount = ckpt.own_node(prefix)
+    assert mount is not None
+    result = _nodes.summary(owner, owner.node(inner), totals=False)
+    result.update(key=path[-1], path=list(path),
+                  member=_collection.member_info(source, mount))
+    return result
+
+
+def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0,
+                  source: str = "") -> dict[str, Any]:
+    """``SearchResult``: matches ``offset`` to ``offset + limit`` of ``pattern``.
+
+    Returns
+    -------
+    dict
+        ``pattern``, ``offset``, ``total`` (every match, not only this page's),
+        ``matches`` (their paths), ``nodes`` (a ``NodeSummary`` of each, in the same
+        order, without subtree totals not yet cached) and ``truncated`` (matches follow
+        this page). ``limit=0`` only counts.
+
+    Examples
+    --------
+    >>> result = search_result(Checkpoint("demo_ckpt"), "*.bias", 2)   # doctest: +SKIP
+    >>> result["total"], result["nodes"][0]["shape"]                    # doctest: +SKIP
+    (8, [64])
+    """
+    page = search_page(ckpt, pattern, offset=offset, limit=limit)
+    nodes = []
+    for path in page.matches:
+        try:
+            nodes.append(_summary(ckpt, path, source))
+        except (TDViewError, OSError) as error:  # a node changed since it was found
+            nodes.append(_missing(path, error))
+    return {"pattern": pattern, "offset": page.offset, "total": page.total,
+            "matches": [list(path) for path in page.matches], "nodes": nodes,
+            "truncated": page.truncated}
+
+
+def _missing(path: tuple[str, ...], error: Exception) -> dict[str, Any]:
+    """The summary of a match that cannot be read again: its key and the problem."""
+    return {"key": path[-1], "path": list(path), "kind": "leaf", "class_name": "",
+            "has_children": False, "n_children": 0, "shape": None, "dtype": None,
+            "batch_size": None, "stack_dim": None, "bytes": None, "numel": None,
+            "pickled": False, "problems": [str(error)]}
