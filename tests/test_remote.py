@@ -335,3 +335,72 @@ def test_cache_is_reused(http_server: RangeServer, tmp_path: Path, cache: str) -
     again = tdview.load_memmap(tdview.remote(url, cache=cache, cache_dir=str(tmp_path)))
     _same(again, first, directory=False)
     assert [r for r in http_server.take() if r.method == "GET"] == []
+
+
+# -- the store contract, against the local stores ---------------------------------------------
+
+
+def _keys_and_dirs(store: Any) -> tuple[list[str], list[str]]:
+    files, dirs, todo = [], [""], [""]
+    while todo:
+        d = todo.pop()
+        for name in store.list_dir(d):
+            key = f"{d}/{name}" if d else name
+            if store.is_dir(key):
+                dirs.append(key)
+                todo.append(key)
+            else:
+                files.append(key)
+    return sorted(files), sorted(dirs)
+
+
+@pytest.mark.parametrize("name", ["tree", "tree.tdz", "tree-deflate.tdz"])
+def test_remote_store_answers_as_the_local_one(remote_root: Path, name: str) -> None:
+    from tdview.errors import LimitExceededError
+
+    with open_store(remote_root / name) as local, open_store(f"file://{remote_root}/{name}") as rem:
+        assert (rem.kind, rem.mappable, local.mappable) == (local.kind, False, True)
+        files, dirs = _keys_and_dirs(local)
+        assert _keys_and_dirs(rem) == (files, dirs)
+        for key in files:
+            assert rem.is_file(key) and not rem.is_dir(key)
+            a, b = local.entry(key), rem.entry(key)
+            assert (a.size, a.compression) == (b.size, b.compression), key
+            if a.size <= 1 << 20:
+                assert rem.read_bytes(key, 1 << 20) == local.read_bytes(key, 1 << 20), key
+        big = max(files, key=lambda k: local.entry(k).size)
+        with pytest.raises(LimitExceededError):
+            rem.read_bytes(big, 1)
+        with pytest.raises(FileNotFoundError):
+            rem.entry("nothing.memmap")
+        fetched = rem.fetch({key: None for key in files})  # type: ignore[attr-defined]
+        for key in files:
+            want = local.read_bytes(key, 1 << 30)
+            assert bytes(fetched[key]) == want, key
+        assert rem.display("a") != rem.display("") == rem.root
+
+
+def test_corrupt_bytes_fail_the_crc(http_server: RangeServer, remote_root: Path) -> None:
+    from tdview.errors import LeafDataError
+
+    spans = _payload_spans(remote_root / "tree.tdz")
+    data = bytearray((remote_root / "tree.tdz").read_bytes())
+    start, _ = spans["model/layer0/w.memmap"]
+    data[start + 10] ^= 0xFF
+    (remote_root / "corrupt.tdz").write_bytes(bytes(data))
+    url = f"{http_server.url}/corrupt.tdz"
+    with pytest.raises(LeafDataError, match="CRC-32 mismatch"):
+        tdview.load_memmap(tdview.remote(url, verify=True), subpath="model/layer0")
+    # unchecked by default, as a mapped local load (every read's range and length are)
+    assert tdview.load_memmap(url, subpath="model/layer0")["w"].shape == (64, 32)
+    # the other leaves are intact
+    assert tdview.load_memmap(url, subpath="model/layer1")["w"].shape == (16, 8)
+
+
+def test_truncated_archive_is_refused(http_server: RangeServer, remote_root: Path) -> None:
+    from tdview.errors import NotACheckpointError
+
+    data = (remote_root / "tree.tdz").read_bytes()
+    (remote_root / "cut.tdz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(NotACheckpointError, match="end-of-central-directory"):
+        tdview.Checkpoint(f"{http_server.url}/cut.tdz")

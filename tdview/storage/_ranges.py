@@ -129,15 +129,17 @@ class Transport:
 
     # -- many reads ------------------------------------------------------------------
 
-    def read(self, jobs: Sequence[Job], done: Callable[[Job], object] | None = None) -> None:
-        """Run every job, ``concurrency`` at a time; ``done(job)`` is called in this
-        thread as each one finishes. An error of a read, or one raised by ``done``,
-        cancels the reads not finished and is raised once they have stopped."""
+    def read(self, jobs: Sequence[Job], done: Callable[[Job], object] | None = None, *,
+             concurrency: int | None = None) -> None:
+        """Run every job, ``concurrency`` (the transport's by default) at a time;
+        ``done(job)`` is called in this thread as each one finishes. An error of a read,
+        or one raised by ``done``, cancels the reads not finished and is raised once they
+        have stopped."""
         if not jobs:
             return
         self.batches += 1
         if self._async:
-            futures = self._submit_async(jobs)
+            futures = self._submit_async(jobs, concurrency or self.concurrency)
         else:
             pool = self._threads()
             futures = [pool.submit(self._sync_get, job) for job in jobs]
@@ -209,9 +211,9 @@ class Transport:
 
     # -- asynchronous filesystems ---------------------------------------------------------
 
-    def _submit_async(self, jobs: Sequence[Job]) -> list[Future[None]]:
+    def _submit_async(self, jobs: Sequence[Job], concurrency: int) -> list[Future[None]]:
         loop = self.fs.loop
-        gate = asyncio.Semaphore(self.concurrency)
+        gate = asyncio.Semaphore(concurrency)
 
         async def one(job: Job) -> None:
             async with gate:

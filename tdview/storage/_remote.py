@@ -45,18 +45,21 @@ class RemotePath(str):
     cache: str | None
     cache_dir: str | None
     concurrency: int | None
+    verify: bool
 
     def __new__(cls, url: str, fs: Any, path: str, options: dict[str, Any],
                 cache: str | None, cache_dir: str | None,
-                concurrency: int | None) -> RemotePath:
+                concurrency: int | None, verify: bool = False) -> RemotePath:
         self = super().__new__(cls, url)
         self.fs, self.path, self.options = fs, path, options
         self.cache, self.cache_dir, self.concurrency = cache, cache_dir, concurrency
+        self.verify = verify
         return self
 
 
 def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str | None = None,
-           concurrency: int | None = None, **storage_options: Any) -> RemotePath:
+           concurrency: int | None = None, verify: bool = False,
+           **storage_options: Any) -> RemotePath:
     """Name a remote checkpoint, with what fsspec needs to reach it.
 
     Parameters
@@ -76,6 +79,11 @@ def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str
         long as the process; give a folder to reuse the cache in a later process).
     concurrency : int, optional
         Ranged reads in flight at once (16 by default).
+    verify : bool
+        Check the CRC-32 of every archive payload a load reads (metadata and compressed
+        entries are always checked). Off by default, as a mapped local load checks none:
+        every read is still checked for its range and length, and each entry for its
+        local header.
     **storage_options
         Passed to fsspec: ``key``/``secret``/``endpoint_url`` (s3fs), ``token`` (gcsfs),
         ``client_kwargs``, ``headers`` (HTTP)...
@@ -105,7 +113,8 @@ def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str
         shown = url if _URL.match(url) else f"{protocol}://{path}"
     else:
         path, shown = url, url
-    return RemotePath(shown, fs, path, dict(storage_options), cache, cache_dir, concurrency)
+    return RemotePath(shown, fs, path, dict(storage_options), cache, cache_dir, concurrency,
+                      verify)
 
 
 def is_remote(path: object) -> bool:
@@ -155,7 +164,8 @@ def open_remote(path: str) -> Store:
                 "pack_memmap), or from an object store.")
         return RemoteDirectoryStore(url.rstrip("/"), fs, fspath.rstrip("/"),
                                     concurrency=where.concurrency)
-    return RemoteArchiveStore(url, fs, fspath, concurrency=where.concurrency, size=size)
+    return RemoteArchiveStore(url, fs, fspath, concurrency=where.concurrency, size=size,
+                              verify=where.verify)
 
 
 def filesystem(where: RemotePath) -> tuple[Any, str]:
