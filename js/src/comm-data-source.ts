@@ -18,9 +18,11 @@ import {
   type PreviewOptions,
   type ProgressInfo,
   ProtocolError,
+  previewParams,
   resolvePreview,
+  type SearchOptions,
+  searchParams,
   type TotalsOptions,
-  withRowsScope,
   withTotals,
 } from "./data-source";
 import {
@@ -165,12 +167,12 @@ export class CommDataSource implements DataSource {
     return this.#result("node", withTotals({ path }, opts), opts);
   }
 
-  search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult> {
-    return this.#result("search", { pattern, limit }, opts);
+  search(pattern: string, limit: number, opts?: SearchOptions): Promise<SearchResult> {
+    return this.#result("search", searchParams(pattern, limit, opts), opts);
   }
 
   async preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData> {
-    const params = withRowsScope({ path, rows }, opts);
+    const params = previewParams(path, rows, opts);
     const { result, buffers } = await this.call("preview", params, { ...opts });
     return resolvePreview(result, buffers);
   }

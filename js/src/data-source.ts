@@ -14,11 +14,15 @@ import type {
   ChildrenResult,
   DevicesResult,
   ErrorInfo,
+  HeatmapParams,
   LoadParams,
   LoadResult,
   NodeDetails,
   Path,
+  PreviewHeatmap,
+  PreviewParams,
   PreviewResult,
+  PreviewSelection,
   PreviewStats,
   RowsScope,
   SearchResult,
@@ -83,6 +87,41 @@ export interface TotalsOptions extends CallOptions {
 export interface PreviewOptions extends CallOptions {
   /** Below a torchrl storage: its written rows ("written", the default) or all of them. */
   rowsScope?: RowsScope;
+  /** What the table shows: an index expression such as `[50000:50020, :8]`. */
+  index?: string;
+  /** Without `index`: the first row shown. */
+  offset?: number;
+  /** false: statistics only when the kernel knows them already (a page of a leaf
+   * previewed before, or a first look that must not read the whole leaf). */
+  stats?: boolean;
+  /** Also the selection downsampled to at most rows x cols cells (1 to 1024 each). */
+  heatmap?: HeatmapParams;
+}
+
+export interface SearchOptions extends CallOptions {
+  /** The first match of the page (default 0). */
+  offset?: number;
+}
+
+/** The search params: `offset` is sent only when it is not 0. */
+export function searchParams(pattern: string, limit: number, opts?: SearchOptions) {
+  const offset = opts?.offset ?? 0;
+  return offset ? { pattern, limit, offset } : { pattern, limit };
+}
+
+/** The preview params for `opts`: each optional param is sent only when asked, so that a
+ * plain preview stays the request it was before they existed. */
+export function previewParams(
+  path: Path,
+  rows: number,
+  opts?: PreviewOptions,
+): PreviewParams & Record<string, unknown> {
+  const params: PreviewParams & Record<string, unknown> = withRowsScope({ path, rows }, opts);
+  if (opts?.index !== undefined) params.index = opts.index;
+  if (opts?.offset !== undefined) params.offset = opts.offset;
+  if (opts?.stats === false) params.stats = false;
+  if (opts?.heatmap !== undefined) params.heatmap = opts.heatmap;
+  return params;
 }
 
 /** The preview params for `opts`: `rows_scope` is sent only when it is "all". */
@@ -123,8 +162,11 @@ export interface PreviewData {
   shape: number[];
   display_dtype: string;
   slice: DecodedTensor;
+  selection: PreviewSelection;
   stats: PreviewStats | null;
-  histogram: { edges: DecodedTensor; counts: DecodedTensor } | null;
+  /** `values`: a bar per value (see `PreviewResult`), else null. */
+  histogram: { edges: DecodedTensor; counts: DecodedTensor; values: DecodedTensor | null } | null;
+  heatmap: (Omit<PreviewHeatmap, "cells"> & { cells: DecodedTensor }) | null;
   rows: PreviewResult["rows"];
 }
 
@@ -136,7 +178,7 @@ export interface DataSource {
     opts?: TotalsOptions,
   ): Promise<ChildrenResult>;
   node(path: Path, opts?: TotalsOptions): Promise<NodeDetails>;
-  search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult>;
+  search(pattern: string, limit: number, opts?: SearchOptions): Promise<SearchResult>;
   preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData>;
   devices(opts?: CallOptions): Promise<DevicesResult>;
   load(
@@ -164,15 +206,21 @@ export function resolvePreview(result: PreviewResult, buffers: readonly WireBuff
       throw new ProtocolError("BadReply", `preview of ${result.path.join("/")}: ${String(e)}`);
     }
   };
-  const { histogram } = result;
+  const { histogram, heatmap } = result;
   return {
     path: result.path,
     dtype: result.dtype,
     shape: result.shape,
     display_dtype: result.display_dtype,
     slice: tensor(result.slice),
+    selection: result.selection,
     stats: result.stats,
-    histogram: histogram && { edges: tensor(histogram.edges), counts: tensor(histogram.counts) },
+    histogram: histogram && {
+      edges: tensor(histogram.edges),
+      counts: tensor(histogram.counts),
+      values: histogram.values && tensor(histogram.values),
+    },
+    heatmap: heatmap && { ...heatmap, cells: tensor(heatmap.cells) },
     rows: result.rows,
   };
 }

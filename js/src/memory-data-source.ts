@@ -1,12 +1,12 @@
 /**
  * `DataSource` answering from an in-memory tree: for tests, demos and offline views.
  *
- * It follows the same rules as the kernel (paged children, search semantics from
- * protocol.ts, structured errors) and records every call in `log`, with the number of
- * calls in flight, so tests can check how a client pages.
+ * It follows the same rules as the kernel (paged children, the search rules of
+ * search-match.ts and its pages, previews as memory-preview.ts computes them, structured
+ * errors) and records every call in `log`, with the number of calls in flight, so tests
+ * can check how a client pages.
  */
 
-import type { BufferDtype, TypedArray } from "./buffers";
 import {
   abortableDelay,
   type CallOptions,
@@ -15,11 +15,25 @@ import {
   type PreviewOptions,
   type ProgressInfo,
   ProtocolError,
+  previewParams,
+  type SearchOptions,
+  searchParams,
   type TotalsOptions,
   throwIfAborted,
-  withRowsScope,
   withTotals,
 } from "./data-source";
+import {
+  DISPLAY_DTYPES,
+  heatmapOf,
+  histogramOf,
+  selected,
+  selectIndex,
+  selectionParts,
+  statsOf,
+  tableOf,
+  typedArray,
+} from "./memory-preview";
+import { IndexSyntaxError, indexText } from "./preview-index";
 import type {
   ChildrenResult,
   DevicesResult,
@@ -31,11 +45,13 @@ import type {
   NodeKind,
   NodeSummary,
   Path,
+  PreviewDim,
   SearchResult,
   StorageRows,
 } from "./protocol";
 import { UNLOADABLE_KINDS } from "./protocol";
 import { loadCode, loadTarget } from "./python-code";
+import { compileSearch } from "./search-match";
 
 /** A node of the in-memory tree; everything but `key` has a default. */
 export interface MemoryNode extends Partial<Omit<NodeDetails, "key" | "path">> {
@@ -58,62 +74,6 @@ export interface MemoryDataSourceOptions {
 export interface LogEntry {
   method: Method;
   params: Record<string, unknown>;
-}
-
-/** The dtype a kernel sends for each leaf dtype (see `_preview.py`). */
-const DISPLAY_DTYPES: Record<string, BufferDtype> = {
-  bfloat16: "float32",
-  float16: "float32",
-  float32: "float32",
-  float64: "float64",
-  bool: "bool",
-  uint8: "uint8",
-  int8: "int8",
-  int16: "int16",
-  int32: "int32",
-  int64: "int64",
-};
-
-function typedArray(dtype: BufferDtype, values: readonly number[]): TypedArray {
-  switch (dtype) {
-    case "float32":
-      return Float32Array.from(values);
-    case "bool":
-    case "uint8":
-      return Uint8Array.from(values);
-    case "int8":
-      return Int8Array.from(values);
-    case "int16":
-      return Int16Array.from(values);
-    case "int32":
-      return Int32Array.from(values);
-    case "int64":
-      return BigInt64Array.from(values, (v) => BigInt(Math.trunc(v)));
-    default:
-      return Float64Array.from(values);
-  }
-}
-
-/** Ten equal bins over [min, max] of the finite values; null when there is none. */
-function histogramOf(finite: readonly number[]): PreviewData["histogram"] {
-  if (finite.length === 0) return null;
-  const bins = 10;
-  let lo = Math.min(...finite);
-  let hi = Math.max(...finite);
-  if (lo === hi) {
-    lo -= 0.5;
-    hi += 0.5;
-  }
-  const edges = Float64Array.from({ length: bins + 1 }, (_, i) => lo + ((hi - lo) * i) / bins);
-  const counts = new BigInt64Array(bins);
-  for (const v of finite) {
-    const i = Math.min(bins - 1, Math.floor(((v - lo) / (hi - lo)) * bins));
-    counts[i] = (counts[i] ?? 0n) + 1n;
-  }
-  return {
-    edges: { dtype: "float64", shape: [bins + 1], data: edges },
-    counts: { dtype: "int64", shape: [bins], data: counts },
-  };
 }
 
 function leafPaths(node: MemoryNode, path: Path): Path[] {
@@ -174,22 +134,6 @@ function summarize(node: MemoryNode, path: Path): NodeSummary {
   };
 }
 
-/** What the kernel sends as a preview's table: rows by the remaining dims flattened in C
- * order, cut to 50 columns (a 1-d leaf stays 1-d). */
-function tableSlice(
-  display: BufferDtype,
-  shape: readonly number[],
-  nRows: number,
-  shown: number[],
-) {
-  if (shape.length < 2) return { dtype: display, shape: [nRows], data: typedArray(display, shown) };
-  const width = shape.slice(1).reduce((a, b) => a * b, 1);
-  const cols = Math.min(width, 50);
-  const cells: number[] = [];
-  for (let r = 0; r < nRows; r++) cells.push(...shown.slice(r * width, r * width + cols));
-  return { dtype: display, shape: [nRows, cols], data: typedArray(display, cells) };
-}
-
 export class MemoryDataSource implements DataSource {
   readonly log: LogEntry[] = [];
   inFlight = 0;
@@ -200,6 +144,8 @@ export class MemoryDataSource implements DataSource {
   readonly #latencyMs: number;
   readonly #devices: DevicesResult["devices"];
   readonly #source: string;
+  /** Leaves previewed (and so statistics the "kernel" knows), with their rows covered. */
+  readonly #previewed = new Set<string>();
 
   constructor(root: MemoryNode, options: MemoryDataSourceOptions = {}) {
     this.#latencyMs = options.latencyMs ?? 0;
@@ -257,64 +203,86 @@ export class MemoryDataSource implements DataSource {
     });
   }
 
-  search(pattern: string, limit: number, opts?: CallOptions): Promise<SearchResult> {
-    return this.#answer("search", { pattern, limit }, opts, () => {
-      const needle = pattern.toLowerCase();
-      const matches: Path[] = [];
-      let truncated = false;
-      const visit = (node: MemoryNode, path: Path): boolean => {
-        for (const child of node.children ?? []) {
-          const childPath = [...path, child.key];
-          if (needle !== "" && child.key.toLowerCase().includes(needle)) {
-            if (matches.length === limit) return false;
-            matches.push(childPath);
-          }
-          if (!visit(child, childPath)) return false;
+  /** Like the kernel: the rules of `search-match.ts`, depth-first in the tree's order,
+   * one page from `offset` with the number of all matches and a summary of each. */
+  search(pattern: string, limit: number, opts?: SearchOptions): Promise<SearchResult> {
+    return this.#answer("search", searchParams(pattern, limit, opts), opts, () => {
+      const match = compileSearch(pattern);
+      const offset = opts?.offset ?? 0;
+      const page: [Path, MemoryNode][] = [];
+      let total = 0;
+      const stack: [MemoryNode, Path][] = [[this.#tree, []]];
+      while (stack.length && !match.empty) {
+        const [node, path] = stack.pop() as [MemoryNode, Path];
+        const children = node.children ?? [];
+        for (let i = children.length - 1; i >= 0; i--) {
+          const child = children[i] as MemoryNode;
+          stack.push([child, [...path, child.key]]);
         }
-        return true;
+        if (path.length && match(path)) {
+          if (total >= offset && total < offset + limit) page.push([path, node]);
+          total++;
+        }
+      }
+      return {
+        pattern,
+        offset,
+        total,
+        matches: page.map(([p]) => p),
+        nodes: page.map(([p, n]) => summarize(n, p)),
+        truncated: offset + page.length < total,
       };
-      truncated = !visit(this.#tree, []);
-      return { pattern, matches, truncated };
     });
   }
 
+  /** Like the kernel (`memory-preview.ts`): the selection of `index` (or the rows from
+   * `offset`), the table of its first rows, statistics and histogram over the whole leaf
+   * (with `stats: false`, only for a leaf previewed before), a heatmap when asked. */
   preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData> {
-    return this.#answer("preview", withRowsScope({ path, rows }, opts), opts, () => {
+    return this.#answer("preview", previewParams(path, rows, opts), opts, () => {
       const { node, summary } = this.#lookup(path);
       if (summary.kind !== "leaf" || !summary.shape) {
         throw new ProtocolError("TypeError", `${path.join("/")} is not a tensor`, path);
       }
-      const rowSize = summary.shape.slice(1).reduce((a, b) => a * b, 1);
+      const shape = summary.shape;
+      const rowSize = shape.slice(1).reduce((a, b) => a * b, 1);
       const data = node.data ?? [];
       // like the kernel: below a torchrl storage, only its written rows unless asked for all
-      const storage = this.#storageRows(path, summary.shape);
+      const storage = this.#storageRows(path, shape);
       const scope = opts?.rowsScope ?? "written";
-      const inScope = storage && scope === "written" ? storage.written : (summary.shape[0] ?? 1);
+      const inScope = storage && scope === "written" ? storage.written : (shape[0] ?? 1);
       // Rows of the leaf that `data` fills (a test tree may give fewer values than its shape).
-      const nRows = Math.min(rows, inScope, Math.floor(data.length / rowSize));
-      const shown = data.slice(0, nRows * rowSize);
+      const leafShape = shape.length
+        ? [Math.min(inScope, Math.floor(data.length / (rowSize || 1))), ...shape.slice(1)]
+        : [];
+      const values = data.slice(
+        0,
+        leafShape.reduce((a, b) => a * b, 1),
+      );
+      let dims: PreviewDim[];
+      try {
+        dims = selectIndex(selectionParts(opts?.index, opts?.offset), leafShape);
+      } catch (e) {
+        const type = e instanceof IndexSyntaxError ? "RequestError" : "PreviewIndexError";
+        throw new ProtocolError(type, String(e), path);
+      }
+      const picked = selected(values, leafShape, dims);
+      const table = tableOf(picked.values, picked.shape, rows);
       const dtype = summary.dtype ?? "float32";
       const display = DISPLAY_DTYPES[dtype] ?? "float64";
-      const finite = shown.filter(Number.isFinite);
-      const nan = shown.filter(Number.isNaN).length;
-      const mean = finite.reduce((a, b) => a + b, 0) / (finite.length || 1);
-      const variance = finite.reduce((a, b) => a + (b - mean) ** 2, 0) / (finite.length || 1);
+      const known = `${JSON.stringify(path)} ${leafShape[0] ?? ""}`;
+      const stats = opts?.stats !== false || this.#previewed.has(known);
+      this.#previewed.add(known);
       return {
         path,
         dtype,
-        shape: summary.shape,
+        shape,
         display_dtype: display,
-        slice: tableSlice(display, summary.shape, nRows, shown),
-        stats: {
-          min: finite.length ? Math.min(...finite) : null,
-          max: finite.length ? Math.max(...finite) : null,
-          mean: finite.length ? mean : null,
-          std: finite.length ? Math.sqrt(variance) : null,
-          nan,
-          inf: shown.length - finite.length - nan,
-          count: shown.length,
-        },
-        histogram: histogramOf(finite),
+        slice: { dtype: display, shape: table.shape, data: typedArray(display, table.values) },
+        selection: { index: indexText(dims), dims, shape: picked.shape },
+        stats: stats ? statsOf(values, dtype) : null,
+        histogram: stats ? histogramOf(values, dtype) : null,
+        heatmap: opts?.heatmap ? heatmapOf(picked.values, picked.shape, opts.heatmap) : null,
         rows: storage && { ...storage, scope },
       };
     });

@@ -26,12 +26,17 @@
  *   before sending, and the preview reply says so in `display_dtype`.
  * - After a cancel the server may still send a reply (usually `ok: false`, type
  *   "Cancelled"); the client ignores replies to ids it no longer waits for.
- * - `search` matches `pattern` case-insensitively as a substring of each node's key
- *   (its last path element), in depth-first checkpoint order, root excluded; at most
- *   `limit` matches, `truncated` says whether there were more.
+ * - `search` takes a subpath (`model/layers/0`), a state_dict key (`linear1.weight`),
+ *   part of a key (`norm`) or a glob (`*.bias`, `layers/*\/norm1/*`, `**\/exp_avg`), case
+ *   ignored (the rules: `search-match.ts`, `tdview/index/_match.py`); matches come
+ *   depth-first in load order, root excluded. A reply is one page (`offset`, at most
+ *   `limit`) with the number of all matches (`total`) and a summary of each node.
+ * - `preview` shows the rows and columns an `index` expression picks (`[50000:50020, :8]`,
+ *   `preview-index.ts`), or the rows from `offset`; statistics cover the whole leaf.
  */
 
 import { BUFFER_DTYPES } from "./buffers";
+import { parseIndex } from "./preview-index";
 import {
   array,
   bool,
@@ -45,6 +50,7 @@ import {
   object,
   pair,
   record,
+  ShapeError,
   str,
   tryDecode,
   unknownValue,
@@ -241,27 +247,82 @@ export interface NodeParams {
 }
 export interface SearchParams {
   pattern: string;
+  /** At most this many matches (0: only count them). */
   limit: number;
+  /** The first match of the page (0 when absent). */
+  offset?: number;
 }
 export interface SearchResult {
   pattern: string;
+  offset: number;
+  /** Every match, not only this page's. */
+  total: number;
   matches: Path[];
+  /** A summary of each match, in the order of `matches` (subtree totals only when the
+   * kernel has them already: `bytes`/`numel` of a collection may be null). */
+  nodes: NodeSummary[];
+  /** Matches follow this page. */
   truncated: boolean;
+}
+/** The most cells a heatmap side may ask for. */
+export const MAX_HEATMAP_CELLS = 1024;
+export interface HeatmapParams {
+  rows: number;
+  cols: number;
 }
 export interface PreviewParams {
   path: Path;
   rows: number;
   /** Below a torchrl storage: "written" (the default, sent only as "all") or "all". */
   rows_scope?: RowsScope;
+  /** What the table shows, as an index expression (`[50000:50020, :8]`); not with
+   * `offset`. */
+  index?: string | null;
+  /** The first row shown (`[offset:]`); not with `index`. */
+  offset?: number;
+  /** false: statistics and histogram only when the kernel knows them already. */
+  stats?: boolean;
+  /** Also the selection downsampled to at most rows x cols cells (1 to 1024 each). */
+  heatmap?: HeatmapParams | null;
 }
 export interface PreviewStats {
   min: number | null;
   max: number | null;
+  /** null for a boolean leaf. */
   mean: number | null;
+  /** null for a boolean leaf. */
   std: number | null;
-  nan: number;
-  inf: number;
+  /** null for integer and boolean leaves (which hold none). */
+  nan: number | null;
+  inf: number | null;
   count: number;
+}
+/** What a preview shows of one dim of the leaf: `range(start, stop, step)`; `kept` is
+ * false for a dim an integer of the index picked (and dropped). */
+export interface PreviewDim {
+  start: number;
+  stop: number;
+  step: number;
+  kept: boolean;
+}
+export interface PreviewSelection {
+  /** The index applied, clipped to the leaf and written back (`[50000:50020, 0:8]`). */
+  index: string;
+  /** One per dim of the leaf. */
+  dims: PreviewDim[];
+  /** The selection's shape; the table is its first rows (and 50 columns). */
+  shape: number[];
+}
+/** The selection as a table (dim 0 rows, the rest flattened) in block means: cell
+ * (i, j) is the mean of the finite values at rows r with r*h//R == i and columns c with
+ * c*w//C == j; NaN where a block has none. */
+export interface PreviewHeatmap {
+  /** float32 [h, w]. */
+  cells: BufferRef;
+  /** [R, C]: the table's rows and columns. */
+  of: number[];
+  min: number | null;
+  max: number | null;
 }
 export interface PreviewResult {
   path: Path;
@@ -271,8 +332,13 @@ export interface PreviewResult {
   /** The dtype of the buffers sent, e.g. "float32" for a bfloat16 leaf. */
   display_dtype: string;
   slice: BufferRef;
+  selection: PreviewSelection;
+  /** null when not computed (`stats: false` and not known yet). */
   stats: PreviewStats | null;
-  histogram: { edges: BufferRef; counts: BufferRef } | null;
+  /** `values`: a bar per value (integers and booleans with at most 64 distinct values),
+   * `counts[i]` elements equal `values[i]`; null for equal bins over `edges`. */
+  histogram: { edges: BufferRef; counts: BufferRef; values: BufferRef | null } | null;
+  heatmap: PreviewHeatmap | null;
   /** Below a torchrl storage: its rows and which of them the preview covers; else null. */
   rows: (StorageRows & { scope: RowsScope }) | null;
 }
@@ -486,33 +552,103 @@ export const decodeState: Decoder<WidgetState> = object({
 const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   children: object({ path, offset: count, limit: count }),
   node: object({ path }),
-  search: object({ pattern: str, limit: count }),
+  search: (v, at) => {
+    const params: SearchParams = object({ pattern: str, limit: count })(v, at);
+    const offset = optional(v, "offset");
+    return offset === undefined ? params : { ...params, offset: count(offset, `${at}.offset`) };
+  },
   preview: (v, at) => {
     const params: PreviewParams = object({ path, rows: count })(v, at);
     // optional: checked when sent, as the kernel does
-    const scope = isPlainObject(v) && Object.hasOwn(v, "rows_scope") ? v.rows_scope : undefined;
-    if (scope === undefined) return params;
-    return { ...params, rows_scope: literal(...ROWS_SCOPES)(scope, `${at}.rows_scope`) };
+    const scope = optional(v, "rows_scope");
+    if (scope !== undefined) params.rows_scope = literal(...ROWS_SCOPES)(scope, `${at}.rows_scope`);
+    return decodePreviewView(v, at, params);
   },
   devices: (v, at) => object({})(v, at) as DevicesParams,
   load: object({ path, device: str, mode, allow_pickle: bool, variable: nullable(str) }),
 };
 
+/** The key's value when a params object has it (an optional param), else undefined. */
+function optional(v: unknown, key: string): unknown {
+  return isPlainObject(v) && Object.hasOwn(v, key) ? v[key] : undefined;
+}
+
+/** A heatmap side: 1 to `MAX_HEATMAP_CELLS`. */
+const side: Decoder<number> = (v, at) => {
+  const n = count(v, at);
+  if (n < 1 || n > MAX_HEATMAP_CELLS) throw new ShapeError(at, `1 to ${MAX_HEATMAP_CELLS}`, v);
+  return n;
+};
+
+/** The optional view params of a preview, checked as the kernel checks them: an index
+ * that parses (and not with an offset), an offset, stats, a heatmap's size. */
+function decodePreviewView(v: unknown, at: string, params: PreviewParams): PreviewParams {
+  const index = optional(v, "index");
+  const offset = optional(v, "offset");
+  if (index !== undefined) {
+    params.index = nullable(str)(index, `${at}.index`);
+    if (params.index !== null) {
+      try {
+        parseIndex(params.index);
+      } catch (e) {
+        throw new ShapeError(`${at}.index`, `an index expression (${String(e)})`, index);
+      }
+      if (offset !== undefined)
+        throw new ShapeError(`${at}.offset`, "no offset with an index", offset);
+    }
+  }
+  if (offset !== undefined) params.offset = count(offset, `${at}.offset`);
+  const stats = optional(v, "stats");
+  if (stats !== undefined) params.stats = bool(stats, `${at}.stats`);
+  const heatmap = optional(v, "heatmap");
+  if (heatmap !== undefined) {
+    params.heatmap = nullable(object({ rows: side, cols: side }))(heatmap, `${at}.heatmap`);
+  }
+  return params;
+}
+
 const stat = nullable(num);
 const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
   children: object({ path, offset: count, total: count, children: array(decodeNodeSummary) }),
   node: withSchema(decodeNodeDetails),
-  search: object({ pattern: str, matches: array(path), truncated: bool }),
+  search: object({
+    pattern: str,
+    offset: count,
+    total: count,
+    matches: array(path),
+    nodes: array(decodeNodeSummary),
+    truncated: bool,
+  }),
   preview: object({
     path,
     dtype: str,
     shape,
     display_dtype: str,
     slice: decodeBufferRef,
+    selection: object({
+      index: str,
+      dims: array(object({ start: count, stop: count, step: count, kept: bool })),
+      shape,
+    }),
     stats: nullable(
-      object({ min: stat, max: stat, mean: stat, std: stat, nan: count, inf: count, count }),
+      object({
+        min: stat,
+        max: stat,
+        mean: stat,
+        std: stat,
+        nan: nullable(count),
+        inf: nullable(count),
+        count,
+      }),
     ),
-    histogram: nullable(object({ edges: decodeBufferRef, counts: decodeBufferRef })),
+    histogram: nullable(
+      object({
+        edges: decodeBufferRef,
+        counts: decodeBufferRef,
+        values: nullable(decodeBufferRef),
+      }),
+    ),
+    heatmap: nullable(object({ cells: decodeBufferRef, of: shape, min: stat, max: stat })),
     rows: nullable(object({ written: count, capacity: count, scope: literal(...ROWS_SCOPES) })),
   }),
   devices: object({

@@ -5,7 +5,7 @@
 
 import { type DecodedTensor, ProtocolError } from "../src/data-source";
 import type { MemoryDataSource } from "../src/memory-data-source";
-import { parseCancel, parseRequest, type Request, type RowsScope } from "../src/protocol";
+import { type PreviewParams, parseCancel, parseRequest, type Request } from "../src/protocol";
 import type { FakeModel } from "./fake-model";
 
 type Emit = (msg: Record<string, unknown>, buffers?: DataView[]) => void;
@@ -17,18 +17,26 @@ function wire(tensor: DecodedTensor, buffers: DataView[]) {
 }
 
 /** A preview reply as the kernel sends it: BufferRefs in the JSON, bytes in buffers. */
-async function previewReply(
-  memory: MemoryDataSource,
-  path: string[],
-  rows: number,
-  scope: RowsScope | undefined,
-) {
-  const data = await memory.preview(path, rows, scope ? { rowsScope: scope } : {});
+async function previewReply(memory: MemoryDataSource, params: PreviewParams) {
+  const { path, rows, rows_scope: scope, index, offset, stats, heatmap: cells } = params;
+  const data = await memory.preview(path, rows, {
+    ...(scope ? { rowsScope: scope } : {}),
+    ...(index != null ? { index } : {}),
+    ...(offset !== undefined ? { offset } : {}),
+    ...(stats !== undefined ? { stats } : {}),
+    ...(cells ? { heatmap: cells } : {}),
+  });
   const buffers: DataView[] = [];
   const slice = wire(data.slice, buffers);
   const h = data.histogram;
-  const histogram = h && { edges: wire(h.edges, buffers), counts: wire(h.counts, buffers) };
-  return { result: { ...data, slice, histogram }, buffers };
+  const histogram = h && {
+    edges: wire(h.edges, buffers),
+    counts: wire(h.counts, buffers),
+    values: h.values && wire(h.values, buffers),
+  };
+  const m = data.heatmap;
+  const heatmap = m && { ...m, cells: wire(m.cells, buffers) };
+  return { result: { ...data, slice, histogram, heatmap }, buffers };
 }
 
 function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unknown> {
@@ -38,7 +46,9 @@ function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unk
     case "node":
       return memory.node(req.params.path);
     case "search":
-      return memory.search(req.params.pattern, req.params.limit);
+      return memory.search(req.params.pattern, req.params.limit, {
+        offset: req.params.offset ?? 0,
+      });
     case "devices":
       return memory.devices();
     case "load":
@@ -46,7 +56,7 @@ function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unk
         emit({ kind: "tdview:progress", v: 1, id: req.id, ...p }),
       );
     case "preview":
-      return previewReply(memory, req.params.path, req.params.rows, req.params.rows_scope);
+      return previewReply(memory, req.params);
   }
 }
 

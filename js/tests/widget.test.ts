@@ -190,7 +190,8 @@ describe("widget", () => {
     );
     expect(preview?.querySelectorAll("tbody tr")).toHaveLength(10);
     expect(preview?.querySelector("tbody td")?.textContent).toBe("-3");
-    expect(preview?.querySelectorAll(".tdview-histogram-bar")).toHaveLength(10);
+    // 64 equal bins, as the kernel sends for a float leaf
+    expect(preview?.querySelectorAll(".tdview-histogram-bar")).toHaveLength(64);
   });
 
   it("loads over the comm with progress, and a cancel reaches the kernel", async () => {

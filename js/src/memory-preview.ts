@@ -1,0 +1,192 @@
+/**
+ * A preview computed from an in-memory leaf, as the kernel computes one
+ * (`tdview/protocol/_preview.py`, `_stats.py`, `_heatmap.py`): the selection an index
+ * picks, the table of its first rows, statistics over the whole leaf (null where they
+ * mean nothing for the dtype), a histogram (a bar per value for integers and booleans
+ * with at most 64 distinct values, else 64 equal bins) and a heatmap of block means.
+ * Used by `MemoryDataSource`.
+ */
+
+import type { BufferDtype, TypedArray } from "./buffers";
+import type { PreviewData } from "./data-source";
+import { dimSize, type IndexPart, parseIndex, selectIndex } from "./preview-index";
+import type { HeatmapParams, PreviewDim, PreviewStats } from "./protocol";
+
+export const BINS = 64;
+export const MAX_COLS = 50;
+
+/** The dtype a kernel sends for each leaf dtype (see `_preview.py`). */
+export const DISPLAY_DTYPES: Record<string, BufferDtype> = {
+  bfloat16: "float32",
+  float16: "float32",
+  float32: "float32",
+  float64: "float64",
+  bool: "bool",
+  uint8: "uint8",
+  int8: "int8",
+  int16: "int16",
+  int32: "int32",
+  int64: "int64",
+};
+
+export function typedArray(dtype: BufferDtype, values: readonly number[]): TypedArray {
+  switch (dtype) {
+    case "float32":
+      return Float32Array.from(values);
+    case "bool":
+    case "uint8":
+      return Uint8Array.from(values);
+    case "int8":
+      return Int8Array.from(values);
+    case "int16":
+      return Int16Array.from(values);
+    case "int32":
+      return Int32Array.from(values);
+    case "int64":
+      return BigInt64Array.from(values, (v) => BigInt(Math.trunc(v)));
+    default:
+      return Float64Array.from(values);
+  }
+}
+
+const f64 = (values: readonly number[], shape: number[]) => ({
+  dtype: "float64",
+  shape,
+  data: Float64Array.from(values),
+});
+
+/** Statistics as the kernel sends them for a leaf of `dtype` (`_stats.py`). */
+export function statsOf(values: readonly number[], dtype: string): PreviewStats {
+  const boolean = dtype === "bool";
+  const exact = boolean || /^u?int/.test(dtype);
+  const finite = values.filter(Number.isFinite);
+  const n = finite.length;
+  const mean = finite.reduce((a, b) => a + b, 0) / (n || 1);
+  const m2 = finite.reduce((a, b) => a + (b - mean) ** 2, 0);
+  const nan = values.filter(Number.isNaN).length;
+  return {
+    min: n ? Math.min(...finite) : null,
+    max: n ? Math.max(...finite) : null,
+    mean: n && !boolean ? mean : null,
+    std: n > 1 && !boolean ? Math.sqrt(m2 / (n - 1)) : null,
+    nan: exact ? null : nan,
+    inf: exact ? null : values.length - n - nan,
+    count: values.length,
+  };
+}
+
+/** A bar per value for integers and booleans with at most `BINS` distinct values, else
+ * `BINS` equal bins over [min, max] of the finite values; null when there is none. */
+export function histogramOf(values: readonly number[], dtype: string): PreviewData["histogram"] {
+  const finite = values.filter(Number.isFinite);
+  if (finite.length === 0) return null;
+  const exact = dtype === "bool" || /^u?int/.test(dtype);
+  const distinct = [...new Set(finite)].sort((a, b) => a - b);
+  if (exact && distinct.length <= BINS) {
+    const at = new Map(distinct.map((v, i) => [v, i]));
+    const counts = new BigInt64Array(distinct.length);
+    for (const v of finite) {
+      const i = at.get(v) as number;
+      counts[i] = (counts[i] ?? 0n) + 1n;
+    }
+    const mids = distinct.slice(1).map((v, i) => (v + (distinct[i] as number)) / 2);
+    const edges = [(distinct[0] as number) - 0.5, ...mids, (distinct.at(-1) as number) + 0.5];
+    return {
+      edges: f64(edges, [edges.length]),
+      counts: { dtype: "int64", shape: [counts.length], data: counts },
+      values: f64(distinct, [distinct.length]),
+    };
+  }
+  let lo = distinct[0] as number;
+  let hi = distinct.at(-1) as number;
+  if (lo === hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const edges = Array.from({ length: BINS + 1 }, (_, i) => lo + ((hi - lo) * i) / BINS);
+  const counts = new BigInt64Array(BINS);
+  for (const v of finite) {
+    const i = Math.min(BINS - 1, Math.floor(((v - lo) / (hi - lo)) * BINS));
+    counts[i] = (counts[i] ?? 0n) + 1n;
+  }
+  return {
+    edges: f64(edges, [BINS + 1]),
+    counts: { dtype: "int64", shape: [BINS], data: counts },
+    values: null,
+  };
+}
+
+/** The selected values of a row-major leaf, in C order of the selection, and its shape. */
+export function selected(
+  data: readonly number[],
+  shape: readonly number[],
+  dims: readonly PreviewDim[],
+): { values: number[]; shape: number[] } {
+  const strides = shape.map((_, d) => shape.slice(d + 1).reduce((a, b) => a * b, 1));
+  let flat = [0];
+  dims.forEach((dim, d) => {
+    const stride = strides[d] as number;
+    const next: number[] = [];
+    for (const base of flat) {
+      for (let p = dim.start; p < dim.stop; p += dim.step) next.push(base + p * stride);
+    }
+    flat = next;
+  });
+  return {
+    values: flat.map((i) => data[i] ?? 0),
+    shape: dims.filter((d) => d.kept).map(dimSize),
+  };
+}
+
+/** The first `rows` rows and `MAX_COLS` columns of a selection as the kernel's table. */
+export function tableOf(values: readonly number[], shape: readonly number[], rows: number) {
+  if (shape.length === 0) return { values: values.slice(0, 1), shape: [] as number[] };
+  const nRows = Math.min(rows, shape[0] ?? 0);
+  if (shape.length === 1) return { values: values.slice(0, nRows), shape: [nRows] };
+  const width = shape.slice(1).reduce((a, b) => a * b, 1);
+  const cols = Math.min(width, MAX_COLS);
+  const cells: number[] = [];
+  for (let r = 0; r < nRows; r++) cells.push(...values.slice(r * width, r * width + cols));
+  return { values: cells, shape: [nRows, cols] };
+}
+
+/** Block means of a selection as a table (`_heatmap.py`); null for 0-d or empty. */
+export function heatmapOf(
+  values: readonly number[],
+  shape: readonly number[],
+  size: HeatmapParams,
+): PreviewData["heatmap"] {
+  if (shape.length === 0) return null;
+  const R = shape.length === 1 ? 1 : (shape[0] as number);
+  const C = shape.length === 1 ? (shape[0] as number) : shape.slice(1).reduce((a, b) => a * b, 1);
+  if (R === 0 || C === 0) return null;
+  const h = Math.min(size.rows, R);
+  const w = Math.min(size.cols, C);
+  const sums = new Float64Array(h * w);
+  const counts = new Float64Array(h * w);
+  for (let r = 0; r < R; r++) {
+    for (let c = 0; c < C; c++) {
+      const v = values[r * C + c] as number;
+      if (!Number.isFinite(v)) continue;
+      const cell = Math.floor((r * h) / R) * w + Math.floor((c * w) / C);
+      sums[cell] = (sums[cell] ?? 0) + v;
+      counts[cell] = (counts[cell] ?? 0) + 1;
+    }
+  }
+  const cells = Float32Array.from(sums, (s, i) => s / (counts[i] as number));
+  const finite = [...cells].filter(Number.isFinite);
+  return {
+    cells: { dtype: "float32", shape: [h, w], data: cells },
+    of: [R, C],
+    min: finite.length ? Math.min(...finite) : null,
+    max: finite.length ? Math.max(...finite) : null,
+  };
+}
+
+/** The parts of a preview's selection: its index, or `[offset:]`. */
+export function selectionParts(index: string | undefined, offset: number | undefined): IndexPart[] {
+  if (index !== undefined) return parseIndex(index);
+  return offset ? [[offset, null, null]] : [];
+}
+
+export { selectIndex };

@@ -1,0 +1,74 @@
+/**
+ * The search rules (src/search-match.ts) against the cases shared with the Python tests
+ * (tests/search_cases.json): the same pattern, the same paths, the same matches.
+ */
+
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { MemoryDataSource, type MemoryNode } from "../src/memory-data-source";
+import { compileSearch } from "../src/search-match";
+
+interface Case {
+  tree: string;
+  pattern: string;
+  why: string;
+  matches: string[][];
+}
+
+const file = join(
+  dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "..",
+  "tests",
+  "search_cases.json",
+);
+const doc = JSON.parse(readFileSync(file, "utf8")) as {
+  trees: Record<string, string[][]>;
+  cases: Case[];
+};
+
+/** A tree whose nodes are exactly `paths` (a path with none below it is a leaf). */
+function treeOf(paths: string[][]): MemoryNode {
+  const root: MemoryNode = { key: "", children: [] };
+  const byPath = new Map<string, MemoryNode>([["", root]]);
+  for (const path of paths) {
+    const parent = byPath.get(JSON.stringify(path.slice(0, -1)).slice(1, -1)) as MemoryNode;
+    const node: MemoryNode = { key: path[path.length - 1] as string };
+    parent.children = [...(parent.children ?? []), node];
+    byPath.set(JSON.stringify(path).slice(1, -1), node);
+  }
+  for (const node of byPath.values()) if (node.children?.length === 0) delete node.children;
+  return root;
+}
+
+describe("search rules", () => {
+  it.each(doc.cases.map((c) => [`${c.tree}: ${JSON.stringify(c.pattern)}`, c] as const))(
+    "%s",
+    (_, c) => {
+      const match = compileSearch(c.pattern);
+      const tree = doc.trees[c.tree] ?? [];
+      expect(
+        tree.filter((p) => match(p)),
+        c.why,
+      ).toEqual(c.matches);
+    },
+  );
+
+  it.each(Object.keys(doc.trees))("the in-memory data source finds them in %s", async (name) => {
+    const tree = doc.trees[name] ?? [];
+    const source = new MemoryDataSource(treeOf(tree));
+    for (const c of doc.cases.filter((k) => k.tree === name)) {
+      const result = await source.search(c.pattern, 1000);
+      expect(result.matches, c.pattern).toEqual(c.matches);
+      expect(result.total).toBe(c.matches.length);
+      expect(result.nodes.map((n) => n.path)).toEqual(c.matches);
+    }
+  });
+
+  it("has a reason for every case", () => {
+    expect(doc.cases.length).toBeGreaterThan(40);
+    for (const c of doc.cases) expect(c.why.length).toBeGreaterThan(0);
+  });
+});
