@@ -118,7 +118,8 @@ def load_memmap(
     TypeError
         ``allow_pickle`` is not a bool or None.
     FileNotFoundError
-        ``prefix`` does not exist, or a folder has no ``meta.json``.
+        ``prefix`` does not exist, or a folder has no ``meta.json`` (for a folder that
+        holds checkpoints it is also a ``NotACheckpointError``, and names them).
     tdview.errors.TDViewError
         A corrupt checkpoint: each error names the file, the key and the numbers.
 
@@ -165,6 +166,12 @@ def load_memmap(
     * ``num_threads`` must be a non-negative int, also where it has no effect.
     * ``MemoryMappedTensor.filename`` and ``_memmap_prefix`` are absolute, real paths
       (tensordict keeps a relative ``prefix`` as given, which breaks after a ``chdir``).
+    * ``prefix`` may be an fsspec URL (``https://``, ``s3://``..., or
+      :func:`tdview.remote` for storage options and caching); tensordict reads local
+      paths only. Remote leaves cannot be mapped: they are read into memory (only the
+      byte ranges of the loaded subtree), so directory leaves are MemoryMappedTensors
+      with no file (``filename`` raises), archive leaves plain tensors as locally, no
+      ``_memmap_prefix`` is set, and ``mode="r+"`` is a ``RemoteModeError``.
 
     Examples
     --------
