@@ -29,6 +29,7 @@ from .cases import (
     tensorclass_cases,
 )
 from .module_cases import module_cases
+from .search import search_cases
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -84,7 +85,7 @@ def main() -> None:
         for number, run in (("1", structure_cases), ("4", replay_cases), ("5", deflate_cases),
                             ("6", scaling_cases), ("8", tensorclass_cases),
                             ("9", replay_dump_cases), ("10", hub_cache_cases),
-                            ("11", module_cases)):
+                            ("11", module_cases), ("12", search_cases)):
             if only is None or number in only or (number == "1" and only & {"2", "3"}):
                 results += run(root, sizes)
                 print(f"… cases {number} done ({time.time() - started:.0f} s)", flush=True)
