@@ -190,6 +190,18 @@ def test_collection_search_spans_member_names(tmp_path: Path) -> None:
             ("step_1000", "model"), ("step_1000", "model", "linear1")]
         assert search_page(run, "weight", under="step_2000.tdz").matches == [
             ("step_2000.tdz", "model", "linear1", "weight")]
+    from tdview.protocol import Session, handle
+
+    session = Session(Checkpoint(tmp_path / "run"), "run")
+    reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1, "method": "search",
+                                "params": {"pattern": "*", "limit": 3}})
+    assert reply is not None and reply["ok"], reply
+    nodes = reply["result"]["nodes"]
+    assert [(n["path"], n["kind"]) for n in nodes] == [
+        (["step_1000"], "checkpoint"), (["step_1000", "model"], "tensordict"),
+        (["step_1000", "model", "linear1"], "tensordict")]
+    member = {"source": "run/step_1000", "depth": 1, "container": "directory"}
+    assert all(n["member"] == member for n in nodes)
 
 
 def test_cli_filter_takes_a_state_dict_key(model_ckpt: Checkpoint) -> None:

@@ -29,6 +29,8 @@ def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, 
         return _collection.summary(ckpt, node, source, totals=False)
     mount = ckpt.own_node(prefix)
     assert mount is not None
+    if not inner:  # the member itself: a "checkpoint" row, as in its folder's children
+        return _collection.summary(ckpt, mount, source, totals=False)
     result = _nodes.summary(owner, owner.node(inner), totals=False)
     result.update(key=path[-1], path=list(path),
                   member=_collection.member_info(source, mount))
