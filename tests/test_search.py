@@ -234,3 +234,21 @@ def test_the_level_test_is_the_path_test(tree: list[list[str]], pattern: str) ->
         lower = tuple(k.lower() for k in keys)
         fast = match.keys(shared.setdefault(lower, Keys(lower)), slash, dot)
         assert fast == [i for i, k in enumerate(keys) if match((*parent, k))], (parent, keys)
+
+
+def test_odd_keys_and_a_broken_folder_are_found_as_the_node_walk_finds_them(
+        tmp_path: Path) -> None:
+    """Keys the writer encodes in folder names, and a sub-folder whose meta.json is not
+    JSON: the record walk sees the tree the index sees."""
+    odd = ["a b", "x%y", "π", "dots.in.key", "UPPER", "0"]
+    td = TensorDict({k: TensorDict({k: TensorDict(w=torch.zeros(1)), "v": torch.zeros(1)})
+                     for k in odd})
+    td["broken"] = TensorDict(inner=TensorDict(w=torch.zeros(1)))
+    td.memmap(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "broken" / "inner" / "meta.json").write_text("{not json")
+    with Checkpoint(tmp_path / "ckpt") as ckpt:
+        every = [node.path for node in walk(ckpt, ckpt.root)]
+    for pattern in ("*", "w", "π/*", "dots.in.key", "x%y/x%y/w", "**/w", "broken/*"):
+        with Checkpoint(tmp_path / "ckpt") as ckpt:  # a fresh index: the cold walk
+            match = path_matcher(pattern)
+            assert list(iter_matches(ckpt, pattern)) == [p for p in every if match(p)], pattern

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 from .._gc import gc_paused
 from ..errors import TDViewError
-from ..format import LeafRecord, TensorDictNode
+from ..format import LeafRecord, NodeMeta, TensorDictNode
 from ._cancel import cancel_point
 from ._checkpoint import Checkpoint
-from ._children import collection_dir
+from ._children import _names, collection_dir
 from ._match import Keys, Matcher, spellings
 from ._node import Node
-from ._paths import NestedPath
+from ._paths import NestedPath, join_key
 
 __all__ = ["SearchPage", "iter_matches", "search", "search_page"]
 
@@ -129,18 +129,36 @@ def _node_level(ckpt: Checkpoint, node: Node) -> _Level:
     return level
 
 
+def _sub_folder(ckpt: Checkpoint, dirkey: str, key: str) -> tuple[str, NodeMeta] | None:
+    """The folder of collection ``key`` of folder ``dirkey`` and its parsed ``meta.json``,
+    as the index finds them (:func:`~._children.collection_dir`), or None when it has no
+    folder or no readable ``meta.json``. The first name tried is read at once: a folder
+    whose ``meta.json`` is there is that name's (no folder is listed, nothing probed)."""
+    names = _names(key, robust=ckpt.robust, collection=True)
+    if names:
+        first = join_key(dirkey, names[0])
+        try:
+            return first, ckpt.read_meta(first)
+        except (TDViewError, OSError):
+            pass  # not there, or not readable: as the index would find it
+    store = ckpt.store
+    folder = collection_dir(store, dirkey, key, robust=ckpt.robust,
+                            dirs=store.plain_dirs(dirkey) or ())
+    if folder is None:
+        return None
+    try:
+        return folder, ckpt.read_meta(folder, walking=True)
+    except (TDViewError, OSError):
+        return None
+
+
 def _resolve(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Level | None:
     if level.dirkey is None:
         return _node_level(ckpt, level.nodes[i])
-    store = ckpt.store
-    dirs = store.plain_dirs(level.dirkey) or ()
-    folder = collection_dir(store, level.dirkey, level.keys[i], robust=ckpt.robust, dirs=dirs)
-    if folder is None:
-        return None  # its node says the folder is missing; nothing below it
-    try:
-        meta = ckpt.read_meta(folder, walking=True)
-    except (TDViewError, OSError):
-        return None  # its node records the problem, and has no children
+    found = _sub_folder(ckpt, level.dirkey, level.keys[i])
+    if found is None:
+        return None  # its node says what is wrong (a missing folder...): nothing below
+    folder, meta = found
     if _plain(meta):
         return _folder_level(ckpt, folder, meta)  # type: ignore[arg-type]
     try:
