@@ -42,7 +42,7 @@ and a view that filters in place shows what is below it. A key that itself holds
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from ._paths import NestedPath
@@ -260,9 +260,8 @@ class _GlobSide:
                     skip = set(with_sep)
                     hits = [i for i in hits if i not in skip]
             else:
-                last, need = self.last, self.need
-                hits = [i for i, k in enumerate(lower)
-                        if need in k and last(k)]  # type: ignore[operator]
+                last, need = cast("Callable[[str], object]", self.last), self.need
+                hits = [i for i, k in enumerate(lower) if need in k and last(k)]
         extra = [i for i in with_sep if full(parent + lower[i])]
         return sorted(set(hits).union(extra)) if extra else hits
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .._gc import gc_paused
 from ..errors import TDViewError
@@ -90,7 +91,8 @@ def _caches(ckpt: Checkpoint) -> _Caches:
     return found
 
 
-def _plain(meta: object) -> bool:
+def _plain(meta: object) -> TypeGuard[TensorDictNode]:
+    """Whether a folder's node is a TensorDict whose children its ``meta.json`` lists."""
     return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
 
 
@@ -115,7 +117,7 @@ def _node_level(ckpt: Checkpoint, node: Node) -> _Level:
     """The level of any node: a plain folder's from its records, others' from the
     index's children."""
     if node.dirkey is not None and _plain(node.meta):
-        return _folder_level(ckpt, node.dirkey, node.meta)  # type: ignore[arg-type]
+        return _folder_level(ckpt, node.dirkey, node.meta)
     _, by_node, _ = _caches(ckpt)
     known = by_node.get(id(node))
     if known is not None and known[0] is node:
@@ -160,7 +162,7 @@ def _resolve(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Leve
         return None  # its node says what is wrong (a missing folder...): nothing below
     folder, meta = found
     if _plain(meta):
-        return _folder_level(ckpt, folder, meta)  # type: ignore[arg-type]
+        return _folder_level(ckpt, folder, meta)
     try:
         node = ckpt.node(path)  # the index's own node (a tensorclass, a lazy stack...)
     except (TDViewError, OSError):
