@@ -4,7 +4,15 @@
  */
 
 import { type DataSource, isCancelled, ProtocolError } from "./data-source";
-import type { Path } from "./protocol";
+import { describeShape, formatCount, humanBytes } from "./format";
+import type { NodeSummary, Path } from "./protocol";
+
+/** What the box takes, as its placeholder says it and its tooltip spells it out. */
+export const SEARCH_PLACEHOLDER = "Search: obs/pixels, linear1.weight, *.bias, **/exp_avg";
+export const SEARCH_HINT =
+  "A / subpath or its end (layers/0/norm1), a dotted state_dict key or its end " +
+  "(linear1.weight), a substring of any key, or a glob (*.bias, layers/*/norm1/*, " +
+  "**/exp_avg). Enter picks the first match.";
 
 export interface SearchBoxOptions {
   debounceMs?: number;
@@ -16,6 +24,8 @@ export class SearchBox {
   readonly input: HTMLInputElement;
   readonly #results: HTMLUListElement;
   readonly #status: HTMLElement;
+  readonly #prev: HTMLButtonElement;
+  readonly #next: HTMLButtonElement;
   readonly #source: DataSource;
   readonly #onPick: (path: Path) => void;
   readonly #debounceMs: number;
@@ -25,6 +35,9 @@ export class SearchBox {
   #matches: Path[] = [];
   /** The pattern whose matches are on show. */
   #shown = "";
+  /** The first match of the page on show, and how many matches there are in all. */
+  #offset = 0;
+  #total = 0;
 
   constructor(source: DataSource, onPick: (path: Path) => void, options: SearchBoxOptions = {}) {
     this.#source = source;
@@ -37,44 +50,74 @@ export class SearchBox {
     this.input = document.createElement("input");
     this.input.type = "search";
     this.input.className = "tdview-search-input";
-    this.input.placeholder = "Search keys…";
+    this.input.placeholder = SEARCH_PLACEHOLDER;
+    this.input.title = SEARCH_HINT;
     this.input.setAttribute("aria-label", "Search keys");
     this.#status = document.createElement("span");
     this.#status.className = "tdview-search-status";
     this.#status.setAttribute("aria-live", "polite");
     this.#results = document.createElement("ul");
     this.#results.className = "tdview-search-results";
-    this.element.append(this.input, this.#status, this.#results);
+    this.#prev = this.#pageButton("tdview-search-prev", "Previous page of matches", "‹ Previous");
+    this.#next = this.#pageButton("tdview-search-next", "Next page of matches", "Next ›");
+    const pager = document.createElement("div");
+    pager.className = "tdview-search-pager";
+    pager.append(this.#prev, this.#next);
+    this.element.append(this.input, this.#status, pager, this.#results);
+    this.#prev.addEventListener("click", () => void this.page(-1));
+    this.#next.addEventListener("click", () => void this.page(1));
     this.input.addEventListener("input", this.#onInput);
     this.input.addEventListener("keydown", this.#onKeyDown);
     this.#results.addEventListener("click", this.#onClick);
   }
 
-  /** Runs a search now (the input debounces into this). */
-  async search(pattern: string): Promise<void> {
+  /** Runs a search now (the input debounces into this), for the page at `offset`. */
+  async search(pattern: string, offset = 0): Promise<void> {
     clearTimeout(this.#timer);
     this.#abort?.abort();
     this.#abort = null;
     if (pattern === "") {
       this.#shown = "";
-      this.#show([], false, "");
+      this.#offset = 0;
+      this.#total = 0;
+      this.#show([], [], false, "");
       return;
     }
     const abort = new AbortController();
     this.#abort = abort;
     try {
-      const result = await this.#source.search(pattern, this.#limit, { signal: abort.signal });
+      const result = await this.#source.search(pattern, this.#limit, {
+        signal: abort.signal,
+        offset,
+      });
       if (abort.signal.aborted) return;
       this.#shown = pattern;
-      const n = result.matches.length;
-      const status =
-        n === 0 ? "no match" : `${n}${result.truncated ? "+" : ""} match${n > 1 ? "es" : ""}`;
-      this.#show(result.matches, result.truncated, status);
+      this.#offset = result.offset;
+      this.#total = result.total;
+      this.#show(result.matches, result.nodes, result.truncated, searchStatus(result));
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
       const message = error instanceof ProtocolError ? error.message : String(error);
-      this.#show([], false, `search failed: ${message}`);
+      this.#show([], [], false, `search failed: ${message}`);
     }
+  }
+
+  /** Shows the previous (-1) or next (1) page of the matches on show. */
+  async page(step: -1 | 1): Promise<void> {
+    if (this.#shown === "") return;
+    const offset = this.#offset + step * this.#limit;
+    if (offset < 0 || offset >= this.#total) return;
+    await this.search(this.#shown, offset);
+  }
+
+  #pageButton(className: string, label: string, text: string): HTMLButtonElement {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = `tdview-search-page ${className}`;
+    button.setAttribute("aria-label", label);
+    button.textContent = text;
+    button.hidden = true;
+    return button;
   }
 
   dispose(): void {
@@ -82,7 +125,7 @@ export class SearchBox {
     this.#abort?.abort();
   }
 
-  #show(matches: Path[], truncated: boolean, status: string): void {
+  #show(matches: Path[], nodes: NodeSummary[], truncated: boolean, status: string): void {
     this.#matches = matches;
     this.#status.textContent = status;
     this.#results.replaceChildren(
@@ -92,12 +135,28 @@ export class SearchBox {
         button.type = "button";
         button.className = "tdview-search-result";
         button.dataset.match = String(i);
-        button.textContent = path.join(" / ");
+        const key = document.createElement("span");
+        key.className = "tdview-search-path";
+        key.textContent = path.join(" / ");
+        button.append(key);
+        const node = nodes[i];
+        const meta = node ? matchMeta(node) : "";
+        if (meta) {
+          const span = document.createElement("span");
+          span.className = "tdview-search-meta";
+          span.textContent = meta;
+          button.append(span);
+        }
         item.append(button);
         return item;
       }),
     );
     this.element.classList.toggle("tdview-truncated", truncated);
+    const paged = this.#total > matches.length;
+    this.#prev.hidden = !paged;
+    this.#next.hidden = !paged;
+    this.#prev.disabled = this.#offset <= 0;
+    this.#next.disabled = !truncated;
   }
 
   readonly #onInput = (): void => {
@@ -128,4 +187,20 @@ export class SearchBox {
     const path = this.#matches[Number(button?.dataset.match)];
     if (path) this.#onPick(path);
   };
+}
+
+/** "1,234 matches", or with pages "matches 51–100 of 1,234". */
+export function searchStatus(r: { offset: number; total: number; matches: unknown[] }): string {
+  if (r.total === 0) return "no match";
+  const all = `${formatCount(r.total)} match${r.total === 1 ? "" : "es"}`;
+  if (r.matches.length >= r.total) return all;
+  if (r.matches.length === 0) return `${all} (none from ${formatCount(r.offset + 1)})`;
+  const first = formatCount(r.offset + 1);
+  const last = formatCount(r.offset + r.matches.length);
+  return `matches ${first}–${last} of ${formatCount(r.total)}`;
+}
+
+/** A match's shape and dtype (or batch size) and its size: "[64, 32] float32 · 8.19 KB". */
+export function matchMeta(node: NodeSummary): string {
+  return [describeShape(node), humanBytes(node.bytes)].filter((s) => s !== "").join(" · ");
 }

@@ -59,7 +59,7 @@ describe("App", () => {
     expect(row?.textContent).toBe(wideKey(12_345));
   });
 
-  it("lists search matches as buttons, and says when there were more", async () => {
+  it("lists search matches as buttons, and says how many there are in all", async () => {
     const { el } = setup();
     const input = el.querySelector<HTMLInputElement>(".tdview-search-input");
     if (!input) throw new Error("no search box");
@@ -67,12 +67,16 @@ describe("App", () => {
     input.dispatchEvent(new Event("input"));
     await tick(250);
     const buttons = [...el.querySelectorAll<HTMLButtonElement>(".tdview-search-result")];
-    expect(buttons.map((b) => b.textContent)).toEqual(["zeta", "zulu"]);
+    expect(buttons.map((b) => b.querySelector(".tdview-search-path")?.textContent)).toEqual([
+      "zeta",
+      "zulu",
+    ]);
     input.value = "k0";
     input.dispatchEvent(new Event("input"));
     await tick(250);
     expect(el.querySelectorAll(".tdview-search-result")).toHaveLength(50);
-    expect(el.querySelector(".tdview-search-status")?.textContent).toBe("50+ matches");
+    const status = el.querySelector(".tdview-search-status")?.textContent;
+    expect(status).toBe("matches 1–50 of 100,000");
     buttons[1]?.click();
   });
 

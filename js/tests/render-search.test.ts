@@ -1,0 +1,94 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it } from "vitest";
+import { MemoryDataSource } from "../src/memory-data-source";
+import type { Path } from "../src/protocol";
+import { matchMeta, SearchBox, searchStatus } from "../src/render-search";
+import { sampleTree, tick, wideKey } from "./trees";
+
+function setup(limit = 50) {
+  const source = new MemoryDataSource(sampleTree(120));
+  const picked: Path[] = [];
+  const box = new SearchBox(source, (path) => picked.push(path), { debounceMs: 0, limit });
+  document.body.append(box.element);
+  const q = <T extends Element>(sel: string) => box.element.querySelector<T>(sel);
+  const paths = () =>
+    [...box.element.querySelectorAll(".tdview-search-path")].map((e) => e.textContent);
+  return { box, source, picked, q, paths };
+}
+
+afterEach(() => {
+  document.body.replaceChildren();
+});
+
+describe("SearchBox", () => {
+  it("says what it takes in its placeholder and tooltip", () => {
+    const { box } = setup();
+    expect(box.input.placeholder).toContain("*.bias");
+    expect(box.input.title).toContain("state_dict key");
+    expect(box.input.title).toContain("**/exp_avg");
+  });
+
+  it("shows the true number of matches and pages through all of them", async () => {
+    const { box, q, paths } = setup(50);
+    await box.search("wide/*");
+    expect(q(".tdview-search-status")?.textContent).toBe("matches 1–50 of 120");
+    expect(paths()[0]).toBe(`wide / ${wideKey(0)}`);
+    const prev = q<HTMLButtonElement>(".tdview-search-prev");
+    const next = q<HTMLButtonElement>(".tdview-search-next");
+    expect(prev?.hidden).toBe(false);
+    expect(prev?.disabled).toBe(true);
+    expect(next?.disabled).toBe(false);
+    next?.click();
+    await tick();
+    expect(q(".tdview-search-status")?.textContent).toBe("matches 51–100 of 120");
+    expect(paths()[0]).toBe(`wide / ${wideKey(50)}`);
+    next?.click();
+    await tick();
+    expect(q(".tdview-search-status")?.textContent).toBe("matches 101–120 of 120");
+    expect(paths()).toHaveLength(20);
+    expect(next?.disabled).toBe(true);
+    await box.page(1); // past the end: stays
+    expect(paths()[0]).toBe(`wide / ${wideKey(100)}`);
+    prev?.click();
+    await tick();
+    expect(paths()[0]).toBe(`wide / ${wideKey(50)}`);
+  });
+
+  it("hides the pager when every match is on one page", async () => {
+    const { box, q } = setup();
+    await box.search("zeta");
+    expect(q(".tdview-search-status")?.textContent).toBe("1 match");
+    expect(q<HTMLButtonElement>(".tdview-search-next")?.hidden).toBe(true);
+  });
+
+  it("shows each match's shape, dtype and size", async () => {
+    const { box, q } = setup();
+    await box.search("zulu");
+    expect(q(".tdview-search-meta")?.textContent).toBe("[10, 2] bfloat16 · 40 B");
+  });
+
+  it("picks the clicked match on any page", async () => {
+    const { box, picked } = setup(50);
+    await box.search("wide/*");
+    await box.page(1);
+    box.element.querySelector<HTMLButtonElement>('[data-match="3"]')?.click();
+    expect(picked).toEqual([["wide", wideKey(53)]]);
+  });
+});
+
+describe("searchStatus", () => {
+  it("counts every match, not only the page's", () => {
+    expect(searchStatus({ offset: 0, total: 0, matches: [] })).toBe("no match");
+    expect(searchStatus({ offset: 0, total: 2, matches: [1, 2] })).toBe("2 matches");
+    expect(searchStatus({ offset: 1000, total: 1234, matches: [1] })).toBe(
+      "matches 1,001–1,001 of 1,234",
+    );
+  });
+});
+
+describe("matchMeta", () => {
+  it("leaves out what a node does not have", () => {
+    const node = { kind: "tensordict", batch_size: null, bytes: null } as never;
+    expect(matchMeta(node)).toBe("");
+  });
+});
