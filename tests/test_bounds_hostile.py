@@ -148,11 +148,11 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
     """Both walk threads busy with searches that never end, a slow node (a pickle scan):
     a click's children and node are answered at once, and the searches end when
     cancelled."""
-    from tdview.protocol import _nodes
+    from tdview.protocol import _nodes, _search
 
     release = threading.Event()
 
-    def endless_search(ckpt, pattern, limit):
+    def endless_search(ckpt, pattern, limit, **_):
         while True:
             cancel_point()
             time.sleep(0.01)
@@ -164,7 +164,7 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
             release.wait(30)
         return real_details(ckpt, node, totals=totals)
 
-    monkeypatch.setattr(_nodes, "search_result", endless_search)
+    monkeypatch.setattr(_search, "search_result", endless_search)
     monkeypatch.setattr(_nodes, "details", slow_details)
     sent: list[dict] = []
     got = threading.Condition()
