@@ -55,6 +55,18 @@ const f64 = (values: readonly number[], shape: number[]) => ({
   data: Float64Array.from(values),
 });
 
+/** The least and greatest of `values` (a loop: spreading a large array into
+ * Math.min overflows the call stack). */
+function extremes(values: readonly number[]): [number, number] {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const v of values) {
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  return [lo, hi];
+}
+
 /** Statistics as the kernel sends them for a leaf of `dtype` (`_stats.py`). */
 export function statsOf(values: readonly number[], dtype: string): PreviewStats {
   const boolean = dtype === "bool";
@@ -65,8 +77,8 @@ export function statsOf(values: readonly number[], dtype: string): PreviewStats 
   const m2 = finite.reduce((a, b) => a + (b - mean) ** 2, 0);
   const nan = values.filter(Number.isNaN).length;
   return {
-    min: n ? Math.min(...finite) : null,
-    max: n ? Math.max(...finite) : null,
+    min: n ? extremes(finite)[0] : null,
+    max: n ? extremes(finite)[1] : null,
     mean: n && !boolean ? mean : null,
     std: n > 1 && !boolean ? Math.sqrt(m2 / (n - 1)) : null,
     nan: exact ? null : nan,
@@ -178,8 +190,8 @@ export function heatmapOf(
   return {
     cells: { dtype: "float32", shape: [h, w], data: cells },
     of: [R, C],
-    min: finite.length ? Math.min(...finite) : null,
-    max: finite.length ? Math.max(...finite) : null,
+    min: finite.length ? extremes(finite)[0] : null,
+    max: finite.length ? extremes(finite)[1] : null,
   };
 }
 

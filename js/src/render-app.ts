@@ -98,7 +98,11 @@ export class App {
     if (!state.root) return;
     const rootLabel = basename(state.source) || "(root)";
     this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
-    this.view = new TreeView(this.tree, { ...options.view });
+    this.view = new TreeView(this.tree, {
+      // Enter or a double click on a leaf opens its preview (which then stays open)
+      onActivate: () => this.details?.preview.openPreview(),
+      ...options.view,
+    });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
     this.#search = new SearchBox(source, (path) => void this.reveal(path));
     const left = el("div", "tdview-browser");

@@ -95,6 +95,30 @@ describe("App", () => {
     );
   });
 
+  it("opens the preview on Enter on a leaf, and keeps it open on the next leaf", async () => {
+    const { app, el, source } = setup(replayTree());
+    await app.reveal(["action"]);
+    await tick();
+    const tree = el.querySelector<HTMLElement>('[role="tree"]');
+    tree?.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+    for (let i = 0; i < 10 && !el.querySelector(".tdview-preview-result"); i++) await tick();
+    expect(app.details?.preview.open).toBe(true);
+    expect(source.calls("preview").map((c) => c.params.path)).toEqual([["action"]]);
+    await app.reveal(["reward"]);
+    for (let i = 0; i < 10 && source.calls("preview").length < 2; i++) await tick();
+    expect(source.calls("preview").map((c) => c.params.path)).toEqual([["action"], ["reward"]]);
+  });
+
+  it("opens the preview on a double click on a leaf row", async () => {
+    const { app, el, source } = setup(replayTree());
+    await app.reveal(["done"]);
+    await tick();
+    const row = el.querySelector('[aria-selected="true"] .tdview-key');
+    row?.dispatchEvent(new MouseEvent("dblclick", { bubbles: true }));
+    for (let i = 0; i < 10 && source.calls("preview").length < 1; i++) await tick();
+    expect(source.calls("preview").map((c) => c.params.path)).toEqual([["done"]]);
+  });
+
   it("shows the root when the initially selected path does not exist", async () => {
     const { app, el, selections } = setup(sampleTree(), { selected: ["a", "gone"] });
     for (let i = 0; i < 20; i++) await tick();

@@ -128,8 +128,56 @@ describe("the preview of the golden bfloat16 leaf", () => {
       inf: 0,
       count: 3,
     });
-    expect(cells(none, ".tdview-stat-value").slice(0, 5)).toEqual(["—", "—", "—", "—", "3"]);
+    expect(cells(none, ".tdview-stat-value").slice(0, 5)).toEqual(["—", "—", "3", "0", "3"]);
     expect(none.querySelector(".tdview-warn")?.textContent).toBe("3");
+  });
+
+  it("leaves out the statistics that make no sense for the dtype", () => {
+    const ints = statsTable({ min: 0, max: 4, mean: 2, std: 1, nan: null, inf: null, count: 5 });
+    expect(cells(ints, ".tdview-stat-label")).toEqual(["min", "max", "mean", "std", "count"]);
+    expect(ints.querySelector(".tdview-warn")).toBeNull();
+    const bools = statsTable({
+      min: 0,
+      max: 1,
+      mean: null,
+      std: null,
+      nan: null,
+      inf: null,
+      count: 5,
+    });
+    expect(cells(bools, ".tdview-stat-label")).toEqual(["min", "max", "count"]);
+  });
+
+  it("labels a bar per value, and can scale the bars by log count", () => {
+    const f64 = (v: number[]) => ({
+      dtype: "float64",
+      shape: [v.length],
+      data: Float64Array.from(v),
+    });
+    const counts = { dtype: "int64", shape: [3], data: BigInt64Array.from([1n, 1000n, 10n]) };
+    const values = f64([0, 1, 5]);
+    const figure = histogram(f64([0, 5]), counts, { values, dtype: "int64" });
+    expect(cells(figure, ".tdview-histogram-values span")).toEqual(["0", "1", "5"]);
+    const bars = [...figure.querySelectorAll("rect.tdview-histogram-bar")];
+    expect(bars.map((b) => b.querySelector("title")?.textContent)).toEqual([
+      "0: 1",
+      "1: 1,000",
+      "5: 10",
+    ]);
+    expect(figure.querySelector("svg")?.getAttribute("aria-label")).toBe(
+      "Histogram: 3 values from 0 to 5",
+    );
+    const linear = bars.map((b) => Number(b.getAttribute("height")));
+    const log = [
+      ...histogram(f64([0, 5]), counts, { values, dtype: "int64", log: true }).querySelectorAll(
+        "rect.tdview-histogram-bar",
+      ),
+    ].map((b) => Number(b.getAttribute("height")));
+    expect(linear[2]).toBe(1.5);
+    expect(log[1]).toBe(100);
+    expect(log[2]).toBeCloseTo((Math.log1p(10) / Math.log1p(1000)) * 100);
+    const bools = histogram(f64([0, 1]), counts, { values: f64([0, 1, 1]), dtype: "bool" });
+    expect(cells(bools, ".tdview-histogram-values span")).toEqual(["False", "True", "True"]);
   });
 
   it("draws one SVG bar per bin, as tall as its count", () => {
@@ -265,5 +313,135 @@ describe("PreviewSection", () => {
     expect(section.element.querySelector(".tdview-preview-result")).toBeNull();
     expect(section.element.querySelector('[role="alert"]')).toBeNull();
     section.dispose();
+  });
+});
+
+describe("PreviewSection, open from leaf to leaf", () => {
+  const tree = {
+    key: "",
+    children: [
+      {
+        key: "buffer",
+        shape: [100_000, 3],
+        dtype: "int64",
+        data: Array.from({ length: 300_000 }, (_, i) => i),
+      },
+      { key: "flags", shape: [4], dtype: "bool", data: [1, 0, 1, 1] },
+      { key: "td", children: [] },
+    ],
+  };
+
+  async function setup(rows = 20, latencyMs = 0) {
+    const source = new MemoryDataSource(tree, { latencyMs });
+    const section = new PreviewSection(source, { rows });
+    document.body.append(section.element);
+    const details = async (key: string) => source.node([key]);
+    const q = <T extends Element>(sel: string) => section.element.querySelector<T>(sel);
+    return { source, section, details, q };
+  }
+
+  it("is one Preview control, with no title of the same name", async () => {
+    const { section, details } = await setup();
+    section.setNode(await details("flags"));
+    expect(section.element.querySelector("h3")).toBeNull();
+    expect(cells(section.element, "button")).toEqual(["Preview"]);
+  });
+
+  it("stays open as the selection moves to another leaf, and reads it", async () => {
+    const { source, section, details, q } = await setup();
+    section.setNode(await details("flags"));
+    q<HTMLButtonElement>(".tdview-preview-button")?.click();
+    await tick();
+    expect(section.open).toBe(true);
+    expect(q(".tdview-preview-button")?.getAttribute("aria-pressed")).toBe("true");
+    expect(cells(section.element, ".tdview-stat-label")).toEqual(["min", "max", "count"]);
+    section.suspend();
+    section.setNode(await details("buffer"));
+    await tick();
+    expect(source.calls("preview").map((c) => c.params.path)).toEqual([["flags"], ["buffer"]]);
+    expect(cells(section.element, "tbody th")[0]).toBe("0");
+    section.setNode(await details("td"));
+    expect(section.element.hidden).toBe(true);
+    q<HTMLButtonElement>(".tdview-preview-button")?.click(); // closes
+    expect(section.open).toBe(false);
+  });
+
+  it("pages through the rows: rows 20–40 of 100,000, and back", async () => {
+    const { source, section, details, q } = await setup();
+    section.setNode(await details("buffer"));
+    section.openPreview();
+    await tick();
+    expect(q(".tdview-preview-rows")?.textContent).toBe("rows 0–20 of 100,000");
+    expect(q<HTMLButtonElement>(".tdview-preview-prev")?.disabled).toBe(true);
+    q<HTMLButtonElement>(".tdview-preview-next")?.click();
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({ index: "[20:40, 0:3]" });
+    expect(q(".tdview-preview-rows")?.textContent).toBe("rows 20–40 of 100,000");
+    expect(cells(section.element, "tbody th")[0]).toBe("20");
+    expect(cells(section.element, "tbody td")[0]).toBe("60");
+    expect(q<HTMLInputElement>(".tdview-preview-index")?.value).toBe("[20:40, 0:3]");
+    q<HTMLButtonElement>(".tdview-preview-prev")?.click();
+    await tick();
+    expect(q(".tdview-preview-rows")?.textContent).toBe("rows 0–20 of 100,000");
+  });
+
+  it("reaches row 50,000 by an index expression, validated in the browser", async () => {
+    const { source, section, details, q } = await setup();
+    section.setNode(await details("buffer"));
+    const input = q<HTMLInputElement>(".tdview-preview-index");
+    if (!input) throw new Error("no index input");
+    expect(input.placeholder).toBe("[50000:50020, :8]");
+    input.value = "[50000:50020, :8, 1]";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    expect(q(".tdview-preview-index-error")?.textContent).toBe(
+      "the index has 3 parts but the leaf has 2 dims",
+    );
+    expect(input.getAttribute("aria-invalid")).toBe("true");
+    input.value = "[5a]";
+    expect(section.applyIndex(input.value)).toBe(false);
+    expect(source.calls("preview")).toHaveLength(0);
+    input.value = "[50000:50020, :8]";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    await tick();
+    expect(q(".tdview-preview-index-error")?.textContent).toBe("");
+    expect(source.calls("preview")[0]?.params).toMatchObject({ index: "[50000:50020, :8]" });
+    expect(cells(section.element, "tbody th")[0]).toBe("50000");
+    expect(cells(section.element, "tbody td")[0]).toBe("150000");
+    expect(q(".tdview-preview-rows")?.textContent).toBe("rows 50,000–50,020 of 100,000");
+    expect(q(".tdview-preview-caption")?.textContent).toBe("rows 50,000–50,020 of 100,000");
+  });
+
+  it("forgets the index on another leaf", async () => {
+    const { source, section, details } = await setup();
+    section.setNode(await details("buffer"));
+    section.applyIndex("[5:7]");
+    await tick();
+    section.setNode(await details("flags"));
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toEqual({ path: ["flags"], rows: 20 });
+  });
+
+  it("redraws the histogram by log count without asking again", async () => {
+    const { source, section, details, q } = await setup();
+    section.setNode(await details("flags"));
+    section.openPreview();
+    await tick();
+    const log = q<HTMLInputElement>(".tdview-preview-log");
+    if (!log) throw new Error("no log toggle");
+    log.checked = true;
+    log.dispatchEvent(new Event("change"));
+    expect(q(".tdview-histogram-max")?.textContent).toContain("log scale");
+    expect(source.calls("preview")).toHaveLength(1);
+  });
+
+  it("can be cancelled while it reads, and stays open", async () => {
+    const { section, details, q } = await setup(20, 50);
+    section.setNode(await details("buffer"));
+    section.openPreview();
+    q<HTMLButtonElement>(".tdview-preview-cancel")?.click();
+    await tick(80);
+    expect(q(".tdview-preview-result")).toBeNull();
+    expect(section.element.textContent).toContain("Preview cancelled.");
+    expect(section.open).toBe(true);
   });
 });
