@@ -11,6 +11,22 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return element;
 }
 
+/**
+ * `text` as nodes that a line may break only after a separator ("/", ", ") of a
+ * path, subpath or key: a `<wbr>` after each, and a class whose CSS never breaks a word.
+ *
+ * @example pathText("model/layers/0").innerHTML === "model/<wbr>layers/<wbr>0"
+ */
+export function pathText(text: string, className = ""): HTMLSpanElement {
+  const span = el("span", `tdview-path-text ${className}`.trim());
+  const pieces = text.split(/(?<=\/|, )/);
+  pieces.forEach((piece, i) => {
+    span.append(piece);
+    if (i < pieces.length - 1) span.append(document.createElement("wbr"));
+  });
+  return span;
+}
+
 /** A `type="button"` button (never submits a form) with a click handler. */
 export function button(
   label: string,

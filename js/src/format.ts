@@ -98,12 +98,13 @@ export function nodeLabel(node: NodeSummary): string {
   return container ? `${KIND_LABELS.checkpoint} · ${container}` : KIND_LABELS[node.kind];
 }
 
-/** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node, "3 entries" for a
- * folder of a collection. */
+/** "[1000, 84, 84] uint8" for a leaf, "batch [1000]" for a node (nothing for an empty
+ * batch size, the default that says nothing), "3 entries" for a folder of a collection. */
 export function describeShape(node: NodeSummary): string {
   if (node.kind === "folder" || node.kind === "collection") {
     return `${formatCount(node.n_children)} ${node.n_children === 1 ? "entry" : "entries"}`;
   }
   if (node.kind === "leaf") return [formatShape(node.shape), node.dtype ?? ""].join(" ").trim();
-  return node.batch_size === null ? "" : `batch ${formatShape(node.batch_size)}`;
+  const batch = node.batch_size;
+  return batch === null || batch.length === 0 ? "" : `batch ${formatShape(batch)}`;
 }

@@ -4,6 +4,7 @@
  */
 
 import type { DataSource } from "./data-source";
+import { pathText } from "./dom";
 import { formatShape, humanBytes, kindLabel } from "./format";
 import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
 import { DetailsPanel } from "./render-details";
@@ -43,7 +44,7 @@ function basename(source: string): string {
 
 function header(state: WidgetState): HTMLElement {
   const box = el("header", "tdview-header");
-  const source = el("span", "tdview-source", state.source || "(no checkpoint)");
+  const source = pathText(state.source || "(no checkpoint)", "tdview-source");
   source.title = state.source;
   box.append(source);
   const root = state.root;

@@ -8,7 +8,7 @@
 
 import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
-import { alertBox, button, el, errorText } from "./dom";
+import { alertBox, button, el, errorText, pathText } from "./dom";
 import {
   formatCount,
   formatShape,
@@ -95,6 +95,9 @@ export function rowsText(rows: StorageRows): string {
 function ownKeys(d: NodeDetails): Path {
   return d.member ? d.path.slice(d.member.depth) : d.path;
 }
+
+/** The fields that hold a path, subpath or key: they wrap at its separators only. */
+const PATH_FIELDS = new Set(["Path", "Checkpoint", "Key", "Subpath"]);
 
 /** The rows of the list, in display order; empty values are left out. */
 export function detailFields(d: NodeDetails): Field[] {
@@ -326,6 +329,7 @@ export class DetailsPanel {
     const list = el("dl");
     for (const [label, value] of detailFields(details)) {
       const dd = el("dd", "", value);
+      if (PATH_FIELDS.has(label)) dd.replaceChildren(pathText(value));
       const copied = copyTextOf(label, details);
       if (copied !== null) {
         const what = label === "Key" ? "nested key" : "subpath";
@@ -333,7 +337,7 @@ export class DetailsPanel {
         copy.element.classList.add(`tdview-copy-${label.toLowerCase()}`);
         this.#copies.push(copy);
         dd.classList.add("tdview-copyable");
-        dd.replaceChildren(el("span", "tdview-copy-text", value), copy.element);
+        dd.replaceChildren(pathText(value, "tdview-copy-text"), copy.element);
       }
       list.append(el("dt", "", label), dd);
     }

@@ -89,7 +89,7 @@ describe("a collection's rows", () => {
       "checkpoint · directory",
       "checkpoint · archive",
     ]);
-    expect(children.map(describeShape)).toEqual(["", "1 entry", "", "batch []", "batch []"]);
+    expect(children.map(describeShape)).toEqual(["", "1 entry", "", "", ""]);
 
     const source = new MemoryDataSource(run(), { source: "run" });
     const tree = new TreeModel(source, source.root, { rootLabel: "run" });
@@ -107,7 +107,7 @@ describe("a collection's rows", () => {
       ["config.json", "JSON", ""],
       ["ckpts", "folder", "1 entry"],
       ["prefetch.pkl", "pickle", ""],
-      ["step_1000", "checkpoint · directory", "batch []"],
+      ["step_1000", "checkpoint · directory", ""],
     ]);
     expect(view.element.querySelector(".tdview-badge.tdview-kind-pickle")).not.toBeNull();
     view.dispose();

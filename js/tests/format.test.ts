@@ -82,3 +82,11 @@ describe("format", () => {
     expect(describeShape({ ...base, kind: "non_tensor", batch_size: null })).toBe("");
   });
 });
+
+describe("describeShape of a node's batch size", () => {
+  it("says nothing for an empty batch size", () => {
+    const node = { kind: "tensordict", batch_size: [], n_children: 2 } as never;
+    expect(describeShape(node)).toBe("");
+    expect(describeShape({ kind: "tensordict", batch_size: [1000] } as never)).toBe("batch [1000]");
+  });
+});

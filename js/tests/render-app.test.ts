@@ -159,3 +159,18 @@ describe("detailFields", () => {
     expect(td.Names).toBe("time");
   });
 });
+
+describe("the header", () => {
+  it("lets a long source path wrap at its slashes only", () => {
+    const source = new MemoryDataSource(sampleTree(10));
+    const app = new App({
+      source,
+      state: state({ root: source.root, source: "/data/runs/exp-42/ckpt.tdz" }),
+      detailsDelayMs: 0,
+    });
+    const header = app.element.querySelector(".tdview-source");
+    expect(header?.innerHTML).toBe("/<wbr>data/<wbr>runs/<wbr>exp-42/<wbr>ckpt.tdz");
+    expect(header?.classList.contains("tdview-path-text")).toBe(true);
+    app.dispose();
+  });
+});

@@ -113,6 +113,19 @@ describe("DetailsPanel", () => {
     expect(el.querySelector("dl")?.textContent).toContain("ckpt.tdz::replay/obs.memmap @ 4096");
   });
 
+  it("wraps a path, subpath or key only at its separators, its Copy button in the row", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay", "obs"]);
+    const sub = el.querySelector(".tdview-copy-subpath")?.closest("dd");
+    const text = sub?.querySelector(".tdview-path-text");
+    expect(text?.innerHTML).toBe("replay/<wbr>obs");
+    expect(text?.classList.contains("tdview-copy-text")).toBe(true);
+    expect(sub?.lastElementChild?.classList.contains("tdview-copy-subpath")).toBe(true);
+    const dds = [...el.querySelectorAll("dd")];
+    const path = dds.find((dd) => dd.textContent === "replay / obs");
+    expect(path?.querySelector(".tdview-path-text")).not.toBeNull();
+  });
+
   it("has no subpath to copy when a key holds a slash", async () => {
     const { panel, el } = setup();
     await panel.show(["a/b"]);
