@@ -10,18 +10,22 @@ import html
 import os
 import pathlib
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets
 
 from . import _html
 from ._collection_text import holds_checkpoints, nothing_found
+from ._compare_widget import compare_state, open_comparison, static_html, static_text
 from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
 from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
 from .protocol._load import check_device
 from .protocol._messages import MODES
+
+if TYPE_CHECKING:
+    from .diff import Diff
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 #: The view's report of a click: ``{"kind": SELECT, "v": 1, "path": [...]}``.
@@ -65,6 +69,14 @@ class TDView(anywidget.AnyWidget):
         ``False`` reads the legacy raw key layout only.
     mode : {"r", "r+", None}
         Default mode of loads: memory-mapped read-only, read-write, or copied.
+    compare : str or PathLike, optional
+        A second checkpoint: the view then compares ``path`` (the old side, ``a``) with it
+        (the new side, ``b``) as :func:`tdview.diff` does, in one tree of both with the
+        keys added, removed, changed and renamed marked; a subtree or a leaf can be
+        compared again by bytes or values from the view, and each side's subtrees loaded.
+    level, subpath_a, subpath_b, rtol, atol
+        With ``compare``: the first comparison's :func:`tdview.diff` arguments
+        (``"metadata"`` by default: no payload byte read until asked).
 
     Attributes
     ----------
@@ -102,34 +114,51 @@ class TDView(anywidget.AnyWidget):
     options = traitlets.Dict().tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     loaded = traitlets.Dict().tag(sync=True)
+    #: ``CompareState`` of a compare view (``compare=``), else None.
+    compare = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
 
     def __init__(
         self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
-        robust_key: bool | None = None, mode: str | None = "r", **kwargs: Any,
+        robust_key: bool | None = None, mode: str | None = "r",
+        compare: str | os.PathLike[str] | None = None, level: str = "metadata",
+        subpath_a: object = None, subpath_b: object = None, rtol: float = 0.0,
+        atol: float = 0.0, **kwargs: Any,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'r', 'r+' or None, not {mode!r}")
         source = os.fspath(path)
         ckpt, error, root = None, "", None
+        comparison = None
+        if compare is not None:  # no one checkpoint: the comparison owns both
+            comparison, error = open_comparison(
+                source, compare, level=level, subpath_a=subpath_a, subpath_b=subpath_b,
+                rtol=rtol, atol=atol)
         try:
-            ckpt = Checkpoint(source, robust_key=robust_key)
-            root = root_summary(ckpt, source)  # totals on demand
-            if isinstance(ckpt, Collection) and not holds_checkpoints(ckpt):
-                error = nothing_found(ckpt)
-            elif ckpt.root.problems:
-                error = "; ".join(ckpt.root.problems)
+            if compare is None:
+                ckpt = Checkpoint(source, robust_key=robust_key)
+                root = root_summary(ckpt, source)  # totals on demand
+                if isinstance(ckpt, Collection) and not holds_checkpoints(ckpt):
+                    error = nothing_found(ckpt)
+                elif ckpt.root.problems:
+                    error = "; ".join(ckpt.root.problems)
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)
         namespace = _user_namespace()
         options = {"device": check_device(device), "mode": mode,
                    "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False,
                    "can_bind": namespace is not None}
-        super().__init__(source=source, root=root, options=options, error=error, **kwargs)
+        super().__init__(source=source, root=root, options=options, error=error,
+                         compare=compare_state(comparison), **kwargs)
         self.checkpoint: Checkpoint | None = ckpt
+        self.comparison = comparison
+        self._compare_source = None if compare is None else os.fspath(compare)
         self.value: Any = None
         self._static: list[_html.Row] | None = None
         self._session = Session(ckpt, source, namespace=namespace,
-                                error=error if ckpt is None else "", on_load=self._loaded)
+                                error=error if ckpt is None else "", on_load=self._loaded,
+                                diff=comparison)
+        if comparison is not None:
+            comparison.on_refine = self._refined
         self._dispatcher = Dispatcher(self._session, self._send_message)
         self.on_msg(self._on_custom_msg)
 
@@ -170,11 +199,23 @@ class TDView(anywidget.AnyWidget):
     def _loaded(self, value: Any) -> None:
         self.value = value
 
+    def _refined(self, state: dict[str, Any]) -> None:
+        self.compare = state
+
+    @property
+    def diff(self) -> Diff | None:
+        """The compare view's :class:`~tdview.diff.Diff` as it stands (subtrees compared
+        again from the view included); None for a view of one checkpoint."""
+        return None if self.comparison is None else self.comparison.view.result
+
     def close(self) -> None:
         """Close the view and stop answering its requests."""
         dispatcher = getattr(self, "_dispatcher", None)
         if dispatcher is not None:
             dispatcher.close()
+        comparison = getattr(self, "comparison", None)
+        if comparison is not None:
+            comparison.close()
         super().close()
 
     # -- Python API -----------------------------------------------------------------
@@ -215,6 +256,10 @@ class TDView(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
         data = dict(data)
+        if self._compare_source is not None:
+            text = static_text(self.comparison, self.source, self._compare_source, self.error)
+            data["text/plain"], data["text/html"] = text, static_html(text)
+            return data, metadata
         try:
             data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
             data["text/html"] = _html.render_html(self.source, self._table(), self.error)

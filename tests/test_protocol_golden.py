@@ -112,6 +112,8 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
     covered |= {"reply_preview_view"}  # test_preview_view
     covered |= {"reply_children_collection"}  # below
+    covered |= {n for n in NAMES if n.startswith("reply_diff_")} | {"state_compare"}
+    # (test_protocol_diff_golden: the compare view's replies and traits)
     assert set(NAMES) <= covered, set(NAMES) - covered
 
 

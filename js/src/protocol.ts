@@ -36,6 +36,12 @@
  */
 
 import { BUFFER_DTYPES } from "./buffers";
+import {
+  DIFF_METHODS,
+  type DiffMethods,
+  diffParamDecoders,
+  diffResultDecoders,
+} from "./compare-protocol";
 import { parseIndex } from "./preview-index";
 import {
   array,
@@ -365,7 +371,8 @@ export interface LoadResult {
   code: string;
 }
 
-export interface Methods {
+/** The methods, the compare view's (`diff_*`, compare-protocol.ts) included. */
+export interface Methods extends DiffMethods {
   children: { params: ChildrenParams; result: ChildrenResult };
   node: { params: NodeParams; result: NodeDetails };
   search: { params: SearchParams; result: SearchResult };
@@ -376,7 +383,15 @@ export interface Methods {
 export type Method = keyof Methods;
 export type Params<M extends Method> = Methods[M]["params"];
 export type Result<M extends Method> = Methods[M]["result"];
-export const METHODS = ["children", "node", "search", "preview", "devices", "load"] as const;
+export const METHODS = [
+  "children",
+  "node",
+  "search",
+  "preview",
+  "devices",
+  "load",
+  ...DIFF_METHODS,
+] as const;
 
 export type Request = {
   [M in Method]: { kind: "tdview:request"; v: 1; id: number; method: M; params: Params<M> };
@@ -566,6 +581,7 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   },
   devices: (v, at) => object({})(v, at) as DevicesParams,
   load: object({ path, device: str, mode, allow_pickle: bool, variable: nullable(str) }),
+  ...diffParamDecoders,
 };
 
 /** The key's value when a params object has it (an optional param), else undefined. */
@@ -657,6 +673,11 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
     ),
   }),
   load: object({ path, summary: str, variable: nullable(str), code: str }),
+  // a diff_preview holds a preview of each side, a diff_load answers as a load
+  ...diffResultDecoders(
+    (v, at) => resultDecoders.preview(v, at),
+    (v, at) => resultDecoders.load(v, at),
+  ),
 };
 
 const envelope = (kind: string) => object({ kind: literal(kind), v: literal(1), id: count });

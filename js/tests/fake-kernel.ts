@@ -57,6 +57,8 @@ function answer(memory: MemoryDataSource, req: Request, emit: Emit): Promise<unk
       );
     case "preview":
       return previewReply(memory, req.params);
+    default: // the compare view's diff_* methods: compare-fixtures.ts answers them
+      return Promise.reject(new ProtocolError("NoCheckpointError", `${req.method}: no comparison`));
   }
 }
 

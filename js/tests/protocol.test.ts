@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { parseCompareState } from "../src/compare-protocol";
 import { ProtocolError } from "../src/data-source";
 import {
   decodeBuffer,
@@ -19,6 +20,10 @@ import { type Golden, getAt, goldenNames, keyPaths, loadGolden, mutate } from ".
 /** Whether the parser for this golden file's kind accepts `message`. */
 function accepts(golden: Golden, message: unknown): boolean {
   const { name } = golden;
+  if (name === "state_compare") {
+    const compare = (message as Record<string, unknown> | null)?.compare;
+    return parseState(message) !== null && parseCompareState(compare) !== null;
+  }
   if (name.startsWith("state")) return parseState(message) !== null;
   if (name.startsWith("request_")) return parseRequest(message) !== null;
   if (name === "cancel") return parseCancel(message) !== null;

@@ -25,6 +25,7 @@ page). Every number is finite: a statistic without a finite value is ``null``. S
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,9 @@ class DiffView:
     result: Diff
     subpath_a: NestedPath = ()
     subpath_b: NestedPath = ()
+    #: Held while the rows change (:func:`refine`) and by whoever reads them from another
+    #: thread (the widget's dispatcher answers pages while a refine runs).
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _children: dict[NestedPath, list[Row]] | None = field(default=None, repr=False)
     _changed: dict[NestedPath, list[Row]] = field(default_factory=dict, repr=False)
 
@@ -172,9 +176,12 @@ def refine(view: DiffView, path: NestedPath, level: str, *, rtol: float = 0.0,
         new.path = path + new.path
         if new.renamed_from is not None:
             new.renamed_from = old + new.renamed_from
-    view.result.splice(path, sub.rows, level)
-    view.replaced()
-    return summary(view)
+    with view.lock:
+        view.result.splice(path, sub.rows, level)
+        if not path:  # the whole diff was compared again: it is at that level
+            view.result.level = level
+        view.replaced()
+        return summary(view)
 
 
 def preview_pair(view: DiffView, path: NestedPath, rows: int,
@@ -183,7 +190,8 @@ def preview_pair(view: DiffView, path: NestedPath, rows: int,
     ``b``'s buffer numbers follow ``a``'s."""
     from ._preview import preview
 
-    row = _row(view, path)
+    with view.lock:
+        row = _row(view, path)
     buffers: list[bytes] = []
     out: dict[str, Any] = {"path": list(path), "a": None, "b": None}
     old = row.renamed_from if row.renamed_from is not None else row.path

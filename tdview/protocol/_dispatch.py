@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, MutableMapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._text import error_text
 from ..errors import Cancelled, NoCheckpointError, TDViewError
@@ -40,6 +40,9 @@ from ._messages import (
     reply_ok,
 )
 
+if TYPE_CHECKING:
+    from ._compare import Comparison
+
 log = logging.getLogger("tdview.protocol")
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
@@ -50,6 +53,8 @@ _MAX_MARKS = 4096
 #: ``load``. Two walks and a slow click (a pickle scan of a few seconds) leave a thread
 #: for the next click.
 LANES = {"browse": 2, "walk": 2, "preview": 1, "load": 1}
+#: The compare view's payload requests (the other ``diff_*`` methods are clicks: browse).
+_DIFF_LANES = {"diff_preview": "preview", "diff_refine": "load", "diff_load": "load"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -69,6 +74,8 @@ class Session:
     namespace: MutableMapping[str, Any] | None = None
     error: str = ""
     on_load: Callable[[Any], None] | None = None
+    #: The compare view (``TDView(a, compare=b)``): the ``diff_*`` methods answer from it.
+    diff: Comparison | None = None
     _marks: OrderedDict[int, None] = field(default_factory=OrderedDict, repr=False)
     _pending: dict[int, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -110,6 +117,11 @@ class Session:
 
 
 def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
+    if session.diff is not None or request.method.startswith("diff_"):
+        from . import _compare
+
+        return _compare.run(session.diff, request, lambda: session.check(request.id),
+                            progress_fn, session.namespace, session.on_load)
     ckpt = session.ckpt
     assert ckpt is not None
     if isinstance(ckpt, Collection):
@@ -227,7 +239,7 @@ def handle(
         session.expect(request.id)
     path = request.params.get("path")
     try:
-        if session.ckpt is None:
+        if session.ckpt is None and session.diff is None:
             raise NoCheckpointError(session.error or f"{session.source}: no checkpoint is open")
         session.check(request.id)
         with cancellable(lambda: session.check(request.id)):
@@ -269,6 +281,8 @@ def lane(message: object) -> str:
     if not isinstance(message, dict):
         return "browse"
     method, params = message.get("method"), message.get("params")
+    if isinstance(method, str) and method in _DIFF_LANES:
+        return _DIFF_LANES[method]
     if method in ("preview", "load"):
         return str(method)
     if method == "search":

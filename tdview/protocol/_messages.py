@@ -23,7 +23,9 @@ from ._index import parse_index
 PROTOCOL_VERSION = 1
 REQUEST, REPLY = "tdview:request", "tdview:reply"
 CANCEL, PROGRESS = "tdview:cancel", "tdview:progress"
-METHODS = ("children", "node", "search", "preview", "devices", "load")
+#: The compare view's methods (params checked in :mod:`._diff_params`).
+DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview", "diff_load")
+METHODS = ("children", "node", "search", "preview", "devices", "load", *DIFF_METHODS)
 MODES = ("r", "r+", None)
 #: ``rows_scope`` of ``preview``: the written rows of a torchrl storage, or all its rows.
 ROWS_SCOPES = ("written", "all")
@@ -216,6 +218,10 @@ def _variable(params: dict[str, Any]) -> str | None:
 
 
 def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    if method in DIFF_METHODS:
+        from ._diff_params import diff_params  # it builds on this module's checks
+
+        return diff_params(method, params)
     if method == "children":
         return {"path": _path(params, method), "offset": _count(params, "offset", method),
                 "limit": min(_count(params, "limit", method), MAX_PAGE),

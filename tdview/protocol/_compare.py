@@ -1,0 +1,114 @@
+"""The compare view's requests, as the dispatcher runs them: a :class:`Comparison` is what
+a :class:`~._dispatch.Session` holds (``session.diff``) when its widget compares two
+checkpoints (``TDView(a, compare=b)``).
+
+Pages, details and previews come from :mod:`._diff`; ``diff_load`` loads a subtree of one
+side as ``load`` does (its code line names that side's checkpoint, as the user spelled
+it). ``devices`` is answered too, for the load form. Requests read the rows under the
+view's lock, so a page asked while a refine replaces rows sees them before or after.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NoCheckpointError
+from ..index import Checkpoint, Collection
+from . import _collection, _diff, _load
+from ._messages import DIFF_METHODS, Request
+
+if TYPE_CHECKING:
+    from ._diff import DiffView
+
+Reply = tuple[dict[str, Any], list[bytes]]
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass
+class Comparison:
+    """An open compare view, the two sources as the user spelled them (for code lines),
+    and who hears of a refined diff (the widget updates its ``compare`` trait)."""
+
+    view: DiffView
+    source_a: str
+    source_b: str
+    on_refine: Callable[[dict[str, Any]], None] | None = None
+
+    def state(self) -> dict[str, Any]:
+        """``CompareState``: the sources, the ``DiffSummary`` and the root's ``DiffItem``
+        (small: the widget's ``compare`` trait holds it)."""
+        with self.view.lock:
+            return {"source_a": self.source_a, "source_b": self.source_b,
+                    "summary": _diff.summary(self.view),
+                    "root": _diff.details(self.view, ())}
+
+    def close(self) -> None:
+        self.view.close()
+
+
+def run(comparison: Comparison | None, request: Request, check: Callable[[], None],
+        progress_fn: ProgressFn | None,
+        namespace: MutableMapping[str, Any] | None = None,
+        bind: Callable[[Any], None] | None = None) -> Reply:
+    """Answer one checked request of a session that compares checkpoints (the ``diff_*``
+    methods and ``devices``; the others are refused).
+
+    Raises
+    ------
+    NoCheckpointError
+        A ``diff_*`` request to a view of one checkpoint, or another request to a
+        compare view (which has no one checkpoint to browse).
+    """
+    params, method = request.params, request.method
+    if comparison is None:
+        raise NoCheckpointError(f"{method}: this view compares no checkpoints (open one "
+                                "with TDView(a, compare=b))")
+    if method not in DIFF_METHODS and method != "devices":
+        raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
+    view = comparison.view
+    if method == "devices":
+        return _load.devices(), []
+    if method == "diff_children":
+        with view.lock:
+            return _diff.children_page(view, params["path"], params["offset"],
+                                       params["limit"], params["only_changed"]), []
+    if method == "diff_node":
+        with view.lock:
+            return _diff.details(view, params["path"]), []
+    if method == "diff_preview":
+        return _diff.preview_pair(view, params["path"], params["rows"], check)
+
+    def report(done: int, total: int, label: str) -> None:
+        check()
+        if progress_fn is not None:
+            progress_fn(done, total, label)
+
+    if method == "diff_refine":
+        result = _diff.refine(view, params["path"], params["level"], rtol=params["rtol"],
+                              atol=params["atol"], allow_pickle=params["allow_pickle"],
+                              progress=report, check=check)
+        if comparison.on_refine is not None:
+            comparison.on_refine(comparison.state())
+        return result, []
+    return _load_side(comparison, params, namespace, report, bind, check), []
+
+
+def _load_side(comparison: Comparison, params: dict[str, Any],
+               namespace: MutableMapping[str, Any] | None, report: ProgressFn,
+               bind: Callable[[Any], None] | None, check: Callable[[], None]) -> dict[str, Any]:
+    """``diff_load``: the ``load`` of a subtree of side ``a`` or ``b``."""
+    view = comparison.view
+    ckpt: Checkpoint = view.a if params["side"] == "a" else view.b
+    source = comparison.source_a if params["side"] == "a" else comparison.source_b
+    path = params["path"]
+    if isinstance(ckpt, Collection):  # a folder of checkpoints: load from the member
+        owner, prefix, inner = ckpt.locate(path)
+        if owner is ckpt:
+            _collection.refuse_load(ckpt, ckpt.node(inner))
+        else:
+            ckpt, source, path = owner, os.path.join(source, *prefix), inner
+    inside = {**params, "path": path}
+    return _load.load(ckpt, source, inside, namespace, report, bind=bind, check=check)
