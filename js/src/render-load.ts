@@ -24,6 +24,10 @@ import {
 } from "./protocol";
 import { identifierProblem, loadCode, loadTarget, suggestVariable } from "./python-code";
 
+/** What the form asks of its data: devices and the load (the compare view loads from
+ * one side's checkpoint, render-compare-details.ts). */
+export type LoadSource = Pick<DataSource, "devices" | "load">;
+
 export interface LoadPanelOptions {
   /** The checkpoint path as the user gave it (the first argument of the code line). */
   source: string;
@@ -132,7 +136,7 @@ export class LoadPanel {
   readonly element: HTMLElement;
   /** Called when the pickle unlock changes (the details' lock box follows it). */
   onPickleChange: ((allowed: boolean) => void) | null = null;
-  readonly #data: DataSource;
+  readonly #data: LoadSource;
   readonly #source: string;
   #defaults: Options;
   readonly #toggle: HTMLButtonElement;
@@ -160,7 +164,7 @@ export class LoadPanel {
   /** The code the kernel returned for the last load, until the form changes. */
   #resultCode: string | null = null;
 
-  constructor(data: DataSource, options: LoadPanelOptions) {
+  constructor(data: LoadSource, options: LoadPanelOptions) {
     this.#data = data;
     this.#source = options.source;
     this.#defaults = options.options;

@@ -22,6 +22,8 @@ export interface TreeViewOptions {
   /** Called when Enter or a double click activates a row. */
   onActivate?: (path: Path) => void;
   keyboard?: TreeKeyboard;
+  /** Draws a row's content instead of the checkpoint row (the compare view's marks). */
+  fillRow?: (el: HTMLElement, row: TreeRow) => void;
 }
 
 let nextViewId = 0;
@@ -72,6 +74,7 @@ export class TreeView {
   readonly #height: number;
   readonly #overscan: number;
   readonly #onActivate: ((path: Path) => void) | undefined;
+  readonly #fillRow: (el: HTMLElement, row: TreeRow) => void;
   readonly #unsubscribe: () => void;
   readonly #resize: ResizeObserver | null = null;
 
@@ -81,6 +84,7 @@ export class TreeView {
     this.#height = options.height ?? 360;
     this.#overscan = options.overscan ?? 8;
     this.#onActivate = options.onActivate;
+    this.#fillRow = options.fillRow ?? fillRow;
     this.#keyboard = options.keyboard ?? new TreeKeyboard(tree);
     this.element = document.createElement("div");
     this.element.className = "tdview-tree";
@@ -184,7 +188,7 @@ export class TreeView {
     el.style.setProperty("--tdview-depth", String(row.depth - 1));
     const sig = rowSignature(row);
     if (sig !== entry.sig) {
-      fillRow(el, row);
+      this.#fillRow(el, row);
       entry.sig = sig;
     }
   }

@@ -54,6 +54,10 @@ export interface TreeModelOptions {
   totalsDelayMs?: number;
 }
 
+/** What the tree asks of its data: pages of children (the compare view gives pages of
+ * its union tree, compare-model.ts). */
+export type TreeSource = Pick<DataSource, "children">;
+
 type PageState = "loading" | "loaded" | { error: string };
 
 interface Level {
@@ -87,7 +91,7 @@ const ROOT: Pos = { level: null, index: 0 };
 
 export class TreeModel {
   readonly pageSize: number;
-  readonly #source: DataSource;
+  readonly #source: TreeSource;
   readonly #root: NodeSummary;
   readonly #lookahead: number;
   readonly #rootLabel: string;
@@ -102,7 +106,7 @@ export class TreeModel {
   #levelCount = 0;
   #revealToken = 0;
 
-  constructor(source: DataSource, root: NodeSummary, options: TreeModelOptions = {}) {
+  constructor(source: TreeSource, root: NodeSummary, options: TreeModelOptions = {}) {
     this.#source = source;
     this.#root = root;
     this.pageSize = options.pageSize ?? 200;

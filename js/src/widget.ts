@@ -11,6 +11,8 @@
  */
 
 import { CommDataSource, type CommModel } from "./comm-data-source";
+import { parseCompareState } from "./compare-protocol";
+import { CommCompareSource } from "./compare-source";
 import {
   type LoadResult,
   type Path,
@@ -19,6 +21,7 @@ import {
   type WidgetState,
 } from "./protocol";
 import { App, errorBox, versionMismatch } from "./render-app";
+import { CompareApp } from "./render-compare";
 import { isPlainObject } from "./validate";
 
 /** The view's report of a click (the kernel sets `selected`). */
@@ -58,7 +61,7 @@ function render({ model, el }: RenderProps): () => void {
   const container = document.createElement("div");
   container.className = "tdview-root";
   el.append(container);
-  let app: App | null = null;
+  let app: App | CompareApp | null = null;
   const onLost = (error: Error) => {
     app?.dispose(); // nothing more is asked; pending replies change nothing
     if (app) {
@@ -100,7 +103,17 @@ function render({ model, el }: RenderProps): () => void {
       container.replaceChildren(state);
       return;
     }
-    app = new App({ source, state, onSelect });
+    // a compare view (`TDView(a, compare=b)`) has a `compare` trait and no root
+    const compare = parseCompareState(model.get("compare"));
+    app = compare
+      ? new CompareApp({
+          source: new CommCompareSource(source, onLoaded),
+          state: compare,
+          options: state.options,
+          selected: state.selected,
+          onSelect,
+        })
+      : new App({ source, state, onSelect });
     container.replaceChildren(app.element);
     app.view?.render();
   };
@@ -121,18 +134,29 @@ function render({ model, el }: RenderProps): () => void {
   // New load defaults from the kernel reach the form without a rebuild.
   const onOptionsTrait = () => {
     const state = readState(model);
-    if (!(state instanceof HTMLElement)) app?.details?.loader.setDefaults(state.options);
+    if (state instanceof HTMLElement) return;
+    if (app instanceof CompareApp) app.setDefaults(state.options);
+    else app?.details?.loader.setDefaults(state.options);
+  };
+
+  // The kernel's record of a comparison refined (the view asked for it and knows).
+  const onCompareTrait = () => {
+    const compare = parseCompareState(model.get("compare"));
+    if (app instanceof CompareApp && compare) app.setState(compare);
+    else if (compare || app instanceof CompareApp) build();
   };
 
   for (const name of REBUILD_ON) model.on(`change:${name}`, build);
   model.on("change:selected", onSelectedTrait);
   model.on("change:options", onOptionsTrait);
+  model.on("change:compare", onCompareTrait);
   build();
 
   return () => {
     for (const name of REBUILD_ON) model.off(`change:${name}`, build);
     model.off("change:selected", onSelectedTrait);
     model.off("change:options", onOptionsTrait);
+    model.off("change:compare", onCompareTrait);
     app?.dispose();
     source.dispose();
     container.remove();

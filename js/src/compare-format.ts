@@ -1,0 +1,206 @@
+/**
+ * Text of the compare view: a key's mark and verdict, a subtree's counts, the statistics
+ * of a leaf pair. The words keep to what was compared: at the metadata level two leaves
+ * of one dtype and shape are "same metadata", an equal CRC-32 is "CRC equal" (strong
+ * evidence, not proof), and only bytes or values compared are "equal".
+ */
+
+import type {
+  DiffFacts,
+  DiffItem,
+  DiffRollup,
+  DiffStatus,
+  Fingerprint,
+  ValueStats,
+} from "./compare-protocol";
+import { formatCount, formatShape, humanBytes } from "./format";
+import type { Path } from "./protocol";
+
+/** A key's mark, as `tdview diff` prints it (`!`: a side could not be read). */
+export const MARKS: Record<DiffStatus, string> = {
+  same: "",
+  changed: "~",
+  added: "+",
+  removed: "-",
+  renamed: "R",
+};
+
+export const STATUS_WORDS: Record<DiffStatus, string> = {
+  same: "same",
+  changed: "changed",
+  added: "added",
+  removed: "removed",
+  renamed: "renamed",
+};
+
+export const FINGERPRINT_TEXT: Record<Fingerprint, string> = {
+  equal: "bytes equal",
+  crc_equal: "CRC equal",
+  differs: "bytes differ",
+};
+
+/** What `crc_equal` means, for a title. */
+export const CRC_EQUAL_TITLE =
+  "Size and CRC-32 are equal on both sides: strong evidence that the bytes agree, not proof. " +
+  "Compare values to be sure.";
+
+const CHANGE_WORDS: Record<string, string> = {
+  kind: "kind",
+  class: "class",
+  batch_size: "batch size",
+  names: "names",
+  dtype: "dtype",
+  shape: "shape",
+  bytes: "size",
+  value: "value",
+  content: "content",
+};
+
+export function markOf(item: DiffItem): string {
+  return item.problem ? "!" : MARKS[item.status];
+}
+
+/** The path as the view shows it: "a / b", "(root)" for []. */
+export function showPath(path: Path): string {
+  return path.length ? path.join(" / ") : "(root)";
+}
+
+/** A finite statistic with 4 significant digits ("n/a" when undefined). */
+export function statNumber(value: number | null, digits = 4): string {
+  if (value === null) return "n/a";
+  if (value !== 0 && (Math.abs(value) >= 1e6 || Math.abs(value) < 1e-4)) {
+    return value.toExponential(digits - 1).replace(/\.?0+e/, "e");
+  }
+  return String(Number(value.toPrecision(digits)));
+}
+
+/** "12 of 12 elements differ" / "values equal" / "bytes equal" … */
+export function valuesVerdict(stats: ValueStats): string {
+  if (stats.bytes_only) return stats.equal ? "bytes equal" : "bytes differ";
+  if (stats.numel === 0) return "no elements";
+  if (!stats.differing) return "values equal";
+  return `${formatCount(stats.differing)} of ${formatCount(stats.numel)} elements differ`;
+}
+
+/** What a leaf's own comparison found, in a few words (its row's verdict). */
+export function verdict(item: DiffItem): string {
+  if (item.problem) return "not read";
+  switch (item.status) {
+    case "added":
+    case "removed":
+      return STATUS_WORDS[item.status];
+    case "renamed":
+      return item.renamed_from ? `renamed from ${item.renamed_from.join("/")}` : "renamed";
+    case "changed": {
+      const words = item.changes.map((c) => CHANGE_WORDS[c] ?? c);
+      if (item.values && !item.values.bytes_only && item.values.differing) {
+        return valuesVerdict(item.values);
+      }
+      return words.length ? `${words.join(", ")} changed` : "changed";
+    }
+    case "same":
+      return sameVerdict(item);
+  }
+}
+
+/** A "same" key: only as equal as what was compared. */
+function sameVerdict(item: DiffItem): string {
+  if (item.values) return valuesVerdict(item.values);
+  if (item.value_equal !== null) return item.value_equal ? "values equal" : "values differ";
+  if (item.fingerprint) return FINGERPRINT_TEXT[item.fingerprint];
+  return item.has_children ? "" : "same metadata";
+}
+
+/** The counts of a subtree's differences: `[mark, count, word]` for each that is not 0. */
+export function rollupCounts(r: DiffRollup): [string, number, string][] {
+  const counts: [string, number, string][] = [
+    ["~", r.changed, "changed"],
+    ["+", r.added, "added"],
+    ["-", r.removed, "removed"],
+    ["R", r.renamed, "renamed"],
+    ["!", r.problems, "not read"],
+  ];
+  return counts.filter(([, n]) => n > 0);
+}
+
+/** Differences below a node, its own excluded (what expanding it shows). */
+export function differencesBelow(item: DiffItem): number {
+  const r = item.rollup;
+  if (!r || !item.has_children) return 0;
+  const own = (item.status === "same" ? 0 : 1) + (item.problem ? 1 : 0);
+  return Math.max(0, r.differences + r.problems - own);
+}
+
+/** "3 changed, 1 added, 1 removed" (or "no differences"). */
+export function rollupText(r: DiffRollup): string {
+  const parts = rollupCounts(r).map(([, n, word]) => `${formatCount(n)} ${word}`);
+  return parts.length ? parts.join(", ") : "no differences";
+}
+
+/** One side's facts of a key in a few words: "float32 [4, 3] · 48 B", "TensorDict batch []". */
+export function factsText(facts: DiffFacts | null): string {
+  if (!facts) return "—";
+  if (facts.kind === "leaf") {
+    const shape = facts.shape ? formatShape(facts.shape) : "";
+    const bytes = facts.bytes === undefined ? "" : ` · ${humanBytes(facts.bytes)}`;
+    return `${facts.dtype ?? "?"} ${facts.nested ? "nested " : ""}${shape}${bytes}`.trim();
+  }
+  const batch = facts.batch_size ? ` batch ${formatShape(facts.batch_size)}` : "";
+  return `${facts.class || facts.kind}${batch}`;
+}
+
+/** A JSON value as short text (a non-tensor value kept in meta.json). */
+export function valueText(value: unknown, limit = 200): string {
+  let text: string;
+  try {
+    text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  } catch {
+    text = String(value);
+  }
+  return text.length > limit ? `${text.slice(0, limit)}…` : text;
+}
+
+type FieldRow = [label: string, a: string, b: string];
+
+/** The facts of both sides, field by field (rows neither side has are left out). */
+export function factRows(a: DiffFacts | null, b: DiffFacts | null): FieldRow[] {
+  const both = (get: (f: DiffFacts) => string): [string, string] => [
+    a ? get(a) : "—",
+    b ? get(b) : "—",
+  ];
+  const rows: FieldRow[] = [
+    ["Kind", ...both((f) => f.kind)],
+    ["Class", ...both((f) => f.class)],
+    ["Dtype", ...both((f) => f.dtype ?? "")],
+    ["Shape", ...both((f) => (f.shape ? formatShape(f.shape) : ""))],
+    ["Size", ...both((f) => (f.bytes === undefined ? "" : `${humanBytes(f.bytes)}`))],
+    ["Batch size", ...both((f) => (f.batch_size ? formatShape(f.batch_size) : ""))],
+    ["Names", ...both((f) => (f.names ? f.names.map((n) => n ?? "None").join(", ") : ""))],
+    ["Value", ...both((f) => (Object.hasOwn(f, "value") ? valueText(f.value) : ""))],
+    ["Pickled", ...both((f) => (f.pickled ? "yes" : ""))],
+  ];
+  return rows.filter(([, x, y]) => (x !== "" && x !== "—") || (y !== "" && y !== "—"));
+}
+
+/** The value statistics of a leaf pair as label/value pairs. */
+export function statsRows(stats: ValueStats): [string, string][] {
+  if (stats.bytes_only) return [["Bytes", stats.equal ? "equal" : "differ"]];
+  const rows: [string, string][] = [
+    ["Differing", `${formatCount(stats.differing)} of ${formatCount(stats.numel)}`],
+    ["max |a−b|", statNumber(stats.max_abs)],
+    ["mean |a−b|", statNumber(stats.mean_abs)],
+    ["‖a−b‖ / ‖a‖", statNumber(stats.rel_l2)],
+    ["cosine", statNumber(stats.cosine, 7)],
+  ];
+  const events: [keyof ValueStats, string][] = [
+    ["nan_appeared", "NaN appeared"],
+    ["nan_disappeared", "NaN gone"],
+    ["inf_appeared", "Inf appeared"],
+    ["inf_disappeared", "Inf gone"],
+  ];
+  for (const [key, label] of events) {
+    const n = stats[key] as number;
+    if (n) rows.push([label, formatCount(n)]);
+  }
+  return rows;
+}

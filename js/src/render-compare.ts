@@ -1,0 +1,478 @@
+/**
+ * The compare view (`TDView(a, compare=b)`): one virtualized tree of the union of both
+ * checkpoints, with each key's mark (+ added, - removed, ~ changed, R renamed, ! not read)
+ * and each subtree's counts, "only differences" on by default, the next and the previous
+ * difference from the keyboard (`]` and `[`, or Alt+↓ and Alt+↑) and the toolbar, the
+ * details of both sides (render-compare-details.ts), and a task bar that compares the
+ * whole tree or a subtree again by bytes or values, with progress and cancel.
+ *
+ * The tree is the normal view's (`TreeModel`, `TreeView`, `TreeKeyboard`) over the pages
+ * of `diff_children` (compare-model.ts), drawn with rows of its own. A refine changes
+ * rows anywhere below it, so the tree is rebuilt after one, and the selection revealed.
+ */
+
+import { factsText, markOf, rollupCounts, rollupText, verdict } from "./compare-format";
+import {
+  type CompareNode,
+  CompareTreeSource,
+  compareNode,
+  DiffNavigator,
+  isCompareNode,
+} from "./compare-model";
+import type { CompareState, DiffLevel, DiffSummary } from "./compare-protocol";
+import type { CompareSource } from "./compare-source";
+import { isCancelled, type ProgressInfo } from "./data-source";
+import { alertBox, button, el, errorText } from "./dom";
+import { formatCount, humanBytes } from "./format";
+import type { Options, Path } from "./protocol";
+import { baseName, CompareDetails } from "./render-compare-details";
+import { TreeView } from "./render-tree";
+import { type KeyModifiers, type KeyResult, TreeKeyboard } from "./tree-keyboard";
+import { TreeModel, type TreeModelOptions, type TreeRow } from "./tree-model";
+
+export interface CompareAppOptions {
+  source: CompareSource;
+  state: CompareState;
+  options: Options;
+  /** The key selected when the view opens (the `selected` trait). */
+  selected?: Path;
+  /** Called when the user selects a loaded key. */
+  onSelect?: (path: Path) => void;
+  /** Delay before the details of a new selection are fetched (ms). */
+  detailsDelayMs?: number;
+  tree?: TreeModelOptions;
+}
+
+/** The keys of next / previous difference, as the toolbar and the hint say them. */
+export const NEXT_KEYS = "]";
+export const PREVIOUS_KEYS = "[";
+export const KEYS_HINT =
+  "Keys: ] next difference · [ previous difference (or Alt+↓ / Alt+↑) · ↑ ↓ move · → ← open, close";
+
+const LEVEL_WORDS: Record<string, string> = {
+  metadata: "metadata (no payload read)",
+  fingerprint: "bytes (sizes and CRC-32s)",
+  values: "values",
+  mixed: "mixed (some subtrees compared again)",
+};
+
+function span(className: string, text: string): HTMLSpanElement {
+  return el("span", className, text);
+}
+
+/** The counts of a subtree as small chips: "~3 +1 -1". */
+function countChips(node: CompareNode): HTMLElement | null {
+  const r = node.diff.rollup;
+  if (!r || !node.diff.has_children) return null;
+  const own = node.diff.status === "same" ? null : node.diff.status;
+  const box = span("tdview-compare-counts", "");
+  for (const [mark, n, word] of rollupCounts(r)) {
+    // a node added or removed whole: its own count says it, the chips count what is below
+    const count = own && word === own ? n - 1 : n;
+    if (count <= 0) continue;
+    const chip = span(
+      `tdview-count tdview-count-${word.replace(" ", "-")}`,
+      `${mark}${formatCount(count)}`,
+    );
+    chip.title = `${formatCount(count)} ${word} below`;
+    box.append(chip);
+  }
+  box.title = rollupText(r);
+  return box.childElementCount ? box : null;
+}
+
+/** What a compare row shows of its two sides' facts: "float32 [4, 3]", or "a → b". */
+function factsShort(node: CompareNode): string {
+  const { a, b } = node.diff;
+  const text = (f: typeof a) => (f ? factsText(f).replace(/ · .*$/, "") : "");
+  const ta = text(a);
+  const tb = text(b);
+  if (a && b && ta !== tb) return `${ta} → ${tb}`;
+  return tb || ta;
+}
+
+/** Draws a compare row (see `TreeViewOptions.fillRow`). */
+export function fillCompareRow(el: HTMLElement, row: TreeRow): void {
+  const parts: HTMLElement[] = [];
+  const twisty = span("tdview-twisty", row.expandable ? (row.expanded ? "▾" : "▸") : "");
+  twisty.setAttribute("aria-hidden", "true");
+  parts.push(twisty);
+  const node = row.node;
+  if (!isCompareNode(node)) {
+    el.dataset.status = "";
+    parts.push(span("tdview-placeholder", row.error ? `⚠ ${row.error}` : "…"));
+    el.replaceChildren(...parts);
+    el.title = "";
+    el.removeAttribute("aria-label");
+    return;
+  }
+  const item = node.diff;
+  const status = item.problem ? "problem" : item.status;
+  el.dataset.status = status;
+  const mark = span(`tdview-mark tdview-mark-${status}`, markOf(item));
+  mark.setAttribute("aria-hidden", "true");
+  parts.push(mark, span("tdview-key", row.label));
+  if (item.renamed_from) {
+    parts.push(span("tdview-compare-from", `← ${item.renamed_from[item.renamed_from.length - 1]}`));
+  }
+  if (!item.has_children) parts.push(span("tdview-shape", factsShort(node)));
+  else if (item.b ?? item.a) parts.push(span("tdview-shape", (item.b ?? item.a)?.class ?? ""));
+  const said = verdict(item);
+  if (said && row.index > 0) parts.push(span(`tdview-verdict tdview-verdict-${status}`, said));
+  const chips = countChips(node);
+  if (chips) parts.push(chips);
+  el.replaceChildren(...parts);
+  const where = node.path.join(" / ") || row.label;
+  el.title = said ? `${where}: ${said}` : where;
+  // what a screen reader hears for the mark
+  el.setAttribute("aria-label", `${row.label}${said ? `, ${said}` : ""}`);
+}
+
+/** The tree keyboard, and `]` / `[` (or Alt+↓ / Alt+↑) for the next / previous difference. */
+export class CompareKeyboard extends TreeKeyboard {
+  readonly #step: (direction: 1 | -1) => void;
+
+  constructor(tree: TreeModel, step: (direction: 1 | -1) => void) {
+    super(tree);
+    this.#step = step;
+  }
+
+  override handle(key: string, mods: KeyModifiers = {}): KeyResult {
+    const plain = !mods.ctrlKey && !mods.metaKey;
+    if (plain && (key === NEXT_KEYS || (key === "ArrowDown" && mods.altKey))) {
+      this.#step(1);
+      return { handled: true };
+    }
+    if (plain && (key === PREVIOUS_KEYS || (key === "ArrowUp" && mods.altKey))) {
+      this.#step(-1);
+      return { handled: true };
+    }
+    return super.handle(key, mods);
+  }
+}
+
+function summaryLine(summary: DiffSummary): HTMLElement {
+  const r = summary.summary;
+  const box = span("tdview-compare-summary", "");
+  const counts = rollupCounts(r);
+  if (!counts.length) box.append(span("tdview-compare-equal", `no differences at this level`));
+  for (const [mark, n, word] of counts) {
+    box.append(
+      span(
+        `tdview-count tdview-count-${word.replace(" ", "-")}`,
+        `${mark}${formatCount(n)} ${word}`,
+      ),
+    );
+  }
+  box.append(span("tdview-compare-same", `${formatCount(r.same)} same`));
+  const bytes = r.bytes_changed + r.bytes_added + r.bytes_removed;
+  if (bytes) box.append(span("tdview-bytes", `${humanBytes(bytes)} differ`));
+  return box;
+}
+
+export class CompareApp {
+  readonly element: HTMLElement;
+  readonly details: CompareDetails;
+  readonly #source: CompareSource;
+  readonly #options: CompareAppOptions;
+  readonly #header: HTMLElement;
+  readonly #browser: HTMLElement;
+  readonly #status: HTMLElement;
+  readonly #task: HTMLElement;
+  readonly #onlyChanged: HTMLInputElement;
+  readonly #prev: HTMLButtonElement;
+  readonly #next: HTMLButtonElement;
+  readonly #refineAll: HTMLButtonElement[] = [];
+  #state: CompareState;
+  #tree: TreeModel | null = null;
+  #view: TreeView | null = null;
+  #navigator: DiffNavigator;
+  #refine: AbortController | null = null;
+  #detailsTimer: ReturnType<typeof setTimeout> | undefined;
+  #shownPath: string | null = null;
+  #stepToken = 0;
+  /** The selection a rebuild under way reveals. */
+  #wanted: Path | null = null;
+  #disposed = false;
+
+  constructor(options: CompareAppOptions) {
+    this.#options = options;
+    this.#source = options.source;
+    this.#state = options.state;
+    this.#navigator = new DiffNavigator(this.#source, this.#state.root);
+    this.element = el("div", "tdview-app tdview-compare");
+    this.#header = el("header", "tdview-header tdview-compare-header");
+    this.#renderHeader();
+    this.#onlyChanged = el("input", "tdview-only-changed");
+    this.#onlyChanged.type = "checkbox";
+    this.#onlyChanged.checked = true;
+    this.#onlyChanged.addEventListener("change", () => void this.#rebuild());
+    const only = el("label", "tdview-field tdview-only-changed-field");
+    only.append(this.#onlyChanged, span("", "Only differences"));
+    only.title = "Show only the keys that differ and the nodes that hold them";
+    this.#prev = button("◀ Previous difference", "tdview-prev-difference", () => this.step(-1));
+    this.#next = button("Next difference ▶", "tdview-next-difference", () => this.step(1));
+    this.#prev.setAttribute("aria-keyshortcuts", "[ Alt+ArrowUp");
+    this.#next.setAttribute("aria-keyshortcuts", "] Alt+ArrowDown");
+    this.#prev.title = "Previous difference (key [ or Alt+↑ in the tree)";
+    this.#next.title = "Next difference (key ] or Alt+↓ in the tree)";
+    this.#prev.append(el("kbd", "tdview-kbd", PREVIOUS_KEYS));
+    this.#next.prepend(el("kbd", "tdview-kbd", NEXT_KEYS));
+    const all = el("span", "tdview-compare-all");
+    all.append(span("tdview-field-label", "Compare all by"));
+    for (const [label, level] of [
+      ["bytes", "fingerprint"],
+      ["values", "values"],
+    ] as const) {
+      const b = button(label, `tdview-compare-all-${level}`, () => void this.refine([], level));
+      b.title =
+        level === "values"
+          ? "Read every leaf of both sides and compare their values element by element"
+          : "Compare every leaf's bytes: sizes and CRC-32s of archive entries, files byte by byte";
+      this.#refineAll.push(b);
+      all.append(b);
+    }
+    const toolbar = el("div", "tdview-compare-toolbar");
+    toolbar.append(only, this.#prev, this.#next, all);
+    this.#status = el("div", "tdview-compare-status");
+    this.#status.setAttribute("role", "status");
+    this.#task = el("div", "tdview-compare-task");
+    this.#task.setAttribute("aria-live", "polite");
+    const hint = el("p", "tdview-note tdview-compare-keys", KEYS_HINT);
+    this.#browser = el("div", "tdview-browser");
+    this.details = new CompareDetails(this.#source, {
+      state: this.#state,
+      options: options.options,
+      onRefine: (path, level) => void this.refine(path, level),
+    });
+    const body = el("div", "tdview-body");
+    body.append(this.#browser, this.details.element);
+    this.element.append(this.#header, toolbar, hint, this.#task, this.#status, body);
+    void this.#rebuild(options.selected ?? []);
+  }
+
+  get tree(): TreeModel | null {
+    return this.#tree;
+  }
+
+  get view(): TreeView | null {
+    return this.#view;
+  }
+
+  get onlyChanged(): boolean {
+    return this.#onlyChanged.checked;
+  }
+
+  /** Shows or hides the keys without differences (rebuilds the tree). */
+  async setOnlyChanged(on: boolean): Promise<void> {
+    this.#onlyChanged.checked = on;
+    await this.#rebuild();
+  }
+
+  /** Expands the ancestors of `path`, selects it and scrolls to it. */
+  async reveal(path: Path): Promise<boolean> {
+    const tree = this.#tree;
+    const view = this.#view;
+    if (!tree || !view) return false;
+    const index = await tree.revealPath(path);
+    if (this.#disposed || tree !== this.#tree) return false;
+    if (index >= 0) view.scrollToIndex(index);
+    return index >= 0;
+  }
+
+  /** Selects the next (1) or the previous (-1) difference. */
+  async step(direction: 1 | -1): Promise<Path | null> {
+    const token = ++this.#stepToken;
+    const from = this.#tree?.selectedPath ?? [];
+    this.#status.textContent = "";
+    try {
+      const navigator = this.#navigator;
+      const found = direction > 0 ? await navigator.next(from) : await navigator.previous(from);
+      if (token !== this.#stepToken || this.#disposed) return null;
+      if (!found) {
+        this.#status.textContent =
+          direction > 0 ? "No difference after this one." : "No difference before this one.";
+        return null;
+      }
+      await this.reveal(found);
+      this.#view?.element.focus({ preventScroll: true });
+      return found;
+    } catch (error) {
+      if (!isCancelled(error)) this.#status.textContent = errorText(error);
+      return null;
+    }
+  }
+
+  /** Compares the subtree at `path` again at `level`, with progress and a Cancel button. */
+  async refine(path: Path, level: DiffLevel): Promise<DiffSummary | null> {
+    if (this.#refine) return null;
+    const abort = new AbortController();
+    this.#refine = abort;
+    this.#setBusy(true);
+    const what = path.length ? path.join("/") : "the whole tree";
+    const words = level === "values" ? "values" : level === "fingerprint" ? "bytes" : "metadata";
+    const progress = el("progress", "tdview-progress");
+    const label = span("tdview-progress-label", `Comparing ${words} of ${what}…`);
+    const cancel = button("Cancel", "tdview-cancel-button tdview-refine-cancel", () =>
+      abort.abort(),
+    );
+    const row = el("div", "tdview-progress-row");
+    row.append(progress, label, cancel);
+    this.#task.replaceChildren(row);
+    const onProgress = (p: ProgressInfo) => {
+      progress.max = Math.max(p.total, 1);
+      progress.value = p.done;
+      const read = p.total ? ` ${humanBytes(p.done)} of ${humanBytes(p.total)} read` : "";
+      label.textContent = `Comparing ${words} of ${what}…${read}`;
+    };
+    try {
+      const summary = await this.#source.refine(path, level, {
+        signal: abort.signal,
+        onProgress,
+        rtol: this.#state.summary.rtol,
+        atol: this.#state.summary.atol,
+      });
+      if (this.#disposed) return null;
+      this.#task.replaceChildren(
+        el(
+          "p",
+          "tdview-note tdview-refine-done",
+          `Compared ${words} of ${what}: ${rollupText(summary.summary)} in all.`,
+        ),
+      );
+      await this.setSummary(summary);
+      return summary;
+    } catch (error) {
+      if (this.#disposed) return null;
+      this.#task.replaceChildren(
+        isCancelled(error)
+          ? el(
+              "p",
+              "tdview-note tdview-refine-cancelled",
+              `Comparing ${what} cancelled; nothing changed.`,
+            )
+          : alertBox(errorText(error)),
+      );
+      return null;
+    } finally {
+      if (this.#refine === abort) this.#refine = null;
+      this.#setBusy(false);
+    }
+  }
+
+  /** A new summary (a refine, or the `compare` trait): header, tree and details follow. */
+  async setSummary(summary: DiffSummary): Promise<void> {
+    this.#state = { ...this.#state, summary };
+    this.#renderHeader();
+    const root = await this.#source.node([]).catch(() => this.#state.root);
+    if (this.#disposed) return;
+    this.#state = { ...this.#state, root };
+    this.details.setState(this.#state);
+    this.#renderHeader();
+    this.#navigator = new DiffNavigator(this.#source, root);
+    this.#shownPath = null;
+    await this.#rebuild();
+  }
+
+  /** The `compare` trait changed (the kernel's record of a refine: of this view's own,
+   * whose reply follows it, nothing to do). */
+  setState(state: CompareState): void {
+    if (this.#refine) return;
+    if (JSON.stringify(state.summary) === JSON.stringify(this.#state.summary)) return;
+    void this.setSummary(state.summary);
+  }
+
+  /** New load defaults (the `options` trait). */
+  setDefaults(options: Options): void {
+    this.details.setDefaults(options);
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    clearTimeout(this.#detailsTimer);
+    this.#refine?.abort();
+    this.#tree?.dispose();
+    this.#view?.dispose();
+    this.details.dispose();
+  }
+
+  // ------------------------------------------------------------ internals
+
+  #renderHeader(): void {
+    const { source_a, source_b, summary } = this.#state;
+    const a = span("tdview-source tdview-compare-source-a", source_a);
+    a.title = summary.a;
+    const b = span("tdview-source tdview-compare-source-b", source_b);
+    b.title = summary.b;
+    const level = span(
+      "tdview-badge tdview-compare-level",
+      LEVEL_WORDS[summary.level] ?? summary.level,
+    );
+    level.title = "What this comparison read";
+    this.#header.replaceChildren(
+      span("tdview-compare-side-label", "a"),
+      a,
+      span("tdview-compare-arrow", "→"),
+      span("tdview-compare-side-label", "b"),
+      b,
+      level,
+      summaryLine(summary),
+    );
+  }
+
+  #setBusy(busy: boolean): void {
+    for (const b of this.#refineAll) b.disabled = busy;
+    this.details.setBusy(busy);
+  }
+
+  /** A new tree (and view) over the pages of the current mode; the selection kept. */
+  async #rebuild(select?: Path): Promise<void> {
+    // a rebuild while one is revealing its selection keeps that one
+    const keep = select ?? this.#wanted ?? this.#tree?.selectedPath ?? [];
+    this.#wanted = keep;
+    const hadFocus = this.#view?.element.contains(document.activeElement) ?? false;
+    this.#tree?.dispose();
+    this.#view?.dispose();
+    const only = this.#onlyChanged.checked;
+    const rootLabel = `${baseName(this.#state.source_a)} → ${baseName(this.#state.source_b)}`;
+    const tree = new TreeModel(
+      new CompareTreeSource(this.#source, only),
+      compareNode(this.#state.root, only),
+      { rootLabel, ...this.#options.tree },
+    );
+    const keyboard = new CompareKeyboard(tree, (direction) => void this.step(direction));
+    const view = new TreeView(tree, {
+      label: "Keys of both checkpoints",
+      fillRow: fillCompareRow,
+      keyboard,
+    });
+    this.#tree = tree;
+    this.#view = view;
+    this.#browser.replaceChildren(view.element);
+    tree.subscribe((change) => {
+      if (change.selection && tree === this.#tree) this.#selectionChanged();
+    });
+    if (hadFocus) view.element.focus({ preventScroll: true });
+    await tree.expand(0);
+    if (this.#disposed || tree !== this.#tree) return;
+    const found = keep.length > 0 && (await this.reveal(keep));
+    if (tree !== this.#tree) return;
+    this.#wanted = null;
+    if (!found) this.#selectionChanged();
+    view.render();
+  }
+
+  #selectionChanged(): void {
+    if (this.#disposed) return;
+    const path = this.#tree?.selectedPath ?? null;
+    const key = path && JSON.stringify(path);
+    if (key === this.#shownPath) return;
+    this.#shownPath = key;
+    clearTimeout(this.#detailsTimer);
+    if (path) this.#options.onSelect?.(path);
+    const show = () => void this.details.show(path);
+    const delay = this.#options.detailsDelayMs ?? 100;
+    if (delay > 0) this.#detailsTimer = setTimeout(show, delay);
+    else show();
+  }
+}
