@@ -4,7 +4,8 @@
  * a subtree's counts), buttons that compare the key again by bytes or values (the app
  * runs them: render-compare.ts), a side-by-side preview on demand with a histogram of
  * the difference over the values shown, and a load form for each side whose code line
- * names that side's checkpoint (the normal view's `LoadPanel`).
+ * names that side's checkpoint (the normal view's `LoadPanel`). The preview is drawn by
+ * render-compare-preview.ts.
  *
  * Each `show(path)` aborts the fetch before it, so only the latest selection lands.
  */
@@ -21,13 +22,13 @@ import {
   verdict,
 } from "./compare-format";
 import type { CompareState, DiffFacts, DiffItem, DiffLevel, Side } from "./compare-protocol";
-import type { CompareSource, DiffPreviewData } from "./compare-source";
-import { type DecodedTensor, isCancelled, type PreviewData } from "./data-source";
+import type { CompareSource } from "./compare-source";
+import { isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, humanBytes } from "./format";
 import { NODE_KINDS, type NodeDetails, type NodeKind, type Options, type Path } from "./protocol";
+import { baseName, renderDiffPreview } from "./render-compare-preview";
 import { LoadPanel, type LoadSource } from "./render-load";
-import { formatValue, histogram, statsTable } from "./render-preview";
 
 export interface CompareDetailsOptions {
   state: CompareState;
@@ -36,12 +37,6 @@ export interface CompareDetailsOptions {
   previewRows?: number;
   /** Compares the subtree at `path` again at `level` (the app's task bar runs it). */
   onRefine?: (path: Path, level: DiffLevel) => void;
-}
-
-/** The last segment of a path as the user gave it. */
-export function baseName(source: string): string {
-  const parts = source.split(/[\\/]/).filter(Boolean);
-  return parts[parts.length - 1] ?? source;
 }
 
 /** Where a key of the diff is in one side's checkpoint (a renamed key's old path in a). */
@@ -85,119 +80,6 @@ export function sideNode(state: CompareState, item: DiffItem, side: Side): NodeD
     rollup: null,
     rows: null,
   };
-}
-
-/** Bins of the histogram of the difference over the values shown. */
-const DIFF_BINS = 32;
-
-/** `b − a` over the values both previews show (the same table shape), else null. */
-export function sliceDifference(a: PreviewData, b: PreviewData): Float64Array | null {
-  const sa = a.slice;
-  const sb = b.slice;
-  if (JSON.stringify(sa.shape) !== JSON.stringify(sb.shape)) return null;
-  if (JSON.stringify(a.shape) !== JSON.stringify(b.shape)) return null;
-  const n = sa.data.length;
-  if (n === 0 || n !== sb.data.length) return null;
-  const out = new Float64Array(n);
-  for (let i = 0; i < n; i++) out[i] = Number(sb.data[i] ?? 0) - Number(sa.data[i] ?? 0);
-  return out;
-}
-
-/** Equal bins over the finite values of `values`; null when none is finite. */
-export function histogramOf(
-  values: Float64Array,
-  bins = DIFF_BINS,
-): { edges: DecodedTensor; counts: DecodedTensor; maxAbs: number; finite: number } | null {
-  let lo = Number.POSITIVE_INFINITY;
-  let hi = Number.NEGATIVE_INFINITY;
-  let finite = 0;
-  let maxAbs = 0;
-  for (const v of values) {
-    if (!Number.isFinite(v)) continue;
-    finite++;
-    lo = Math.min(lo, v);
-    hi = Math.max(hi, v);
-    maxAbs = Math.max(maxAbs, Math.abs(v));
-  }
-  if (finite === 0) return null;
-  if (lo === hi) {
-    lo -= 0.5;
-    hi += 0.5;
-  }
-  const edges = Float64Array.from({ length: bins + 1 }, (_, i) => lo + ((hi - lo) * i) / bins);
-  const counts = new Float64Array(bins);
-  for (const v of values) {
-    if (!Number.isFinite(v)) continue;
-    const i = Math.min(bins - 1, Math.floor(((v - lo) / (hi - lo)) * bins));
-    counts[i] = (counts[i] ?? 0) + 1;
-  }
-  return {
-    edges: { dtype: "float64", shape: [bins + 1], data: edges },
-    counts: { dtype: "float64", shape: [bins], data: counts },
-    maxAbs,
-    finite,
-  };
-}
-
-/** One side of the preview: its statistics (whole leaf) and histogram. */
-function sideColumn(label: string, data: PreviewData | null): HTMLElement {
-  const column = el("div", "tdview-compare-preview-side");
-  column.append(el("h4", "tdview-compare-side-title", label));
-  if (!data) {
-    column.append(el("p", "tdview-note", "not on this side"));
-    return column;
-  }
-  if (data.stats) column.append(statsTable(data.stats));
-  if (data.histogram) column.append(histogram(data.histogram.edges, data.histogram.counts));
-  return column;
-}
-
-/** The difference of the values both previews show, as a histogram. */
-function differenceBox(preview: DiffPreviewData): HTMLElement | null {
-  if (!preview.a || !preview.b) return null;
-  const box = el("div", "tdview-compare-difference");
-  const difference = sliceDifference(preview.a, preview.b);
-  const shown = preview.a.slice.data.length;
-  if (!difference) {
-    box.append(el("p", "tdview-note", "The sides' shapes differ: no element-wise difference."));
-    return box;
-  }
-  const found = histogramOf(difference);
-  box.append(
-    el(
-      "h4",
-      "tdview-compare-side-title",
-      `b − a over the ${formatCount(shown)} value${shown === 1 ? "" : "s"} shown`,
-    ),
-  );
-  if (!found) {
-    box.append(el("p", "tdview-note", "No finite difference among the values shown."));
-    return box;
-  }
-  box.append(
-    el(
-      "p",
-      "tdview-note tdview-compare-difference-max",
-      `max |b − a| ${formatValue(found.maxAbs, "float64")} over the values shown` +
-        " (compute value statistics for the whole leaf)",
-    ),
-    histogram(found.edges, found.counts),
-  );
-  return box;
-}
-
-/** The side-by-side preview of a leaf. */
-export function renderDiffPreview(preview: DiffPreviewData, state: CompareState): HTMLElement {
-  const box = el("div", "tdview-compare-preview-result");
-  const sides = el("div", "tdview-compare-preview-sides");
-  sides.append(
-    sideColumn(`a · ${baseName(state.source_a)}`, preview.a),
-    sideColumn(`b · ${baseName(state.source_b)}`, preview.b),
-  );
-  box.append(sides);
-  const difference = differenceBox(preview);
-  if (difference) box.append(difference);
-  return box;
 }
 
 /** Both sides' facts as a table; the rows whose sides differ are marked. */

@@ -1,8 +1,9 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
 import type { MemoryCompareSource } from "../src/compare-memory-source";
-import { CompareApp, KEYS_HINT } from "../src/render-compare";
-import { histogramOf, sliceDifference } from "../src/render-compare-details";
+import { CompareApp } from "../src/render-compare";
+import { histogramOf, sliceDifference } from "../src/render-compare-preview";
+import { KEYS_HINT } from "../src/render-compare-rows";
 import widget from "../src/widget";
 import { attachCompareKernel, compareState, stepSource } from "./compare-fixtures";
 import { FakeModel } from "./fake-model";
