@@ -8,6 +8,7 @@ import type { Contents } from '@jupyterlab/services';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CheckpointFolders } from './checkpoint-folders';
+import { compareTargets } from './compare';
 import { CHECKPOINT_FILE_TYPE, checkpointFileType } from './file-type';
 import { tdviewIcon } from './icons';
 import { interceptOpening } from './open-interception';
@@ -17,6 +18,7 @@ import { isTDViewConsole, TDViewConsoles } from './tdview-console';
 const COMMANDS = {
   open: 'tdview:open',
   insertCell: 'tdview:insert-cell',
+  compare: 'tdview:compare',
   openNotebook: 'tdview:open-notebook'
 } as const;
 
@@ -63,6 +65,9 @@ function activate(
     const selected = [...(browsers.tracker.currentWidget?.selectedItems() ?? [])];
     return selected.length === 1 && selected[0] ? checkpointOf(selected[0]) : null;
   };
+  /** The two checkpoints selected in the file browser (older first), or null. */
+  const selectedPair = (): [string, string] | null =>
+    compareTargets([...(browsers.tracker.currentWidget?.selectedItems() ?? [])], checkpointOf);
   /** A command's target: its `path` argument (relative to the server root), or the selection. */
   const target = (args: ReadonlyPartialJSONObject): string | null =>
     typeof args.path === 'string' ? serverPath(args.path) : selectedCheckpoint();
@@ -118,6 +123,26 @@ function activate(
     }
   });
 
+  commands.addCommand(COMMANDS.compare, {
+    label: 'Compare in tdview',
+    caption: 'Compare the two selected checkpoints in a tdview console on a new Python kernel',
+    icon: tdviewIcon,
+    isVisible: () => selectedPair() !== null,
+    isEnabled: () => selectedPair() !== null,
+    execute: args => {
+      // `a` and `b` arguments (relative to the server root), or the selection
+      const given = typeof args.a === 'string' && typeof args.b === 'string';
+      const a = given ? serverPath(args.a as string) : null;
+      const b = given ? serverPath(args.b as string) : null;
+      const pair = given ? (a !== null && b !== null ? [a, b] : null) : selectedPair();
+      if (pair && pair[0] && pair[1]) {
+        views
+          .openCompare(pair[0], pair[1])
+          .catch(failed('tdview: cannot compare the checkpoints'));
+      }
+    }
+  });
+
   commands.addCommand(COMMANDS.insertCell, {
     label: 'Insert TDView cell',
     caption: 'Insert a cell showing this checkpoint into the active notebook',
@@ -160,6 +185,7 @@ function activate(
   const item = '.jp-DirListing-item';
   app.contextMenu.addItem({ command: COMMANDS.open, selector: item, rank: 0 });
   app.contextMenu.addItem({ command: COMMANDS.insertCell, selector: item, rank: 0 });
+  app.contextMenu.addItem({ command: COMMANDS.compare, selector: item, rank: 0 });
   app.contextMenu.addItem({ command: COMMANDS.openNotebook, selector: '.tdview-console', rank: 0 });
 }
 

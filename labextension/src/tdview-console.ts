@@ -6,6 +6,7 @@ import type { Kernel, KernelSpec } from '@jupyterlab/services';
 import { notebookIcon } from '@jupyterlab/ui-components';
 import { UUID } from '@lumino/coreutils';
 
+import { compareConsoleCode, compareSessionName, comparisonOfSession } from './compare';
 import { tdviewIcon } from './icons';
 import { baseName, consoleCode, notebookName, parentDir, rootRelative } from './paths';
 
@@ -84,27 +85,43 @@ export class TDViewConsoles {
   /** Show `path` (relative to the server root) in a tdview console, reusing an open one. */
   async open(path: string): Promise<ConsolePanel> {
     const checkpoint = rootRelative(path);
-    const existing = this.#open.get(checkpoint);
+    const name = `${NAME_PREFIX}${checkpoint}`;
+    return this.#start(name, consoleCode(checkpoint), checkpoint);
+  }
+
+  /**
+   * Compare checkpoint `a` (the older) with `b` in a tdview console,
+   * `TDView(a, compare=b)`, reusing an open one; its notebook goes next to `b`.
+   */
+  async openCompare(a: string, b: string): Promise<ConsolePanel> {
+    const [older, newer] = [rootRelative(a), rootRelative(b)];
+    const name = compareSessionName(older, newer);
+    return this.#start(name, compareConsoleCode(older, newer), newer);
+  }
+
+  /** A console named `name` (the key of an open one too) that runs `code` first. */
+  async #start(name: string, code: string, checkpoint: string): Promise<ConsolePanel> {
+    const existing = this.#open.get(name);
     if (existing && !existing.isDisposed) {
       this.#app.shell.activateById(existing.id);
       return existing;
     }
     const { kernelspecs } = this.#app.serviceManager;
     await kernelspecs.ready;
-    const name = pythonKernel(kernelspecs.specs);
+    const kernel = pythonKernel(kernelspecs.specs);
     const panel: ConsolePanel = await this.#app.commands.execute('console:create', {
       // A session path in the root: the kernel's working directory is the server root,
       // the directory the checkpoint's path is relative to.
       path: `${SESSION_PREFIX}${UUID.uuid4()}`,
-      name: `${NAME_PREFIX}${checkpoint}`,
-      kernelPreference: name ? { name, shouldStart: true } : { language: 'python' },
+      name,
+      kernelPreference: kernel ? { name: kernel, shouldStart: true } : { language: 'python' },
       activate: true
     });
     this.decorate(panel);
-    this.#track(panel, checkpoint);
+    this.#track(panel, name, checkpoint);
     await panel.sessionContext.ready;
     commsOnMainShell(panel.sessionContext.session?.kernel);
-    await panel.console.inject(consoleCode(checkpoint));
+    await panel.console.inject(code);
     return panel;
   }
 
@@ -114,23 +131,29 @@ export class TDViewConsoles {
    */
   async restore(panel: ConsolePanel): Promise<void> {
     await panel.sessionContext.ready;
-    const checkpoint = checkpointOfSession(panel.sessionContext.name);
-    if (checkpoint === null || panel.isDisposed || this.#checkpoints.has(panel)) {
+    const name = panel.sessionContext.name;
+    const checkpoint = checkpointOfSession(name);
+    const pair = comparisonOfSession(name);
+    const [code, near] = pair
+      ? [compareConsoleCode(...pair), pair[1]]
+      : [checkpoint === null ? null : consoleCode(checkpoint), checkpoint];
+    if (code === null || near === null || panel.isDisposed || this.#checkpoints.has(panel)) {
       return;
     }
-    this.#track(panel, checkpoint);
+    this.#track(panel, name, near);
     commsOnMainShell(panel.sessionContext.session?.kernel);
     if (panel.console.cells.length === 0) {
-      await panel.console.inject(consoleCode(checkpoint));
+      await panel.console.inject(code);
     }
   }
 
-  /** Titles, the checkpoint's entry, and the kernel's shutdown when the panel closes. */
-  #track(panel: ConsolePanel, checkpoint: string): void {
+  /** Titles, the console's entry (by its session name; `checkpoint`: where its notebook
+   * goes), and the kernel's shutdown when the panel closes. */
+  #track(panel: ConsolePanel, name: string, checkpoint: string): void {
     this.#checkpoints.set(panel, checkpoint);
     // The console titles its tab with the session's name after each run: the path.
-    panel.title.label = `${NAME_PREFIX}${checkpoint}`;
-    this.#open.set(checkpoint, panel);
+    panel.title.label = name;
+    this.#open.set(name, panel);
     // Noted while the panel lives: once it is disposed, its session connection is gone.
     let ids: { session: string; kernel: string } | null = null;
     const note = () => {
@@ -145,8 +168,8 @@ export class TDViewConsoles {
     });
     void panel.sessionContext.ready.then(note);
     panel.disposed.connect(() => {
-      if (this.#open.get(checkpoint) === panel) {
-        this.#open.delete(checkpoint);
+      if (this.#open.get(name) === panel) {
+        this.#open.delete(name);
       }
       if (ids) {
         void this.#shutdownUnlessShared(ids.session, ids.kernel);
