@@ -1,0 +1,242 @@
+"""The compare view (``TDView(a, compare=b)``) in a real JupyterLab, driven through
+Chromium, on a small model before and after one optimizer step with one key added: the
+differences marked in one tree, stepped through from the keyboard, compared again by
+bytes and by values, previewed side by side, one side loaded into the kernel; light and
+dark screenshots. And "Compare in tdview" in the file browser, for two checkpoints."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .notebook import RUN_TIMEOUT_MS, open_and_run, write_notebook
+from .test_labextension import (  # noqa: F401 - the fixtures apply here too
+    _extension_installed,
+    _own_kernels,
+    context_menu,
+    listing_item,
+    menu_labels,
+    open_lab,
+)
+from .test_widget import TIMEOUT, run_cell
+from .test_widget_ui import settle_theme
+
+BEFORE, AFTER = "cmp_step_1", "cmp_step_2.tdz"
+OPEN = f'from tdview import TDView\nv = TDView("{BEFORE}", compare="{AFTER}")\nv'
+
+
+def _checkpoint(model: Any, optimizer: Any) -> Any:
+    """The model's parameters and the optimizer's state, nested by module."""
+    from tensordict import TensorDict
+
+    td = TensorDict({}, [])
+    for name, value in model.state_dict().items():
+        td[tuple(name.split("."))] = value.detach().clone()
+    for index, state in optimizer.state_dict()["state"].items():
+        for name, value in state.items():
+            td["optim", "state", str(index), name] = value.detach().clone()
+    return td
+
+
+@pytest.fixture(scope="module")
+def steps(lab: Any) -> tuple[Path, Path]:
+    """A model after one optimizer step (a directory) and after the next one (an
+    archive), which adds one key, ``grad_scale``."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(32, 8), torch.randn(32, 4)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+    step()
+    before = _checkpoint(model, optimizer)
+    step()
+    after = _checkpoint(model, optimizer)
+    after["grad_scale"] = torch.tensor(1024.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if not (lab.root / BEFORE).exists():
+            before.memmap(lab.root / BEFORE)
+        if not (lab.root / AFTER).exists():
+            after.save(str(lab.root / AFTER))
+    return lab.root / BEFORE, lab.root / AFTER
+
+
+def selected_row(widget: Any) -> Any:
+    return widget.locator('[role="treeitem"][aria-selected="true"]')
+
+
+def selected_path(widget: Any) -> str:
+    """The path of the selected row, as its title says it ("a / b: verdict")."""
+    title = selected_row(widget).get_attribute("title") or ""
+    return title.split(": ", 1)[0]
+
+
+def press_and_wait(page: Any, widget: Any, key: str) -> str:
+    """Press ``key`` in the tree; wait until the selection or the status moved on."""
+    before = selected_path(widget)
+    status = widget.locator(".tdview-compare-status")
+    page.keyboard.press(key)
+    page.wait_for_function(
+        """([before]) => {
+            const root = document.querySelector('.tdview-compare');
+            const row = root.querySelector('[role="treeitem"][aria-selected="true"]');
+            const path = row ? (row.getAttribute('title') || '').split(': ')[0] : '';
+            const status = root.querySelector('.tdview-compare-status').textContent;
+            return path !== before || status !== '';
+        }""", arg=[before], timeout=TIMEOUT)
+    return "" if status.inner_text() else selected_path(widget)
+
+
+def marked(text: str, mark: str) -> dict[str, Any]:
+    for line in text.splitlines():
+        if line.startswith(mark + " "):
+            return json.loads(line[len(mark) + 1:])
+    raise AssertionError(f"no {mark} line in the output: {text!r}")
+
+
+def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -> None:
+    write_notebook(lab.root, "compare_ui.ipynb", [OPEN])
+    open_and_run(page, lab, "compare_ui.ipynb")
+    widget = page.locator(".tdview-root")
+    compare = widget.locator(".tdview-compare")
+    compare.wait_for(timeout=TIMEOUT)
+    header = compare.locator(".tdview-compare-header")
+    assert BEFORE in header.inner_text() and AFTER in header.inner_text()
+    assert "metadata (no payload read)" in header.inner_text()
+    assert "+1 added" in header.inner_text()
+    keys = compare.locator(".tdview-compare-keys").inner_text()
+    assert "] next difference" in keys and "[ previous difference" in keys
+
+    # Metadata alone: the weights have one dtype and shape on both sides, so the only
+    # difference is the key added; "only differences" is on.
+    added = compare.locator('[role="treeitem"][data-status="added"]')
+    added.wait_for(timeout=TIMEOUT)
+    assert added.locator(".tdview-key").inner_text() == "grad_scale"
+    assert added.locator(".tdview-mark").inner_text() == "+"
+    assert compare.locator('[role="treeitem"]').count() == 2  # the root and grad_scale
+
+    # Compare every leaf's bytes (the directory's files against the archive's entries).
+    compare.locator(".tdview-compare-all-fingerprint").click()
+    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    header.get_by_text("bytes (sizes and CRC-32s)").wait_for(timeout=TIMEOUT)
+    # the layers now hold changed leaves: their rows count them
+    compare.locator('[role="treeitem"] .tdview-count-changed').first.wait_for(timeout=TIMEOUT)
+
+    # Step through every difference with the keyboard: ] forward, [ back.
+    out = run_cell(page, "import json\nprint('ROWS', json.dumps([' / '.join(r.path) for r in "
+                         "v.diff.changed() if r.path]))")
+    expected = marked(out, "ROWS")
+    assert "grad_scale" in expected and "0 / weight" in expected, expected
+    compare.locator('[role="tree"]').focus()
+    page.keyboard.press("Home")
+    seen = []
+    for _ in range(len(expected) + 2):
+        path = press_and_wait(page, compare, "]")
+        if not path:
+            break
+        seen.append(path)
+    assert seen == expected, (seen, expected)
+    assert compare.locator(".tdview-compare-status").inner_text() == (
+        "No difference after this one.")
+    assert press_and_wait(page, compare, "[") == expected[-2]
+    # back to the first weight, by the keyboard too
+    for _ in range(len(expected)):
+        if selected_path(compare) == "0 / weight":
+            break
+        press_and_wait(page, compare, "[")
+    assert selected_path(compare) == "0 / weight"
+
+    # Its details: both sides' facts, the bytes differ; then its value statistics.
+    details = compare.locator(".tdview-compare-details")
+    details.locator(".tdview-compare-path", has_text="0 / weight").wait_for(timeout=TIMEOUT)
+    assert "bytes differ" in details.inner_text()
+    assert details.locator(".tdview-compare-facts thead").inner_text().count("·") == 2
+    details.locator(".tdview-compare-values").click()
+    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    try:
+        details.get_by_text("max |a−b|").wait_for(timeout=10_000)
+    except Exception:
+        widget.screenshot(path=str(artifacts / "debug-compare.png"))
+        print("DEBUG", details.inner_text(), compare.inner_text())
+        raise
+    out = run_cell(page, (
+        "import torch, tdview\n"
+        "r = v.diff.row(('0', 'weight'))\n"
+        "a = tdview.load_memmap('cmp_step_1')['0', 'weight']\n"
+        "b = tdview.load_memmap('cmp_step_2.tdz')['0', 'weight']\n"
+        "print('STATS', json.dumps({'level': v.diff.level, 'differing': r.values.differing,"
+        " 'numel': r.values.numel, 'max_abs': r.values.max_abs,"
+        " 'torch': float((b.double() - a.double()).abs().max())}))"))
+    stats = marked(out, "STATS")
+    assert stats["level"] == "mixed"
+    assert stats["max_abs"] == pytest.approx(stats["torch"])
+    text = details.inner_text()
+    assert f"{stats['differing']:,} of {stats['numel']:,}" in text, text
+
+    # Both sides previewed, and the difference of the values shown.
+    details.locator(".tdview-compare-preview .tdview-preview-button").click()
+    difference = details.locator(".tdview-compare-difference")
+    difference.wait_for(timeout=RUN_TIMEOUT_MS)
+    assert "b − a over the" in difference.inner_text()
+    assert details.locator(".tdview-compare-preview-side .tdview-stats").count() == 2
+
+    # Load side a's tensor into the kernel; its code line names side a's checkpoint.
+    load_a = details.locator(".tdview-compare-load-a")
+    code = load_a.locator(".tdview-code").inner_text()
+    assert code.startswith('weight = tdview.Checkpoint("cmp_step_1").load_leaf("0/weight"'), code
+    load_a.locator(".tdview-disclosure").click()
+    field = load_a.locator(".tdview-variable")
+    field.fill("")
+    field.press_sequentially("w_old")
+    load_a.locator(".tdview-load-button").click()
+    load_a.locator(".tdview-load-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    out = run_cell(page, "print('OLD', json.dumps(bool(torch.equal(w_old, a))))")
+    assert marked(out, "OLD") is True
+
+    details.evaluate("el => { el.scrollTop = 0; }")
+    widget.screenshot(path=str(artifacts / "tdview-compare-light.png"))
+    try:
+        settle_theme(page, "dark")
+        background = widget.evaluate("el => getComputedStyle(el).backgroundColor")
+        assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)")
+        widget.screenshot(path=str(artifacts / "tdview-compare-dark.png"))
+    finally:
+        settle_theme(page, "light")
+
+
+def test_compare_in_tdview_from_the_file_browser(lab, page, artifacts, steps) -> None:
+    open_lab(page, lab)
+    listing_item(page, BEFORE).wait_for(timeout=TIMEOUT)
+    context_menu(page, BEFORE, "Open in tdview")  # the folder check has run
+    page.keyboard.press("Escape")
+    # One checkpoint selected: no compare entry.
+    assert "Compare in tdview" not in menu_labels(page, AFTER)
+    # Two: the entry, which opens a compare console (the older name first).
+    listing_item(page, AFTER).click()
+    listing_item(page, BEFORE).click(modifiers=["Control"])
+    listing_item(page, BEFORE).click(button="right")
+    menu = page.locator(".lm-Menu").last
+    menu.wait_for(timeout=TIMEOUT)
+    labels = menu.locator(".lm-Menu-item:visible .lm-Menu-itemLabel").all_inner_texts()
+    assert "Compare in tdview" in labels and "Open in tdview" not in labels, labels
+    menu.locator(".lm-Menu-item:visible", has_text="Compare in tdview").click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab",
+                       has_text=f"tdview compare: {BEFORE} ⇄ {AFTER}")
+    tab.wait_for(timeout=TIMEOUT)
+    panel = page.locator(".jp-MainAreaWidget.tdview-console:visible")
+    panel.locator('.tdview-compare [role="treeitem"][data-status="added"]').wait_for(
+        timeout=RUN_TIMEOUT_MS)
+    code = panel.locator(".jp-CodeConsole-content .jp-InputArea").all_inner_texts()
+    assert any(f'view = TDView("{BEFORE}", compare="{AFTER}")' in t for t in code), code
+    page.screenshot(path=str(artifacts / "labextension-compare-light.png"))
