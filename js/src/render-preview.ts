@@ -13,6 +13,11 @@ import { alertBox, button, el, errorText, svg } from "./dom";
 import { formatCount } from "./format";
 import { indexText, parseIndex, selectIndex } from "./preview-index";
 import type { NodeDetails, Path, PreviewDim, PreviewStats, RowsScope } from "./protocol";
+import { renderHeatmap } from "./render-heatmap";
+
+/** The cells a heatmap asks for: enough for the panel's width, well below the kernel's
+ * cap of MAX_HEATMAP_CELLS a side. */
+export const HEATMAP_CELLS = { rows: 128, cols: 256 } as const;
 
 export interface PreviewSectionOptions {
   /** Rows of the table asked for (the kernel caps it at 100). */
@@ -345,6 +350,8 @@ export class PreviewSection {
   readonly #indexInput: HTMLInputElement;
   readonly #indexError: HTMLElement;
   readonly #logInput: HTMLInputElement;
+  readonly #heatmapInput: HTMLInputElement;
+  readonly #heatmapLabel: HTMLElement;
   #path: Path | null = null;
   #shape: number[] | null = null;
   #abort: AbortController | null = null;
@@ -401,8 +408,14 @@ export class PreviewSection {
     const log = el("label", "tdview-preview-log-label");
     log.title = "Bar heights by log(1 + count), so that rare values stay visible";
     log.append(this.#logInput, el("span", "", "log counts"));
+    this.#heatmapInput = el("input", "tdview-preview-heatmap");
+    this.#heatmapInput.type = "checkbox";
+    this.#heatmapInput.addEventListener("change", () => void this.run());
+    this.#heatmapLabel = el("label", "tdview-preview-heatmap-label");
+    this.#heatmapLabel.title = "Also draw the values shown as a heatmap (means of blocks)";
+    this.#heatmapLabel.append(this.#heatmapInput, el("span", "", "heatmap"));
     this.#controls = el("div", "tdview-preview-controls");
-    this.#controls.append(this.#indexInput, log, this.#indexError);
+    this.#controls.append(this.#indexInput, log, this.#heatmapLabel, this.#indexError);
     this.#controls.hidden = true;
     const head = el("div", "tdview-section-head");
     head.append(this.#button);
@@ -447,6 +460,10 @@ export class PreviewSection {
     return true;
   }
 
+  #wantsHeatmap(): boolean {
+    return this.#heatmapInput.checked && (this.#shape?.length ?? 0) >= 2;
+  }
+
   #toggle(): void {
     if (this.#open) this.close();
     else this.openPreview();
@@ -465,6 +482,8 @@ export class PreviewSection {
 
   #result(data: PreviewData): HTMLElement {
     const box = renderPreview(data, { log: this.#logInput.checked });
+    const heatmap = renderHeatmap(data, this.element);
+    if (heatmap) box.append(heatmap);
     const rows = tableRows(data);
     if (rows && rows.shown < rows.total) box.append(this.#pager(data, rows));
     return box;
@@ -504,6 +523,7 @@ export class PreviewSection {
     this.#path = path;
     this.#shownKey = path === null ? null : path.join("\u0000");
     this.#shape = node?.shape ?? null;
+    this.#heatmapLabel.hidden = (this.#shape?.length ?? 0) < 2;
     this.element.hidden = this.#path === null;
     this.#button.disabled = false;
     if (this.#open && this.#path !== null) void this.run();
@@ -537,6 +557,7 @@ export class PreviewSection {
         signal: abort.signal,
         rowsScope: this.#scope,
         ...(this.#index === undefined ? {} : { index: this.#index }),
+        ...(this.#wantsHeatmap() ? { heatmap: { ...HEATMAP_CELLS } } : {}),
       });
       if (abort.signal.aborted) return;
       this.#data = data;

@@ -1,0 +1,93 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it } from "vitest";
+import { MemoryDataSource } from "../src/memory-data-source";
+import { heatmapPixels, parseColor, renderHeatmap, themeColor } from "../src/render-heatmap";
+import { PreviewSection } from "../src/render-preview";
+import { tick } from "./trees";
+
+afterEach(() => {
+  document.body.replaceChildren();
+});
+
+describe("the heatmap's colours", () => {
+  it("parses the colours a theme variable holds", () => {
+    expect(parseColor("#fff")).toEqual([255, 255, 255]);
+    expect(parseColor(" #1976D2 ")).toEqual([25, 118, 210]);
+    expect(parseColor("rgb(1, 2, 3)")).toEqual([1, 2, 3]);
+    expect(parseColor("rgba(10 20 30 / 50%)")).toEqual([10, 20, 30]);
+    expect(parseColor("var(--md-blue-700)")).toBeNull();
+  });
+
+  it("reads the --jp-* variables, with fallbacks", () => {
+    const themed = document.createElement("div");
+    themed.style.setProperty("--jp-brand-color1", "#ff0000");
+    document.body.append(themed);
+    expect(themeColor(themed, ["--jp-brand-color1", "#000000"])).toEqual([255, 0, 0]);
+    expect(themeColor(themed, ["--jp-layout-color1", "#ffffff"])).toEqual([255, 255, 255]);
+    expect(themeColor(null, ["--jp-brand-color1", "#1976d2"])).toEqual([25, 118, 210]);
+  });
+
+  it("mixes each cell from low to high, a cell without a value transparent", () => {
+    const px = heatmapPixels([0, 5, 10, Number.NaN], 0, 10, [0, 0, 0], [200, 100, 50]);
+    expect([...px]).toEqual([0, 0, 0, 255, 100, 50, 25, 255, 200, 100, 50, 255, 0, 0, 0, 0]);
+    const flat = heatmapPixels([3, 3], 3, 3, [0, 0, 0], [200, 100, 50]);
+    expect([...flat.slice(0, 4)]).toEqual([0, 0, 0, 255]);
+  });
+});
+
+describe("the heatmap of a preview", () => {
+  const tree = {
+    key: "",
+    children: [
+      {
+        key: "w",
+        shape: [300, 40],
+        dtype: "float32",
+        data: Array.from({ length: 12_000 }, (_, i) => i),
+      },
+      { key: "v", shape: [5], dtype: "float32", data: [1, 2, 3, 4, 5] },
+    ],
+  };
+
+  it("is asked for when ticked, and drawn on a canvas, never with a filter", async () => {
+    const source = new MemoryDataSource(tree);
+    const section = new PreviewSection(source);
+    document.body.append(section.element);
+    section.setNode(await source.node(["w"]));
+    section.openPreview();
+    await tick();
+    expect(section.element.querySelector(".tdview-heatmap")).toBeNull();
+    const toggle = section.element.querySelector<HTMLInputElement>(".tdview-preview-heatmap");
+    if (!toggle) throw new Error("no heatmap toggle");
+    toggle.checked = true;
+    toggle.dispatchEvent(new Event("change"));
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({
+      heatmap: { rows: 128, cols: 256 },
+    });
+    const canvas = section.element.querySelector<HTMLCanvasElement>("canvas.tdview-heatmap-canvas");
+    expect(canvas?.width).toBe(40);
+    expect(canvas?.height).toBe(128);
+    expect(canvas?.getAttribute("aria-label")).toBe(
+      "Heatmap of 300 x 40 values in 128 x 40 cells, 40 to 11980",
+    );
+    expect(section.element.querySelector(".tdview-heatmap-size")?.textContent).toBe(
+      "128 x 40 cells · means of blocks of 300 x 40",
+    );
+    expect(section.element.innerHTML).not.toContain("invert");
+  });
+
+  it("is not offered for a 1-D leaf", async () => {
+    const source = new MemoryDataSource(tree);
+    const section = new PreviewSection(source);
+    section.setNode(await source.node(["v"]));
+    const label = section.element.querySelector<HTMLElement>(".tdview-preview-heatmap-label");
+    expect(label?.hidden).toBe(true);
+  });
+
+  it("is nothing without the kernel's cells", async () => {
+    const source = new MemoryDataSource(tree);
+    const data = await source.preview(["v"], 5);
+    expect(renderHeatmap(data)).toBeNull();
+  });
+});
