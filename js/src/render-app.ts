@@ -6,6 +6,7 @@
 import type { DataSource } from "./data-source";
 import { pathText } from "./dom";
 import { formatShape, humanBytes, kindLabel } from "./format";
+import { InlineValues } from "./inline-values";
 import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
@@ -78,6 +79,7 @@ export class App {
   readonly view: TreeView | null = null;
   readonly details: DetailsPanel | null = null;
   readonly #search: SearchBox | null = null;
+  readonly #inline: InlineValues | null = null;
   readonly #onSelect: ((path: Path) => void) | undefined;
   readonly #detailsDelayMs: number;
   #detailsTimer: ReturnType<typeof setTimeout> | undefined;
@@ -99,9 +101,12 @@ export class App {
     if (!state.root) return;
     const rootLabel = basename(state.source) || "(root)";
     this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
+    const inline = new InlineValues(source, () => this.view?.refresh());
+    this.#inline = inline;
     this.view = new TreeView(this.tree, {
       // Enter or a double click on a leaf opens its preview (which then stays open)
       onActivate: () => this.details?.preview.openPreview(),
+      inlineValue: inline.textOf,
       ...options.view,
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
@@ -138,6 +143,7 @@ export class App {
     this.view?.dispose();
     this.details?.dispose();
     this.#search?.dispose();
+    this.#inline?.dispose();
   }
 
   #selectionChanged(): void {

@@ -8,7 +8,7 @@
  */
 
 import { describeShape, humanBytes, nodeLabel } from "./format";
-import type { Path } from "./protocol";
+import type { NodeSummary, Path } from "./protocol";
 import { TreeKeyboard } from "./tree-keyboard";
 import type { TreeModel, TreeRow } from "./tree-model";
 
@@ -21,6 +21,9 @@ export interface TreeViewOptions {
   label?: string;
   /** Called when Enter or a double click activates a row. */
   onActivate?: (path: Path) => void;
+  /** A short text of a non-tensor value shown after its key (`step = 1200`), or "" while
+   * it is not known; `refresh()` redraws the rows once it is. */
+  inlineValue?: (node: NodeSummary) => string;
   keyboard?: TreeKeyboard;
   /** Draws a row's content instead of the checkpoint row (the compare view's marks). */
   fillRow?: (el: HTMLElement, row: TreeRow) => void;
@@ -63,6 +66,14 @@ function fillRow(el: HTMLElement, row: TreeRow): void {
   el.title = node ? node.path.join(" / ") || row.label : "";
 }
 
+/** ` = value` after the row's key (its full value is in the details). */
+function appendInline(el: HTMLElement, text: string): void {
+  const value = span("tdview-inline-value", `= ${text}`);
+  const key = el.querySelector(".tdview-key");
+  if (key) key.after(value);
+  else el.append(value);
+}
+
 export class TreeView {
   readonly element: HTMLDivElement;
   readonly #tree: TreeModel;
@@ -74,6 +85,7 @@ export class TreeView {
   readonly #height: number;
   readonly #overscan: number;
   readonly #onActivate: ((path: Path) => void) | undefined;
+  readonly #inlineValue: ((node: NodeSummary) => string) | undefined;
   readonly #fillRow: (el: HTMLElement, row: TreeRow) => void;
   readonly #unsubscribe: () => void;
   readonly #resize: ResizeObserver | null = null;
@@ -84,6 +96,7 @@ export class TreeView {
     this.#height = options.height ?? 360;
     this.#overscan = options.overscan ?? 8;
     this.#onActivate = options.onActivate;
+    this.#inlineValue = options.inlineValue;
     this.#fillRow = options.fillRow ?? fillRow;
     this.#keyboard = options.keyboard ?? new TreeKeyboard(tree);
     this.element = document.createElement("div");
@@ -107,6 +120,12 @@ export class TreeView {
       this.#resize = new ResizeObserver(() => this.render());
       this.#resize.observe(this.element);
     }
+    this.render();
+  }
+
+  /** Redraws the rows on show (an inline value arrived). */
+  refresh(): void {
+    for (const entry of this.#rows.values()) entry.sig = "";
     this.render();
   }
 
@@ -186,9 +205,11 @@ export class TreeView {
     else el.setAttribute("aria-busy", "true");
     el.classList.toggle("tdview-selected", row.selected);
     el.style.setProperty("--tdview-depth", String(row.depth - 1));
-    const sig = rowSignature(row);
+    const inline = row.node ? (this.#inlineValue?.(row.node) ?? "") : "";
+    const sig = rowSignature(row) + inline;
     if (sig !== entry.sig) {
       this.#fillRow(el, row);
+      if (inline) appendInline(el, inline);
       entry.sig = sig;
     }
   }

@@ -174,3 +174,32 @@ describe("the header", () => {
     app.dispose();
   });
 });
+
+describe("non-tensor values in their rows", () => {
+  it("shows each value after its key, cut short, and asks for it once", async () => {
+    const config = { lr: 0.001, betas: [0.9, 0.999], schedule: "cosine", warmup: 500 };
+    const tree = {
+      key: "",
+      children: [
+        { key: "run_name", kind: "non_tensor" as const, value: "tiny-transformer-demo" },
+        { key: "step", kind: "non_tensor" as const, value: 1200 },
+        { key: "config", kind: "non_tensor" as const, value: config },
+        { key: "w", shape: [2], dtype: "float32" },
+      ],
+    };
+    const { el, source } = setup(tree);
+    for (let i = 0; i < 20 && !el.querySelector(".tdview-inline-value"); i++) await tick();
+    await tick();
+    const inline = (key: string) =>
+      [...el.querySelectorAll(".tdview-row")]
+        .find((r) => r.querySelector(".tdview-key")?.textContent === key)
+        ?.querySelector(".tdview-inline-value")?.textContent;
+    expect(inline("run_name")).toBe('= "tiny-transformer-demo"');
+    expect(inline("step")).toBe("= 1200");
+    // cut to 60 characters: the full value is in the details
+    expect(inline("config")).toBe('= {lr: 0.001, betas: [0.9, 0.999], schedule: "cosine", warmup…');
+    expect(inline("w")).toBeUndefined();
+    const asked = source.calls("node").filter((c) => JSON.stringify(c.params.path) === '["step"]');
+    expect(asked).toHaveLength(1);
+  });
+});
