@@ -44,7 +44,7 @@ export class InlineValues {
     this.#concurrency = concurrency;
   }
 
-  /** The row's text, or "" (then it is asked for, once). */
+  /** The row's text (`= 1200`), or "" (then it is asked for, once). */
   textOf = (node: NodeSummary): string => {
     if (!VALUE_KINDS.has(node.kind) || node.pickled) return "";
     const key = JSON.stringify(node.path);
@@ -79,7 +79,7 @@ export class InlineValues {
         totals: false,
       });
       if (this.#abort.signal.aborted || details.value === null) return;
-      this.#texts.set(JSON.stringify(node.path), inlineText(details.value));
+      this.#texts.set(JSON.stringify(node.path), `= ${inlineText(details.value)}`);
       this.#onChange();
     } catch {
       // a value that cannot be read shows none here: its details say why

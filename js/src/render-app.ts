@@ -5,7 +5,7 @@
 
 import type { DataSource } from "./data-source";
 import { pathText } from "./dom";
-import { formatShape, humanBytes, kindLabel } from "./format";
+import { formatShape, humanBytes, kindLabel, rollupContents } from "./format";
 import { InlineValues } from "./inline-values";
 import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
 import { DetailsPanel } from "./render-details";
@@ -56,6 +56,7 @@ function header(state: WidgetState): HTMLElement {
     if (root.batch_size)
       box.append(el("span", "tdview-batch", `batch ${formatShape(root.batch_size)}`));
     if (root.bytes !== null) box.append(el("span", "tdview-bytes", humanBytes(root.bytes)));
+    box.append(el("span", "tdview-root-leaves"));
   }
   return box;
 }
@@ -102,14 +103,26 @@ export class App {
     const rootLabel = basename(state.source) || "(root)";
     this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
     const inline = new InlineValues(source, () => this.view?.refresh());
+    // the root's size and tensor count, once its details bring its rollup
+    let rootTotals = "";
     this.#inline = inline;
     this.view = new TreeView(this.tree, {
       // Enter or a double click on a leaf opens its preview (which then stays open)
       onActivate: () => this.details?.preview.openPreview(),
-      inlineValue: inline.textOf,
+      inlineValue: (node) => (node.path.length === 0 ? rootTotals : inline.textOf(node)),
       ...options.view,
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
+    this.details.onDetails = (d) => {
+      if (d.path.length > 0 || !d.rollup || d.member) return;
+      const text = rollupContents(d.rollup);
+      if (text === rootTotals) return;
+      rootTotals = text;
+      const slot = this.element.querySelector(".tdview-header .tdview-root-leaves");
+      if (slot) slot.textContent = `${humanBytes(d.rollup.bytes)} in ${text}`;
+      this.element.querySelector(".tdview-header .tdview-bytes")?.remove();
+      this.view?.refresh();
+    };
     this.#search = new SearchBox(source, (path) => void this.reveal(path));
     const left = el("div", "tdview-browser");
     left.append(this.#search.element, this.view.element);

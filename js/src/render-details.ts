@@ -250,6 +250,8 @@ export class DetailsPanel {
   #abort: AbortController | null = null;
   #details: NodeDetails | null = null;
   #lock: HTMLElement | null = null;
+  /** Called with each node's details as they are shown (the app reads the root's totals). */
+  onDetails: ((details: NodeDetails) => void) | null = null;
 
   /** Quiet time before a node's subtree totals are asked for (see `show`). */
   readonly totalsDelayMs: number;
@@ -344,6 +346,7 @@ export class DetailsPanel {
     this.#lock = el("div", "tdview-lock-slot");
     this.#info.replaceChildren(list, this.#lock);
     this.#details = details;
+    this.onDetails?.(details);
     this.preview.setNode(details);
     this.loader.setNode(details);
     this.loader.element.hidden = false;

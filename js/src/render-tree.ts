@@ -21,8 +21,8 @@ export interface TreeViewOptions {
   label?: string;
   /** Called when Enter or a double click activates a row. */
   onActivate?: (path: Path) => void;
-  /** A short text of a non-tensor value shown after its key (`step = 1200`), or "" while
-   * it is not known; `refresh()` redraws the rows once it is. */
+  /** A short text shown after a row's key (`= 1200` for a non-tensor value, the root's
+   * tensor count), or "" while it is not known; `refresh()` redraws once it is. */
   inlineValue?: (node: NodeSummary) => string;
   keyboard?: TreeKeyboard;
   /** Draws a row's content instead of the checkpoint row (the compare view's marks). */
@@ -66,9 +66,9 @@ function fillRow(el: HTMLElement, row: TreeRow): void {
   el.title = node ? node.path.join(" / ") || row.label : "";
 }
 
-/** ` = value` after the row's key (its full value is in the details). */
+/** Text after the row's key: `= value` of a non-tensor, the root's tensor count. */
 function appendInline(el: HTMLElement, text: string): void {
-  const value = span("tdview-inline-value", `= ${text}`);
+  const value = span("tdview-inline-value", text);
   const key = el.querySelector(".tdview-key");
   if (key) key.after(value);
   else el.append(value);

@@ -203,3 +203,17 @@ describe("non-tensor values in their rows", () => {
     expect(asked).toHaveLength(1);
   });
 });
+
+describe("the root's totals", () => {
+  it("show in the header and on the root row once the root's details bring them", async () => {
+    const tree = replayTree();
+    tree.rollup = { bytes: 21_236_000, numel: 21_000_000, leaves: 5, by_dtype: {} };
+    const { el } = setup(tree);
+    const header = () => el.querySelector(".tdview-header .tdview-root-leaves")?.textContent;
+    for (let i = 0; i < 40 && !header(); i++) await tick(50);
+    expect(header()).toBe("21.2 MB in 5 tensors");
+    expect(el.querySelectorAll(".tdview-header .tdview-bytes")).toHaveLength(0);
+    const root = el.querySelector('.tdview-row[aria-level="1"] .tdview-inline-value');
+    expect(root?.textContent).toBe("5 tensors");
+  });
+});
