@@ -4,6 +4,7 @@
  */
 
 import { type DataSource, isCancelled, ProtocolError } from "./data-source";
+import { pathText } from "./dom";
 import { describeShape, formatCount, humanBytes } from "./format";
 import type { NodeSummary, Path } from "./protocol";
 
@@ -135,10 +136,7 @@ export class SearchBox {
         button.type = "button";
         button.className = "tdview-search-result";
         button.dataset.match = String(i);
-        const key = document.createElement("span");
-        key.className = "tdview-search-path";
-        key.textContent = path.join(" / ");
-        button.append(key);
+        button.append(pathText(path.join(" / "), "tdview-search-path"));
         const node = nodes[i];
         const meta = node ? matchMeta(node) : "";
         if (meta) {

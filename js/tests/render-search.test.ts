@@ -92,3 +92,14 @@ describe("matchMeta", () => {
     expect(matchMeta(node)).toBe("");
   });
 });
+
+describe("a long match path", () => {
+  it("wraps at its separators only", async () => {
+    const { box } = setup();
+    await box.search("a/y/deep");
+    const path = box.element.querySelector(".tdview-search-path");
+    expect(path?.classList.contains("tdview-path-text")).toBe(true);
+    expect(path?.textContent).toBe("a / y / deep");
+    expect(path?.querySelectorAll("wbr")).toHaveLength(2);
+  });
+});
