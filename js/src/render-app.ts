@@ -5,9 +5,10 @@
 
 import type { DataSource } from "./data-source";
 import { pathText } from "./dom";
+import { filterTree } from "./filter-tree";
 import { formatShape, humanBytes, kindLabel, rollupContents } from "./format";
 import { InlineValues } from "./inline-values";
-import { type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
+import { type NodeSummary, type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
 import { TreeView, type TreeViewOptions } from "./render-tree";
@@ -81,6 +82,12 @@ export class App {
   readonly details: DetailsPanel | null = null;
   readonly #search: SearchBox | null = null;
   readonly #inline: InlineValues | null = null;
+  /** The tree filtered in place by the search (shown instead of the whole tree). */
+  #filtered: { tree: TreeModel; view: TreeView } | null = null;
+  #filterAbort: AbortController | null = null;
+  #source: DataSource | null = null;
+  #root: NodeSummary | null = null;
+  #rootLabel = "";
   readonly #onSelect: ((path: Path) => void) | undefined;
   readonly #detailsDelayMs: number;
   #detailsTimer: ReturnType<typeof setTimeout> | undefined;
@@ -101,6 +108,9 @@ export class App {
     if (state.error) this.element.append(errorBox(state.error));
     if (!state.root) return;
     const rootLabel = basename(state.source) || "(root)";
+    this.#source = source;
+    this.#root = state.root;
+    this.#rootLabel = rootLabel;
     this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
     const inline = new InlineValues(source, () => this.view?.refresh());
     // the root's size and tensor count, once its details bring its rollup
@@ -123,7 +133,9 @@ export class App {
       this.element.querySelector(".tdview-header .tdview-bytes")?.remove();
       this.view?.refresh();
     };
-    this.#search = new SearchBox(source, (path) => void this.reveal(path));
+    this.#search = new SearchBox(source, (path) => void this.reveal(path), {
+      onFilter: (pattern) => void this.filter(pattern),
+    });
     const left = el("div", "tdview-browser");
     left.append(this.#search.element, this.view.element);
     const body = el("div", "tdview-body");
@@ -138,6 +150,55 @@ export class App {
     void revealed.then((found) => {
       if (!found) this.#selectionChanged();
     });
+  }
+
+  /** Shows only the matches of `pattern` and their ancestors in the tree (null: the
+   * whole tree again, with the selection kept). */
+  async filter(pattern: string | null): Promise<void> {
+    this.#filterAbort?.abort();
+    this.#filterAbort = null;
+    const main = this.view;
+    const root = this.#root;
+    if (!main || !root || !this.#source) return;
+    const selected = (this.#filtered?.tree ?? this.tree)?.selectedPath ?? null;
+    const dropFiltered = () => {
+      this.#filtered?.view.element.remove();
+      this.#filtered?.view.dispose();
+      this.#filtered?.tree.dispose();
+      this.#filtered = null;
+      main.element.hidden = false;
+    };
+    if (pattern === null) {
+      dropFiltered();
+      if (selected) await this.reveal(selected);
+      return;
+    }
+    const abort = new AbortController();
+    this.#filterAbort = abort;
+    try {
+      const f = await filterTree(this.#source, root, pattern, { signal: abort.signal });
+      if (abort.signal.aborted || this.#disposed) return;
+      const tree = new TreeModel(f.source, f.root, { rootLabel: this.#rootLabel });
+      const view = new TreeView(tree, {
+        label: "Matches of the search",
+        onActivate: () => this.details?.preview.openPreview(),
+      });
+      dropFiltered();
+      this.#filtered = { tree, view };
+      main.element.hidden = true;
+      main.element.after(view.element);
+      tree.subscribe((change) => {
+        if (change.selection) this.#selectionChanged();
+      });
+      await tree.expand(0);
+      for (const path of f.matches.slice(0, 200)) {
+        if (abort.signal.aborted) return;
+        await tree.revealPath(path, { select: false });
+      }
+      view.render();
+    } catch {
+      // a search that failed says so in the search box
+    }
   }
 
   /** Expands the ancestors of `path`, selects it and scrolls to it. */
@@ -157,11 +218,14 @@ export class App {
     this.details?.dispose();
     this.#search?.dispose();
     this.#inline?.dispose();
+    this.#filterAbort?.abort();
+    this.#filtered?.view.dispose();
+    this.#filtered?.tree.dispose();
   }
 
   #selectionChanged(): void {
     if (this.#disposed) return; // a rebuilt view must not write `selected` nor ask
-    const path = this.tree?.selectedPath ?? null;
+    const path = (this.#filtered?.tree ?? this.tree)?.selectedPath ?? null;
     const key = path && JSON.stringify(path);
     if (key === this.#shownPath) return;
     this.#shownPath = key;

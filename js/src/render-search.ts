@@ -18,6 +18,9 @@ export const SEARCH_HINT =
 export interface SearchBoxOptions {
   debounceMs?: number;
   limit?: number;
+  /** Offers "filter tree": called with the pattern on show while it is ticked, null when
+   * it is unticked or the pattern cleared. */
+  onFilter?: (pattern: string | null) => void;
 }
 
 export class SearchBox {
@@ -27,6 +30,8 @@ export class SearchBox {
   readonly #status: HTMLElement;
   readonly #prev: HTMLButtonElement;
   readonly #next: HTMLButtonElement;
+  readonly #filter: HTMLInputElement;
+  readonly #onFilter: ((pattern: string | null) => void) | undefined;
   readonly #source: DataSource;
   readonly #onPick: (path: Path) => void;
   readonly #debounceMs: number;
@@ -64,7 +69,19 @@ export class SearchBox {
     const pager = document.createElement("div");
     pager.className = "tdview-search-pager";
     pager.append(this.#prev, this.#next);
-    this.element.append(this.input, this.#status, pager, this.#results);
+    this.#onFilter = options.onFilter;
+    this.#filter = document.createElement("input");
+    this.#filter.type = "checkbox";
+    this.#filter.className = "tdview-search-filter";
+    const filter = document.createElement("label");
+    filter.className = "tdview-search-filter-label";
+    filter.title = "Show only the matches and their ancestors in the tree";
+    filter.append(this.#filter, " filter tree");
+    filter.hidden = this.#onFilter === undefined;
+    this.#filter.addEventListener("change", () => {
+      this.#onFilter?.(this.#filter.checked && this.#shown !== "" ? this.#shown : null);
+    });
+    this.element.append(this.input, this.#status, pager, filter, this.#results);
     this.#prev.addEventListener("click", () => void this.page(-1));
     this.#next.addEventListener("click", () => void this.page(1));
     this.input.addEventListener("input", this.#onInput);
@@ -82,6 +99,7 @@ export class SearchBox {
       this.#offset = 0;
       this.#total = 0;
       this.#show([], [], false, "");
+      if (this.#filter.checked) this.#onFilter?.(null);
       return;
     }
     const abort = new AbortController();
@@ -96,6 +114,7 @@ export class SearchBox {
       this.#offset = result.offset;
       this.#total = result.total;
       this.#show(result.matches, result.nodes, result.truncated, searchStatus(result));
+      if (this.#filter.checked && offset === 0) this.#onFilter?.(pattern);
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
       const message = error instanceof ProtocolError ? error.message : String(error);

@@ -217,3 +217,38 @@ describe("the root's totals", () => {
     expect(root?.textContent).toBe("5 tensors");
   });
 });
+
+describe("filtering the tree in place", () => {
+  it("shows only the matches and their ancestors, then the whole tree again", async () => {
+    const { app, el } = setup(sampleTree(300));
+    await tick();
+    const filter = el.querySelector<HTMLInputElement>(".tdview-search-filter");
+    const input = el.querySelector<HTMLInputElement>(".tdview-search-input");
+    if (!filter || !input) throw new Error("no filter toggle");
+    filter.checked = true;
+    filter.dispatchEvent(new Event("change"));
+    input.value = "deep";
+    input.dispatchEvent(new Event("input"));
+    const trees = () => [...el.querySelectorAll<HTMLElement>('[role="tree"]')];
+    const visible = () => trees().find((t) => !t.hidden);
+    const keysOf = (t?: HTMLElement) =>
+      [...(t?.querySelectorAll(".tdview-key") ?? [])].map((k) => k.textContent);
+    const filtered = () => trees().find((t) => t.getAttribute("aria-label")?.startsWith("Matches"));
+    for (let i = 0; i < 50 && keysOf(filtered()).length < 4; i++) await tick(20);
+    const shown = visible();
+    expect(shown?.getAttribute("aria-label")).toBe("Matches of the search");
+    const keys = keysOf(shown);
+    expect(keys.slice(1)).toEqual(["a", "y", "deep"]);
+    // picking a row of the filtered tree shows its details
+    const deep = [...(shown?.querySelectorAll(".tdview-row") ?? [])].at(-1) as HTMLElement;
+    deep.click();
+    for (let i = 0; i < 20 && !details(el).includes("a / y / deep"); i++) await tick(20);
+    expect(details(el)).toContain("a / y / deep");
+    filter.checked = false;
+    filter.dispatchEvent(new Event("change"));
+    for (let i = 0; i < 40 && app.tree?.selectedPath?.length !== 3; i++) await tick(20);
+    expect(trees()).toHaveLength(1);
+    expect(trees()[0]?.hidden).toBe(false);
+    expect(app.tree?.selectedPath).toEqual(["a", "y", "deep"]);
+  });
+});
