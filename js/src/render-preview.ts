@@ -345,6 +345,7 @@ export class PreviewSection {
   readonly #source: DataSource;
   readonly #rows: number;
   readonly #button: HTMLButtonElement;
+  readonly #close: HTMLButtonElement;
   readonly #body: HTMLElement;
   readonly #controls: HTMLElement;
   readonly #indexInput: HTMLInputElement;
@@ -380,11 +381,13 @@ export class PreviewSection {
     this.#rows = options.rows ?? 20;
     this.element = el("section", "tdview-section tdview-preview");
     this.element.setAttribute("aria-label", "Preview");
-    this.#button = button("Preview", "tdview-preview-button", () => this.#toggle());
+    this.#button = button("Preview", "tdview-preview-button", () => this.#press());
     this.#button.title =
       "Read this tensor and show its values, statistics and histogram; it stays open " +
       "as you move from leaf to leaf (Enter or a double click on a leaf opens it too)";
-    this.#button.setAttribute("aria-pressed", "false");
+    this.#close = button("Close", "tdview-preview-close", () => this.close());
+    this.#close.title = "Close the preview: leaves are no longer read as they are selected";
+    this.#close.hidden = true;
     this.#body = el("div", "tdview-preview-body");
     this.#body.setAttribute("aria-live", "polite");
     this.#indexInput = el("input", "tdview-preview-index");
@@ -418,7 +421,7 @@ export class PreviewSection {
     this.#controls.append(this.#indexInput, log, this.#heatmapLabel, this.#indexError);
     this.#controls.hidden = true;
     const head = el("div", "tdview-section-head");
-    head.append(this.#button);
+    head.append(this.#button, this.#close);
     this.element.append(head, this.#controls, this.#body);
     this.element.hidden = true;
   }
@@ -464,13 +467,14 @@ export class PreviewSection {
     return this.#heatmapInput.checked && (this.#shape?.length ?? 0) >= 2;
   }
 
-  #toggle(): void {
-    if (this.#open) this.close();
+  /** Opens the preview, or when it is open reads the leaf again. */
+  #press(): void {
+    if (this.#open) void this.run();
     else this.openPreview();
   }
 
   #syncOpen(): void {
-    this.#button.setAttribute("aria-pressed", String(this.#open));
+    this.#close.hidden = !this.#open;
     this.#button.classList.toggle("tdview-active", this.#open);
     this.#controls.hidden = !this.#open;
   }

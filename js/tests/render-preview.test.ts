@@ -344,7 +344,8 @@ describe("PreviewSection, open from leaf to leaf", () => {
     const { section, details } = await setup();
     section.setNode(await details("flags"));
     expect(section.element.querySelector("h3")).toBeNull();
-    expect(cells(section.element, "button")).toEqual(["Preview"]);
+    const shown = [...section.element.querySelectorAll("button")].filter((b) => !b.hidden);
+    expect(shown.map((b) => b.textContent)).toEqual(["Preview"]);
   });
 
   it("stays open as the selection moves to another leaf, and reads it", async () => {
@@ -353,7 +354,7 @@ describe("PreviewSection, open from leaf to leaf", () => {
     q<HTMLButtonElement>(".tdview-preview-button")?.click();
     await tick();
     expect(section.open).toBe(true);
-    expect(q(".tdview-preview-button")?.getAttribute("aria-pressed")).toBe("true");
+    expect(q<HTMLButtonElement>(".tdview-preview-close")?.hidden).toBe(false);
     expect(cells(section.element, ".tdview-stat-label")).toEqual(["min", "max", "count"]);
     section.suspend();
     section.setNode(await details("buffer"));
@@ -362,8 +363,14 @@ describe("PreviewSection, open from leaf to leaf", () => {
     expect(cells(section.element, "tbody th")[0]).toBe("0");
     section.setNode(await details("td"));
     expect(section.element.hidden).toBe(true);
-    q<HTMLButtonElement>(".tdview-preview-button")?.click(); // closes
+    section.setNode(await details("flags"));
+    await tick();
+    q<HTMLButtonElement>(".tdview-preview-button")?.click(); // reads it again, stays open
+    expect(section.open).toBe(true);
+    q<HTMLButtonElement>(".tdview-preview-close")?.click();
     expect(section.open).toBe(false);
+    expect(q(".tdview-preview-result")).toBeNull();
+    expect(q<HTMLButtonElement>(".tdview-preview-close")?.hidden).toBe(true);
   });
 
   it("pages through the rows: rows 20–40 of 100,000, and back", async () => {
