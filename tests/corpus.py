@@ -170,3 +170,14 @@ def write(td: TensorDict, root: Path, name: str, container: str) -> Path:
         path = root / f"{name}.{container}.zip"
         pack_memmap(directory, path, compression=None if container == "packed" else container)
         return path
+
+
+def write_at(td: TensorDict, path: Path) -> Path:
+    """Write ``td`` at ``path``: a ``.tdz`` archive for that suffix, else a directory."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if path.suffix == ".tdz":
+            td.save(str(path))
+        else:
+            td.memmap(path)
+    return path

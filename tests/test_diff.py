@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,7 @@ from tdview.errors import SubpathError
 from tdview.storage import ArchiveStore
 
 from . import corpus
-
-
-def _write(td: TensorDict, path: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if path.suffix == ".tdz":
-            td.save(str(path))
-        else:
-            td.memmap(path)
-    return path
+from .corpus import write_at as _write
 
 
 def _model_pair() -> tuple[TensorDict, TensorDict]:

@@ -4,7 +4,6 @@ tensordict: pages of the union tree, details, refining a subtree, side-by-side p
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,7 @@ from tensordict import TensorDict
 from tdview.errors import Cancelled, RequestError, SubpathError
 from tdview.protocol._diff import handle, open_view, summary
 
-
-def _write(td: TensorDict, path: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if path.suffix == ".tdz":
-            td.save(str(path))
-        else:
-            td.memmap(path)
-    return path
+from .corpus import write_at as _write
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ compares, refusals), and ``TDView(a, compare=b)`` without a kernel."""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from tdview.protocol._diff import open_view
 from tdview.protocol._dispatch import lane
 from tdview.protocol._preview import preview
 
+from .corpus import write_at as _write
 from .test_protocol_golden import NAMES, check_buffers, golden, json_type
 
 DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview", "diff_load")
@@ -32,14 +32,6 @@ NULLABLE = {"renamed_from", "kind", "a", "b", "fingerprint", "values", "value_eq
             "root", "variable"}
 
 
-def _write(td: TensorDict, path: Path) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if path.suffix == ".tdz":
-            td.save(str(path))
-        else:
-            td.memmap(path)
-    return path
 
 
 @pytest.fixture

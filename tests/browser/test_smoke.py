@@ -11,7 +11,8 @@ def test_notebook_runs_in_jupyterlab(lab, page, artifacts):
         "smoke.ipynb",
         [
             "import tdview, torch\nprint('tdview', tdview.__version__, 'torch', torch.__version__)",
-            "import os\nprint(sorted(n for n in os.listdir('.') if n in ('demo_ckpt', 'demo_ckpt.tdz')))",
+            "import os\nprint(sorted(n for n in os.listdir('.')"
+            " if n in ('demo_ckpt', 'demo_ckpt.tdz')))",
         ],
     )
     open_and_run(page, lab, name)
