@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 import tdview
 from tdview import Checkpoint
 from tdview.errors import CheckpointFormatError, LeafDataError
+from tdview.load import _leaves
 from tdview.storage import ArchiveStore
 
 from .compare import assert_same
@@ -316,7 +317,8 @@ def test_unknown_and_unloadable_dtypes(tmp_path: Path) -> None:
 
 
 def _forbid_payload_reads(monkeypatch) -> None:
-    """torch.from_file, and reading any ``.memmap`` entry of an archive, fail the test."""
+    """Mapping a file (torch.from_file, or from a descriptor), and reading any ``.memmap``
+    entry of an archive, fail the test."""
     def boom(*args, **kwargs):
         raise AssertionError("a payload was read")
 
@@ -328,6 +330,7 @@ def _forbid_payload_reads(monkeypatch) -> None:
         return read
 
     monkeypatch.setattr(torch, "from_file", boom)
+    monkeypatch.setattr(_leaves, "map_descriptor", boom)
     for name in ("decompress", "payload", "raw_payload"):
         monkeypatch.setattr(ArchiveStore, name, only_metadata(getattr(ArchiveStore, name)))
 

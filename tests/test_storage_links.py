@@ -451,6 +451,7 @@ def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
         with pytest.raises(UntrustedLinkError, match=f"resolves to {secret}"):
             store.open_file("a.memmap")
     else:  # between the check and the open: refused on the descriptor
+        store = DirectoryStore(root)  # a key resolved before is checked once opened
         _swap_after_resolving(store, swap, monkeypatch)
         with pytest.raises(UnsafeCheckpointError, match="became a symlink after it was checked"):
             store.open_file("a.memmap")

@@ -1,8 +1,11 @@
 """Turning one leaf of the index into a tensor.
 
-* Directory: the file is checked to hold at least ``numel * itemsize`` bytes (tdview never
-  grows a file), then mapped with ``torch.from_file`` (shared when the mode allows writes,
-  copy-on-write otherwise) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
+* Directory: the store opens the file when the leaf is loaded, not only when the index
+  listed it (``O_NOFOLLOW``, ``O_NONBLOCK``: a symlink or a FIFO swapped in since is
+  refused, nothing blocks) and checks that descriptor (``fstat``: a regular file of at
+  least ``numel * itemsize`` bytes; tdview never grows a file); that descriptor is mapped
+  (:mod:`._fdmap`: shared when the mode allows writes, copy-on-write otherwise; the path
+  is not opened again) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
   A file read through a symlink out of the checkpoint root (a Hugging Face, git-annex or
   DVC store, or a trusted path: see :mod:`tdview.storage._links`) is opened and checked
   by the store, mapped copy-on-write from that descriptor, and refused with
@@ -32,6 +35,7 @@ from ..index import Node, show_path
 from ..index._facts import refusal
 from ..storage import Link
 from ._context import LoadContext, user_stacklevel
+from ._fdmap import AVAILABLE, map_descriptor
 from ._remote import remote_flat
 
 __all__ = ["file_leaf_tensor", "leaf_tensor"]
@@ -197,20 +201,20 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
         return _map_linked(ctx, key, link, dtype, numel, what), path, "r"
     if numel == 0:
         return torch.empty(0, dtype=dtype), path, mode
-    if mode == "r":
-        # a private mapping opens the file read-only and refuses a short file itself: no
-        # stat of ours is needed (one syscall less per leaf)
-        try:
-            return torch.from_file(path, shared=False, size=numel, dtype=dtype,
-                                   device="cpu"), path, mode
-        except RuntimeError:
-            _check_size(path, numel * dtype.itemsize, what)
-            raise
-    _check_size(path, numel * dtype.itemsize, what, ctx.store.known_size(key))
     shared = _shared(path, mode)
-    # a shared mapping would grow a short file: _check_size came first
-    return torch.from_file(path, shared=shared, size=numel, dtype=dtype,
-                           device="cpu"), path, mode
+    # opened by the store, checked on the descriptor (no symlink or FIFO swapped in since
+    # the index listed it: a regular file), long enough (a shared mapping would grow a
+    # short file), and mapped from that descriptor: the path is not walked again
+    fd, st = ctx.store.open_file_stat(key, write=shared)  # type: ignore[attr-defined]
+    try:
+        _check_size(path, numel * dtype.itemsize, what, st.st_size)
+        if AVAILABLE:
+            return map_descriptor(fd, dtype, numel, shared=shared), path, mode
+        # no mmap(2) to call (Windows, where the store follows no symlink either)
+        return torch.from_file(path, shared=shared, size=numel, dtype=dtype,
+                               device="cpu"), path, mode
+    finally:
+        os.close(fd)
 
 
 def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, numel: int,
@@ -231,8 +235,10 @@ def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, nume
     fd, st = store.open_file_stat(key)  # type: ignore[attr-defined]
     try:
         _check_size(path, numel * dtype.itemsize, what, st.st_size)
-        return torch.from_file(store.map_path(fd, link.real),  # type: ignore[attr-defined]
-                               shared=False, size=numel, dtype=dtype, device="cpu")
+        if not AVAILABLE:
+            return torch.from_file(store.map_path(fd, link.real),  # type: ignore[attr-defined]
+                                   shared=False, size=numel, dtype=dtype, device="cpu")
+        return map_descriptor(fd, dtype, numel, shared=False)
     finally:
         os.close(fd)
 

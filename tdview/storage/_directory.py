@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, name_problem, not_found
 from ._base import check_key as _check_any_key
-from ._checked import map_path, open_checked
+from ._checked import map_path, open_checked, proc_name, proc_names
 from ._links import Link, LinkResolver, trusted_paths
 
 __all__ = ["DirectoryStore", "found_dir"]
@@ -96,7 +96,9 @@ class DirectoryStore(Store):
     (``trusted``). Files are opened without following a symlink swapped in after the
     listing (or after a key was resolved), and checked on the descriptor opened.
     Listings are read once per store: files created later are not seen. The store never
-    creates, writes or opens for writing; sizes come from ``os.stat``.
+    creates or writes, and opens a file for writing only when asked
+    (:meth:`open_file_stat`, for ``mode="r+"``), never one read through a link out of
+    the root; sizes come from ``os.stat``.
 
     Parameters
     ----------
@@ -415,7 +417,8 @@ class DirectoryStore(Store):
         """Open the regular file of ``key`` read-only and return the descriptor (the
         caller closes it), checked on that descriptor: a regular file, and (for a key met
         through a symlink) the very file the key was resolved to, not a symlink or a
-        folder swapped in since.
+        folder swapped in since. Never blocks: a FIFO swapped in is opened without
+        waiting for a writer (``O_NONBLOCK``), then refused.
 
         Raises
         ------
@@ -424,31 +427,62 @@ class DirectoryStore(Store):
         """
         return self.open_file_stat(key)[0]
 
-    def open_file_stat(self, key: str) -> tuple[int, os.stat_result]:
-        """:meth:`open_file`, with the ``fstat`` of the descriptor it checked."""
+    def open_file_stat(self, key: str, *, write: bool = False) -> tuple[int, os.stat_result]:
+        """:meth:`open_file`, with the ``fstat`` of the descriptor it checked. ``write``:
+        open it for reading and writing (a shared mapping of ``mode="r+"``), which a file
+        read through a link out of the root refuses (tdview never writes through one)."""
         found = self._probe(key) if key else _SLOW
+        extra = _NOFOLLOW | (os.O_RDWR if write else 0)
+        fd = -1
         if type(found) is tuple and found[1] is _REGULAR:
             try:
-                fd = self._open(found[0], _NOFOLLOW)
+                fd = self._open(found[0], extra)
             except OSError:
                 fd = -1  # gone or swapped: the per-key path decides
-        else:
-            fd = -1
+        elif not write and key in self._resolver.links:
+            fd = self._open_linked(key)
         if fd < 0:
             real, st = self._stat(key)
             self._require_regular(key, st)
-            fd = self._open_checked(key, real)
+            if write and self._resolver.links.get(key) is not None:
+                raise UnsafeCheckpointError(
+                    f"refusing to open {self.display(key)} for writing: it is read through "
+                    "a link out of the checkpoint root, and tdview never writes through one.")
+            fd = self._open_checked(key, real, write=write)
         try:
             st = os.fstat(fd)
-            self._require_regular(key, st)
+            if not stat.S_ISREG(st.st_mode):
+                self._require_regular(key, st)
         except BaseException:
             os.close(fd)
             raise
         return fd, st
 
-    def _open_checked(self, key: str, real: str) -> int:
+    def _open_linked(self, key: str) -> int:
+        """Open the file of a key resolved before to a link out of the root (the index
+        checked it), following its links once, as they are now: the descriptor is kept
+        only when ``/proc/self/fd`` says it is the very file the policy allowed (then no
+        part is resolved again); -1 otherwise (the per-key path resolves it again)."""
+        link = self._resolver.links[key]
+        if not (PER_NAME and proc_names(self._real_root)):
+            return -1
+        dirkey, _, name = key.rpartition("/")
+        folder = self._dir_path(dirkey)
+        if type(folder) is not str:
+            return -1
+        try:
+            fd = self._open(folder + name, 0)  # type: ignore[operator]
+        except OSError:
+            return -1
+        if proc_name(fd) != link.real:
+            os.close(fd)
+            return -1
+        return fd
+
+    def _open_checked(self, key: str, real: str, *, write: bool = False) -> int:
         """Open the real path of ``key``, checked on the descriptor (see ``_checked``)."""
-        return open_checked(self._open, real, self.display(key), self._real_root)
+        return open_checked(self._open_write if write else self._open, real,
+                            self.display(key), self._real_root)
 
     def map_path(self, fd: int, real: str) -> str:
         """A path that opens the very file of descriptor ``fd`` (from :meth:`open_file`)
@@ -623,6 +657,10 @@ class DirectoryStore(Store):
             except PermissionError:
                 self._noatime = 0  # not the owner: O_NOATIME is refused, open normally
         return os.open(path, _READ_FLAGS | flags)
+
+    def _open_write(self, path: str, flags: int) -> int:
+        """:meth:`_open` for reading and writing (see :meth:`open_file_stat`)."""
+        return self._open(path, flags | os.O_RDWR)
 
     def _check_limit(self, key: str, size: int, limit: int) -> None:
         if size > limit:
