@@ -1,24 +1,31 @@
-"""A checkpoint that changes after it was opened (issue 17): the index caches listings, and
-the world moves on. Each file is checked again when it is opened, on the descriptor
-opened, and mapped from that descriptor.
+"""A checkpoint that changes after it was opened (issue 17): the index caches listings and
+the archive's mapping, and the world moves on. Each file is checked again when it is
+opened, on the descriptor opened, and mapped from that descriptor; every read tdview makes
+of an archive's mapping first checks that the file did not shrink.
 
 One test per case; each fails without its fix (a load that returns the outside file's
-bytes, a load that never returns).
+bytes, a load that never returns, a process killed by SIGBUS).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
+import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, pack_memmap
 
 import tdview
 from tdview import Checkpoint
-from tdview.errors import UnsafeCheckpointError
+from tdview.errors import ArchiveError, UnsafeCheckpointError
 from tdview.protocol._preview import preview
 
 SECRET = torch.full((6,), 7.0)
@@ -116,3 +123,89 @@ def test_a_linked_blob_swapped_for_a_fifo_is_refused_without_blocking(tmp_path: 
         error = _returns(lambda: ckpt.load_leaf("a"), blob)
     assert isinstance(error, UnsafeCheckpointError), error
     assert "not a regular file" in str(error)
+
+
+# -- an archive truncated by another process after it was opened ----------------------
+
+_TRUNCATED = r"""
+import os, sys, warnings
+import tdview
+from tdview.errors import ArchiveError
+path = sys.argv[1]
+warnings.simplefilter("ignore")
+ckpt = tdview.Checkpoint(path)
+loaded = ckpt.load()  # every local header read, the mapping made
+del loaded
+os.truncate(path, 4096)  # another process shrinks the file in place
+reads = {
+    "aligned leaf": lambda: ckpt.load_leaf("a"),
+    "unaligned leaf": lambda: ckpt.load_leaf("odd"),
+    "nested leaf": lambda: ckpt.load_leaf("nt"),
+    "compressed leaf": lambda: ckpt.load_leaf("z"),
+    "whole load": lambda: ckpt.load(),
+}
+import torch
+if torch.cuda.is_available():  # a copy to a device reads the mapping
+    reads["to cuda"] = lambda: ckpt.load_leaf("a", device="cuda")
+for name, read in reads.items():
+    try:
+        got = read()
+    except ArchiveError as error:
+        print(name, "refused:", error, flush=True)
+    except Exception as error:
+        print(name, "raised", type(error).__name__, error, flush=True)
+    else:
+        print(name, "returned", float(got["a"].sum() if hasattr(got, "keys") else
+                                       got.float().sum()), flush=True)
+"""
+
+
+def _archive(tmp_path: Path) -> Path:
+    """A zip of stored entries, one unaligned (written by zipfile), a nested leaf, and a
+    compressed one: every way tdview reads a leaf of an archive."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nt = torch.nested.nested_tensor([torch.arange(3000.0), torch.arange(2000.0)])
+    src = tmp_path / "src"
+    TensorDict(a=torch.arange(50_000.0), odd=torch.arange(3000, dtype=torch.float64),
+               nt=nt, z=torch.zeros(20_000)).memmap(src)
+    path = tmp_path / "ck.zip"
+    with zipfile.ZipFile(path, "w") as zf:  # no alignment: odd.memmap starts anywhere
+        for file in sorted(src.rglob("*")):
+            if file.is_file():
+                method = zipfile.ZIP_DEFLATED if file.name == "z.memmap" else zipfile.ZIP_STORED
+                zf.write(file, file.relative_to(src).as_posix(), compress_type=method)
+    return path
+
+
+def test_an_archive_truncated_after_it_was_opened_is_an_error_not_a_signal(
+        tmp_path: Path) -> None:
+    path = _archive(tmp_path)
+    run = subprocess.run([sys.executable, "-c", _TRUNCATED, str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (
+        f"killed by {signal.Signals(-run.returncode).name}" if run.returncode < 0 else
+        run.returncode, run.stdout, run.stderr[-3000:])
+    lines = run.stdout.splitlines()
+    assert len(lines) == 5 + torch.cuda.is_available(), run.stdout
+    for line in lines:
+        assert "refused:" in line, line
+        assert f"{path} changed since it was opened: it is now 4096 bytes" in line, line
+
+
+def test_an_archive_replaced_after_it_was_opened_is_not_mapped(tmp_path: Path) -> None:
+    """Another file of the same size renamed over the archive before its first load: the
+    mapping is made from the file the index read, or refused, never from the new one."""
+    src = _saved(tmp_path / "src")
+    path, other = tmp_path / "a.tdz", tmp_path / "b.tdz"
+    pack_memmap(src, path)
+    shutil.copy(path, other)
+    with Checkpoint(path) as ckpt:
+        assert not ckpt.node("a").problems
+        data = bytearray(other.read_bytes())
+        offset = ckpt.store.stored_span("a.memmap")[0]  # type: ignore[attr-defined]
+        data[offset:offset + 24] = SECRET.numpy().tobytes()
+        other.write_bytes(bytes(data))
+        os.replace(other, path)
+        with pytest.raises(ArchiveError, match=f"{path} changed since it was opened"):
+            ckpt.load_leaf("a")

@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 import tdview
 from tdview import Checkpoint
 from tdview.errors import CheckpointFormatError, LeafDataError
-from tdview.load import _leaves
+from tdview.load import _leaves, _mapping
 from tdview.storage import ArchiveStore
 
 from .compare import assert_same
@@ -127,8 +127,9 @@ def test_missing_leaf_file_on_its_own_is_an_error(ckpt_dir: Path) -> None:
 
 def test_archive_leaves_are_views_of_one_mapping(ckpt_tdz: Path, monkeypatch) -> None:
     calls = []
-    real = torch.from_file
-    monkeypatch.setattr(torch, "from_file", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = _mapping.map_descriptor  # the archive's file, mapped from a checked descriptor
+    monkeypatch.setattr(_mapping, "map_descriptor",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
     ckpt = Checkpoint(ckpt_tdz)
     first, second = ckpt.load(), ckpt.load(mode="r")
     assert len(calls) == 1  # one mapping per checkpoint and kind of mapping
@@ -330,7 +331,8 @@ def _forbid_payload_reads(monkeypatch) -> None:
         return read
 
     monkeypatch.setattr(torch, "from_file", boom)
-    monkeypatch.setattr(_leaves, "map_descriptor", boom)
+    for module in (_leaves, _mapping):
+        monkeypatch.setattr(module, "map_descriptor", boom)
     for name in ("decompress", "payload", "raw_payload"):
         monkeypatch.setattr(ArchiveStore, name, only_metadata(getattr(ArchiveStore, name)))
 

@@ -140,6 +140,7 @@ def _load(ckpt: Checkpoint, subpath: Any, device: DeviceLike, non_blocking: bool
             ctx.prefetch.close()
     if device is not None and not non_blocking and device.type not in ("meta", "cuda"):
         _synchronize()
+    ctx.check_mapping()
     return result
 
 
@@ -304,6 +305,8 @@ def load_leaf(ckpt: Checkpoint, subpath: Any, device: DeviceLike = None,
         raise SubpathError(
             f"{show_path(node.path)!r} in {ckpt.path} is a {node.kind}, not a tensor leaf."
         )
-    tensor = leaf_tensor(_context(ckpt, device, mode, None), node, device, strict=True)
+    ctx = _context(ckpt, device, mode, None)
+    tensor = leaf_tensor(ctx, node, device, strict=True)
     assert tensor is not None
+    ctx.check_mapping()
     return tensor

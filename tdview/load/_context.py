@@ -217,3 +217,11 @@ class LoadContext:
         if self._mapping is None:
             self._mapping = archive_mapping(self.ckpt, shared=self.mode == "r+")
         return self._mapping
+
+    def check_mapping(self) -> None:
+        """Before a load returns views of the archive's mapping: raise ``ArchiveError``
+        when the file is now shorter than when it was opened (a page past its new end
+        kills the process with SIGBUS when it is read). One ``fstat``; nothing when no
+        leaf views the mapping."""
+        if self._mapping is not None:
+            self.ckpt.store.check_intact()  # type: ignore[attr-defined]

@@ -12,7 +12,9 @@
   ``mode="r+"``: nothing is ever written through such a link.
 * Archive: a STORED entry must hold exactly ``numel * itemsize`` bytes and becomes a view
   of the archive's one mapping (copied when its offset is not a multiple of the item
-  size); a compressed entry is decompressed (size and CRC-32 checked).
+  size); a compressed entry is decompressed (size and CRC-32 checked). Every read of the
+  mapping made here (a copy, nested sizes, a copy to a device) first checks that the file
+  did not shrink (``ArchiveError``, not SIGBUS), and so does a load before it returns.
 * Nested (strided) leaves read their int64 ``[N, D]`` sizes from ``<stem>.shape.memmap``;
   the data is packed element after element.
 * No bytes are read for ``device="meta"`` or under a FakeTensorMode: the leaf is an empty
@@ -123,6 +125,8 @@ def file_leaf_tensor(ctx: LoadContext, record: LeafRecord, file: str,
         if numel:
             if ctx.is_archive:
                 tensor = _archive_leaf(ctx, file, dtype, record, numel)
+                if device is not None:
+                    ctx.store.check_intact()  # type: ignore[attr-defined]  # the copy reads it
             else:
                 tensor = _directory_leaf(ctx, file, dtype, record, numel)
             return tensor if device is None else tensor.to(device, non_blocking=True)
@@ -322,6 +326,9 @@ def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
         if not aligned and ctx.mode == "r+":
             raise ArchiveModeError(_UNALIGNED.format(root=store.root, name=key))
         flat = ctx.mapping()[offset : offset + need]
+        # the caller reads it now (a copy, nested sizes): a file truncated since it was
+        # mapped is an ArchiveError, not a SIGBUS
+        store.check_intact()  # type: ignore[attr-defined]
         # a view needs an offset that is a multiple of the item size: copy otherwise
         return (flat if aligned else flat.clone()).view(dtype)
     if ctx.mode == "r+":

@@ -14,9 +14,9 @@ import weakref
 
 import torch
 
-from ..errors import ArchiveError
 from ..index import Checkpoint
 from ..storage import ArchiveStore
+from ._fdmap import AVAILABLE, map_descriptor
 
 __all__ = ["archive_mapping", "check_writable"]
 
@@ -53,8 +53,9 @@ def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
     Raises
     ------
     ArchiveError
-        The file's size changed since the checkpoint was opened: a shared mapping of a
-        shorter file would grow it, and the offsets the index read would be stale.
+        The file's size changed since the checkpoint was opened (a shared mapping of a
+        shorter file would grow it, and the offsets the index read would be stale), or
+        its path names another file now.
 
     Examples
     --------
@@ -67,14 +68,17 @@ def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
     if mapping is None:
         store = ckpt.store
         assert isinstance(store, ArchiveStore)
-        size = os.stat(store.root).st_size
-        if size != store.file_size:
-            raise ArchiveError(
-                f"{store.root} changed since it was opened: it is now {size} bytes, it was "
-                f"{store.file_size} bytes. Open it again."
-            )
-        # device="cpu": an active torch.device context must not move the mapping.
-        mapping = torch.from_file(store.root, shared=shared, size=size, dtype=torch.uint8,
-                                  device="cpu")
+        # the very file the index read, of its size: checked on the descriptor opened,
+        # and mapped from it (the path is not opened again)
+        fd = store.open_mapped(write=shared)
+        try:
+            size = store.file_size
+            if AVAILABLE:
+                mapping = map_descriptor(fd, torch.uint8, size, shared=shared)
+            else:  # device="cpu": an active torch.device context must not move it
+                mapping = torch.from_file(store.root, shared=shared, size=size,
+                                          dtype=torch.uint8, device="cpu")
+        finally:
+            os.close(fd)
         maps[shared] = mapping
     return mapping

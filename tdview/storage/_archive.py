@@ -12,6 +12,7 @@ STORED payloads are zero-copy views of the single read-only mapping.
 from __future__ import annotations
 
 import os
+import stat
 import zlib
 from concurrent.futures import Executor
 
@@ -27,7 +28,7 @@ from ._base import EntryInfo, Store, check_key, not_found
 from ._catalog import EagerCatalog, LazyCatalog, layout_error, lazy_catalog
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
-from ._mapfile import map_file, not_a_checkpoint
+from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
 
@@ -73,8 +74,9 @@ class ArchiveStore(Store):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(path))
-        self.mapping = map_file(self.root)
+        self.mapping, st = map_file_stat(self.root)
         self.file_size = len(self.mapping)
+        self._identity = st.st_dev, st.st_ino  # the file the index reads (open_mapped)
         try:
             self._load(_parse(self.mapping, self.file_size, self.root))
         except BaseException:
@@ -198,6 +200,33 @@ class ArchiveStore(Store):
                 f"{self.root} changed since it was opened: it is now {size} bytes, it was "
                 f"{self.file_size} bytes. Open it again."
             )
+
+    def open_mapped(self, *, write: bool = False) -> int:
+        """Open the archive file again, for another mapping of it (the loader's), and
+        return the descriptor (the caller closes it): checked on that descriptor to be
+        the very file this store mapped (same device and inode, not one renamed over its
+        path since), of the size it had. ``write``: for reading and writing.
+
+        Raises
+        ------
+        ArchiveError
+            The path names another file now, or the file's size changed.
+        """
+        fd = os.open(self.root, READ_FLAGS | (os.O_RDWR if write else 0))
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != self._identity or not stat.S_ISREG(st.st_mode):
+                raise ArchiveError(
+                    f"{self.root} changed since it was opened: the path names another "
+                    "file now (one saved or copied over it). Open it again.")
+            if st.st_size != self.file_size:
+                raise ArchiveError(
+                    f"{self.root} changed since it was opened: it is now {st.st_size} "
+                    f"bytes, it was {self.file_size} bytes. Open it again.")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def close(self) -> None:
         """Release the mapping; views handed out keep it alive until they are dropped."""

@@ -9,7 +9,7 @@ import stat
 from ..errors import NotACheckpointError
 from ._zip import EOCD
 
-__all__ = ["map_file", "not_a_checkpoint"]
+__all__ = ["READ_FLAGS", "map_file", "map_file_stat", "not_a_checkpoint"]
 
 
 def not_a_checkpoint(path: str, why: str) -> NotACheckpointError:
@@ -37,13 +37,24 @@ def map_file(path: str) -> mmap.mmap:
     NotACheckpointError
         If ``path`` is not a regular file, or is shorter than a zip end record.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    return map_file_stat(path)[0]
+
+
+def map_file_stat(path: str) -> tuple[mmap.mmap, os.stat_result]:
+    """:func:`map_file`, with the ``fstat`` of the file mapped (which file it is: a file
+    opened later by its path is checked to be that one). Opened without blocking (a FIFO
+    swapped in after a ``stat`` is refused, not waited on)."""
+    fd = os.open(path, READ_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise not_a_checkpoint(path, "not a regular file")
         if st.st_size < EOCD.size:
             raise not_a_checkpoint(path, f"the file is only {st.st_size} bytes long")
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st
     finally:
         os.close(fd)  # the mapping keeps its own reference to the file
+
+
+#: ``os.open`` flags of a file tdview reads: never blocking (a FIFO), binary (Windows).
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
