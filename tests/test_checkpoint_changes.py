@@ -209,3 +209,45 @@ def test_an_archive_replaced_after_it_was_opened_is_not_mapped(tmp_path: Path) -
         os.replace(other, path)
         with pytest.raises(ArchiveError, match=f"{path} changed since it was opened"):
             ckpt.load_leaf("a")
+
+
+# -- after a load returns: what the loader's docstring promises ------------------------
+
+_AFTER_RETURN = r"""
+import os, sys, warnings
+import tdview
+from tensordict import pack_memmap
+path, src, how = sys.argv[1], sys.argv[2], sys.argv[3]
+warnings.simplefilter("ignore")
+loaded = tdview.load_memmap(path)  # views of the archive's mapping
+kept = loaded["a"].clone()
+if how == "replace":  # tensordict's archive writer: a new file renamed over the path
+    pack_memmap(src, path)
+else:  # another process shrinks the file in place
+    os.truncate(path, 4096)
+print("clone", float(kept[-1]), flush=True)
+print("view", float(loaded["a"][-1]), flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's mmap semantics")
+@pytest.mark.parametrize("how", ["replace", "truncate"])
+def test_what_a_load_returned_outlives_a_replaced_archive_not_a_truncated_one(
+        tmp_path: Path, how: str) -> None:
+    """The documented protection (a file replaced leaves the mapping whole, a clone never
+    depends on the file) and the documented hazard (a view read past the end of a file
+    truncated in place is a SIGBUS, which ``-X faulthandler`` names)."""
+    src = tmp_path / "src"
+    TensorDict(a=torch.arange(50_000.0)).memmap(src)
+    path = tmp_path / "a.tdz"
+    pack_memmap(src, path)
+    run = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", _AFTER_RETURN, str(path), str(src), how],
+        capture_output=True, text=True, timeout=300)
+    assert run.stdout.splitlines()[0] == "clone 49999.0", (run.stdout, run.stderr[-2000:])
+    if how == "replace":
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.splitlines()[1] == "view 49999.0"
+    else:
+        assert run.returncode == -signal.SIGBUS, (run.returncode, run.stderr[-2000:])
+        assert "Bus error" in run.stderr and "<string>" in run.stderr, run.stderr[-2000:]

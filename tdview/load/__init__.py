@@ -149,6 +149,23 @@ def load_memmap(
       (its ``_mode`` is ``"r"``, and a folder whose ``meta.json`` is such a link gets
       no ``_memmap_prefix``), and ``mode="r+"`` refuses it with ``LinkWriteError`` (a
       ``PermissionError``): nothing is ever written through such a link.
+    * A checkpoint may change after it was indexed: each leaf file is opened and checked
+      when it is loaded (a symlink or a FIFO swapped in since is an
+      ``UnsafeCheckpointError``, a short file a ``LeafDataError``; nothing blocks) and
+      mapped from that descriptor, never reopened by its path. An archive truncated in
+      place after it was opened is an ``ArchiveError`` naming it for every read tdview
+      makes, and a load checks it once more right before it returns; a file whose path
+      now names another file (one saved over it) is refused too. What a load returns
+      still maps the files (archive views, ``MemoryMappedTensor``): if another process
+      later truncates one **in place**, touching a page past its new end kills the
+      process with SIGBUS, which no library can turn into an exception (copy-on-write
+      does not help: pages not yet copied are read from the file). tensordict's
+      archive writers (``save(".tdz")``, ``pack_memmap``), ``huggingface_hub`` and
+      ``mv``/``rsync`` replace files instead, which leaves a mapping whole; writing in
+      place (``truncate``, ``cp`` over the file) is what can do it. To hold data that no
+      longer depends on the files, ``.clone()`` what you keep, or load it to another
+      device (``device="cuda"``: the copy is checked first); ``python -X faulthandler``
+      names the line that met the signal.
     * Zero-element leaves always come back as ``torch.empty`` of their saved shape.
     * Archives written by Info-ZIP ``zip`` (UTF-8 names without the UTF-8 flag) load the
       keys with non-ASCII names; tensordict drops them.
