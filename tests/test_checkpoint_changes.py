@@ -251,3 +251,39 @@ def test_what_a_load_returned_outlives_a_replaced_archive_not_a_truncated_one(
     else:
         assert run.returncode == -signal.SIGBUS, (run.returncode, run.stderr[-2000:])
         assert "Bus error" in run.stderr and "<string>" in run.stderr, run.stderr[-2000:]
+
+
+_TRUNCATED_IN_PREVIEW = r"""
+import os, sys, warnings
+import tdview
+from tdview.errors import ArchiveError
+from tdview.protocol import _preview
+path = sys.argv[1]
+warnings.simplefilter("ignore")
+ckpt = tdview.Checkpoint(path)
+calls = []
+def truncate_once():  # another process shrinks the file while statistics are read
+    if not calls:
+        os.truncate(path, 4096)
+    calls.append(1)
+try:
+    _preview.preview(ckpt, ("a",), 4, truncate_once)
+except ArchiveError as error:
+    print("refused:", error, flush=True)
+else:
+    print("returned", flush=True)
+"""
+
+
+def test_an_archive_truncated_during_a_preview_is_an_error_not_a_signal(
+        tmp_path: Path) -> None:
+    """The preview reads its leaf's view of the mapping chunk by chunk, after the load
+    checked the file: each chunk asks again."""
+    path = _archive(tmp_path)
+    run = subprocess.run([sys.executable, "-c", _TRUNCATED_IN_PREVIEW, str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (
+        f"killed by {signal.Signals(-run.returncode).name}" if run.returncode < 0 else
+        run.returncode, run.stdout, run.stderr[-3000:])
+    assert run.stdout.startswith("refused:"), run.stdout
+    assert f"{path} changed since it was opened: it is now 4096 bytes" in run.stdout

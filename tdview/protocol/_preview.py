@@ -129,6 +129,22 @@ def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, An
     return {"dtype": dtype, "shape": list(tensor.shape), "buffer": len(buffers) - 1}
 
 
+def _checked_intact(ckpt: Checkpoint, check: Callable[[], None]) -> Callable[[], None]:
+    """``check``, and for an archive also its ``check_intact``: a preview reads a leaf
+    that views the archive's mapping, chunk by chunk, and a file truncated under it would
+    kill the kernel (SIGBUS) at the first page past its new end; asked before each chunk,
+    it is an ``ArchiveError`` instead."""
+    intact = getattr(ckpt.store, "check_intact", None)
+    if intact is None:
+        return check
+
+    def checked() -> None:
+        check()
+        intact()
+
+    return checked
+
+
 def _check_room(ckpt: Checkpoint, node: Node) -> None:
     """Refuse to preview a leaf that must be decompressed (or copied) whole into more
     than half the memory available now: a small hostile archive can declare gigabytes,
@@ -240,6 +256,7 @@ def preview(
                                       "not a tensor: only tensor leaves have a preview")
     _check_room(ckpt, node)
     tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
+    check = _checked_intact(ckpt, check)
     if tensor.is_nested:
         tensor = _packed(tensor)
     shape = list(tensor.shape)
@@ -247,6 +264,7 @@ def preview(
     if written is not None and rows_scope == "written" and tensor.dim():
         tensor = tensor[: written.written]
     chosen, dims = _selection(index, offset, tensor)
+    check()
     shown, display_dtype = _display(_table(chosen, rows))
     covered = tensor.shape[0] if tensor.dim() else None
     found, histogram = _kept_stats(ckpt, (tuple(path), covered), tensor, stats, check)
