@@ -211,7 +211,7 @@ def test_tree_command(demo_paths) -> None:
     out = subprocess.run(run + ["model", "--depth", "-1", "--filter", "head"],
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0].startswith("model  TensorDict")
-    assert "head  TensorDict" in out and "weight  float32  [512, 64]  128.0 KiB" in out
+    assert "head  TensorDict" in out and "weight  float32  [512, 64]  131 KB" in out
     assert "layers" not in out
     top = subprocess.run(run, capture_output=True, text=True, check=True).stdout
     assert "tags  NonTensorData  batch []  pickled 56 B (imports nothing): unpickled only" in top

@@ -18,12 +18,19 @@ export function humanBytes(bytes: number | null): string {
     unit++;
   }
   if (unit === 0) return `${value} B`;
-  const digits = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  const digits = sizeDigits(value);
+  const rounded = Number(value.toFixed(digits));
   // 999,999 B is 999.999 kB, which rounds to "1000 KB": show it as the next unit
-  if (Number(value.toFixed(digits)) >= 1000 && unit < UNITS.length - 1) {
+  if (rounded >= 1000 && unit < UNITS.length - 1) {
     return `${(value / 1000).toFixed(2)} ${UNITS[unit + 1]}`;
   }
-  return `${value.toFixed(digits)} ${UNITS[unit]}`;
+  // 9,999 B rounds to 10 KB: three digits of that ("10.0 KB", not "10.00 KB")
+  return `${value.toFixed(sizeDigits(rounded))} ${UNITS[unit]}`;
+}
+
+/** Decimals that leave three significant digits (`tdview._units` does the same). */
+function sizeDigits(value: number): number {
+  return value >= 100 ? 0 : value >= 10 ? 1 : 2;
 }
 
 export function formatShape(shape: readonly number[] | null): string {

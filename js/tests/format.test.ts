@@ -1,3 +1,6 @@
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { describeShape, formatCount, humanBytes, rollupContents, schemaText } from "../src/format";
 import type { NodeSummary } from "../src/protocol";
@@ -14,6 +17,19 @@ describe("format", () => {
     // rounding to three digits reaches the next unit: say it in that unit
     expect(humanBytes(999_999)).toBe("1.00 MB");
     expect(humanBytes(999_499)).toBe("999 KB");
+  });
+
+  it("writes sizes as the kernel does (tests/units_cases.json)", () => {
+    const file = join(
+      dirname(fileURLToPath(import.meta.url)),
+      "..",
+      "..",
+      "tests",
+      "units_cases.json",
+    );
+    const doc = JSON.parse(readFileSync(file, "utf8")) as { cases: [number, string][] };
+    expect(doc.cases.length).toBeGreaterThan(10);
+    for (const [bytes, text] of doc.cases) expect(humanBytes(bytes)).toBe(text);
   });
 
   it("groups counts", () => {
