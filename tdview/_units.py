@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
-
 #: Sizes are decimal (1 KB = 1,000 bytes) everywhere tdview shows one: the widget
 #: (js/src/format.ts ``humanBytes``), the command line, the saved text/HTML views and the
 #: tour. tests/units_cases.json holds the cases both sides are tested on.
