@@ -287,3 +287,26 @@ def test_an_archive_truncated_during_a_preview_is_an_error_not_a_signal(
         run.returncode, run.stdout, run.stderr[-3000:])
     assert run.stdout.startswith("refused:"), run.stdout
     assert f"{path} changed since it was opened: it is now 4096 bytes" in run.stdout
+
+
+# -- a folder on a leaf's path swapped for a symlink out of the root -------------------
+
+
+@pytest.mark.parametrize("mode", [None, "r", "r+"])
+def test_a_folder_swapped_for_a_symlink_out_of_the_root_is_refused(
+        tmp_path: Path, mode: str | None) -> None:
+    """The leaf's own name is still a regular file (O_NOFOLLOW passes), but the folder
+    holding it now leads out of the root: the descriptor's real name says so."""
+    root = _saved(tmp_path / "ck")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "b.memmap").write_bytes(torch.full((3,), 7, dtype=torch.int32).numpy().tobytes())
+    with Checkpoint(root) as ckpt:
+        assert ckpt.node("sub/b").file == "sub/b.memmap" and not ckpt.node("sub/b").problems
+        shutil.rmtree(root / "sub")
+        (root / "sub").symlink_to(outside, target_is_directory=True)
+        with pytest.raises(UnsafeCheckpointError, match="a folder on its path changed"):
+            got = ckpt.load_leaf("sub/b", mode=mode)
+            got += 1  # the outside file mapped shared would change here
+    assert (outside / "b.memmap").read_bytes() == torch.full(
+        (3,), 7, dtype=torch.int32).numpy().tobytes()

@@ -125,6 +125,7 @@ class DirectoryStore(Store):
         # real: the real path of the root when the caller found it (found_dir)
         self._real_root = real_dir(self.root) if real is None else real
         self._prefix = self._real_root.rstrip(os.sep) + os.sep
+        self._proc_names: bool | None = None  # /proc/self/fd names files (on first use)
         # dirkey -> a _Listing, _MISSING or _SLOW (see _listing); bounded by _HELD_NAMES
         self._listings: dict[str, _Listing | object] = {}
         self._held = 0
@@ -439,6 +440,9 @@ class DirectoryStore(Store):
                 fd = self._open(found[0], extra)
             except OSError:
                 fd = -1  # gone or swapped: the per-key path decides
+            if fd >= 0 and not self._opened_as_listed(fd, found[0]):
+                os.close(fd)  # a folder on its path was swapped: the per-key path decides
+                fd = -1
         elif not write and key in self._resolver.links:
             fd = self._open_linked(key)
         if fd < 0:
@@ -457,6 +461,15 @@ class DirectoryStore(Store):
             os.close(fd)
             raise
         return fd, st
+
+    def _opened_as_listed(self, fd: int, path: str) -> bool:
+        """Whether descriptor ``fd``, opened by ``path`` (its folder's real path and its
+        name), is that file: O_NOFOLLOW guards the last name only, and a folder on the
+        way may have been swapped for a link since it was listed. ``/proc/self/fd`` names
+        what was opened (about 1 µs); where it does not tell, the open is kept as before."""
+        if self._proc_names is None:
+            self._proc_names = PER_NAME and proc_names(self._real_root)
+        return not self._proc_names or proc_name(fd) == path
 
     def _open_linked(self, key: str) -> int:
         """Open the file of a key resolved before to a link out of the root (the index
