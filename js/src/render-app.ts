@@ -85,6 +85,8 @@ export class App {
   /** The tree filtered in place by the search (shown instead of the whole tree). */
   #filtered: { tree: TreeModel; view: TreeView } | null = null;
   #filterAbort: AbortController | null = null;
+  /** The whole tree's selection when the filter was turned on (restored when it is off). */
+  #beforeFilter: Path | null = null;
   #source: DataSource | null = null;
   #root: NodeSummary | null = null;
   #rootLabel = "";
@@ -161,6 +163,7 @@ export class App {
     const root = this.#root;
     if (!main || !root || !this.#source) return;
     const selected = (this.#filtered?.tree ?? this.tree)?.selectedPath ?? null;
+    if (!this.#filtered) this.#beforeFilter = selected;
     const dropFiltered = () => {
       this.#filtered?.view.element.remove();
       this.#filtered?.view.dispose();
@@ -170,7 +173,10 @@ export class App {
     };
     if (pattern === null) {
       dropFiltered();
-      if (selected) await this.reveal(selected);
+      // the filtered tree starts on its root: a selection left there is the one before
+      const back = selected && selected.length > 0 ? selected : this.#beforeFilter;
+      this.#beforeFilter = null;
+      if (back) await this.reveal(back);
       return;
     }
     const abort = new AbortController();
@@ -194,6 +200,12 @@ export class App {
       for (const path of f.matches.slice(0, 200)) {
         if (abort.signal.aborted) return;
         await tree.revealPath(path, { select: false });
+      }
+      // the node selected before stays selected where the filtered tree holds it
+      const before = this.#beforeFilter;
+      if (before && before.length > 0 && !abort.signal.aborted) {
+        const at = await tree.revealPath(before);
+        if (at >= 0) view.scrollToIndex(at);
       }
       view.render();
     } catch {

@@ -218,6 +218,37 @@ describe("the root's totals", () => {
   });
 });
 
+describe("filtering the tree in place keeps the selection", () => {
+  it("selects the node selected before where the filtered tree holds it, and back", async () => {
+    const { app, el } = setup(sampleTree(300));
+    await tick();
+    await app.reveal(["a", "y", "deep"]);
+    const filter = el.querySelector<HTMLInputElement>(".tdview-search-filter");
+    const input = el.querySelector<HTMLInputElement>(".tdview-search-input");
+    if (!filter || !input) throw new Error("no filter toggle");
+    filter.checked = true;
+    filter.dispatchEvent(new Event("change"));
+    input.value = "deep";
+    input.dispatchEvent(new Event("input"));
+    const matches = () =>
+      [...el.querySelectorAll<HTMLElement>('[role="tree"]')].find((t) =>
+        t.getAttribute("aria-label")?.startsWith("Matches"),
+      );
+    const selectedRow = () =>
+      matches()?.querySelector('.tdview-row[aria-selected="true"] .tdview-key')?.textContent;
+    for (let i = 0; i < 60 && (matches()?.querySelectorAll(".tdview-key").length ?? 0) < 4; i++)
+      await tick(20);
+    for (let i = 0; i < 20 && selectedRow() !== "deep"; i++) await tick(20);
+    expect(selectedRow()).toBe("deep");
+    filter.checked = false;
+    filter.dispatchEvent(new Event("change"));
+    for (let i = 0; i < 40 && el.querySelectorAll('[role="tree"]').length !== 1; i++)
+      await tick(20);
+    await tick(50);
+    expect(app.tree?.selectedPath).toEqual(["a", "y", "deep"]);
+  });
+});
+
 describe("filtering the tree in place", () => {
   it("shows only the matches and their ancestors, then the whole tree again", async () => {
     const { app, el } = setup(sampleTree(300));
