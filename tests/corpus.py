@@ -181,3 +181,18 @@ def write_at(td: TensorDict, path: Path) -> Path:
         else:
             td.memmap(path)
     return path
+
+
+def write_diff_pair(a_path: Path, b_path: Path) -> tuple[Path, Path]:
+    """Two checkpoints of a model before and after a step: ``w`` changed, a key renamed
+    (``old`` -> ``new``), one added (``extra``), ``step`` changed, ``same`` unchanged."""
+    torch.manual_seed(0)
+    a = TensorDict(model=TensorDict(w=torch.randn(4, 3), b=torch.zeros(3),
+                                    old=torch.arange(6.0)),
+                   step=torch.tensor(1), same=torch.ones(5))
+    b = a.clone()
+    b["model", "w"] = a["model", "w"] + 0.5
+    b["model", "new"] = b["model"].pop("old")
+    b["extra"] = torch.zeros(2)
+    b["step"] = torch.tensor(2)
+    return write_at(a, a_path), write_at(b, b_path)

@@ -8,26 +8,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensordict import TensorDict
 
 from tdview.errors import Cancelled, RequestError, SubpathError
 from tdview.protocol._diff import handle, open_view, summary
 
-from .corpus import write_at as _write
+from .corpus import write_diff_pair
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[Path, Path]:
-    torch.manual_seed(0)
-    a = TensorDict(model=TensorDict(w=torch.randn(4, 3), b=torch.zeros(3),
-                                    old=torch.arange(6.0)),
-                   step=torch.tensor(1), same=torch.ones(5))
-    b = a.clone()
-    b["model", "w"] = a["model", "w"] + 0.5
-    b["model", "new"] = b["model"].pop("old")
-    b["extra"] = torch.zeros(2)
-    b["step"] = torch.tensor(2)
-    return _write(a, tmp_path / "a"), _write(b, tmp_path / "b.tdz")
+    return write_diff_pair(tmp_path / "a", tmp_path / "b.tdz")
 
 
 def _json(value: object) -> object:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tensordict import TensorDict
 
 from tdview import TDView
 from tdview.protocol import METHODS, Session, handle, parse_request
@@ -18,7 +17,7 @@ from tdview.protocol._diff import open_view
 from tdview.protocol._dispatch import lane
 from tdview.protocol._preview import preview
 
-from .corpus import write_at as _write
+from .corpus import write_diff_pair
 from .test_protocol_golden import NAMES, check_buffers, golden, json_type
 
 DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview", "diff_load")
@@ -38,16 +37,7 @@ NULLABLE = {"renamed_from", "kind", "a", "b", "fingerprint", "values", "value_eq
 def pair(tmp_path: Path) -> tuple[Path, Path]:
     """The checkpoints of the golden files: a model before and after a step, a key
     renamed (old -> new) and one added (extra)."""
-    torch.manual_seed(0)
-    a = TensorDict(model=TensorDict(w=torch.randn(4, 3), b=torch.zeros(3),
-                                    old=torch.arange(6.0)),
-                   step=torch.tensor(1), same=torch.ones(5))
-    b = a.clone()
-    b["model", "w"] = a["model", "w"] + 0.5
-    b["model", "new"] = b["model"].pop("old")
-    b["extra"] = torch.zeros(2)
-    b["step"] = torch.tensor(2)
-    return _write(a, tmp_path / "before"), _write(b, tmp_path / "after.tdz")
+    return write_diff_pair(tmp_path / "before", tmp_path / "after.tdz")
 
 
 @pytest.fixture
