@@ -3,6 +3,7 @@ unless "r+" (or None on a writable file) asked for it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -54,16 +55,27 @@ def archive(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def read_only(monkeypatch):
-    """Make chosen paths look unwritable (tests run as root, where os.access always says yes)."""
+    """Make chosen paths look unwritable (tests run as root, where os.access always says
+    yes and every open for writing succeeds): ``os.access`` says no, and an open for
+    writing is refused as the system refuses it (EACCES), by path or in a folder opened
+    (``dir_fd``)."""
     denied: set[str] = set()
-    real = os.access
+    real_access, real_open = os.access, os.open
 
     def access(path, mode, *args, **kwargs):
         if mode & os.W_OK and os.path.abspath(os.fspath(path)) in denied:
             return False
-        return real(path, mode, *args, **kwargs)
+        return real_access(path, mode, *args, **kwargs)
+
+    def open_(path, flags, *args, dir_fd=None, **kwargs):
+        if flags & (os.O_RDWR | os.O_WRONLY):
+            where = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else ""
+            if os.path.abspath(os.path.join(where, os.fspath(path))) in denied:
+                raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *args, dir_fd=dir_fd, **kwargs)
 
     monkeypatch.setattr(os, "access", access)
+    monkeypatch.setattr(os, "open", open_)
     return denied
 
 

@@ -418,58 +418,95 @@ def test_trust_paths_is_a_context_manager_and_a_plain_call(
 # -- checked on the descriptor opened -----------------------------------------------------
 
 
-def _swap_after_resolving(store: DirectoryStore, swap: object,
-                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run ``swap()`` right after the store resolves and stats a key, before it opens it
-    (the window another process could use)."""
-    resolved = store._stat  # noqa: SLF001 - test-only hook into the race window
+def _swap_after(store: DirectoryStore, step: str, swap: object,
+                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run ``swap()`` once, right after the store's ``step`` (a method that resolves or
+    stats a key, or holds its folder open) returns: the window another process could
+    use between a check and the open."""
+    done = resolved = getattr(store, step)
 
-    def stat_then_swap(key: str) -> tuple[str, os.stat_result]:
-        found = resolved(key)
-        swap()  # type: ignore[operator]
+    def step_then_swap(*args: object) -> object:
+        nonlocal done
+        found = resolved(*args)
+        if done is not None:
+            done = None
+            swap()  # type: ignore[operator]
         return found
 
-    monkeypatch.setattr(store, "_stat", stat_then_swap)
+    monkeypatch.setattr(store, step, step_then_swap)
 
 
-@pytest.mark.parametrize("when", ["before", "between"])
+@pytest.mark.parametrize("when", ["before", "after the stat", "after resolving"])
 def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
         tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swapped before the open: resolved again and refused as a link out. Swapped
+    between the check and the open: the open (through the blob's folder held open, or by
+    the path resolved, without following) meets the symlink and refuses it. Never are
+    the secret's bytes read."""
     root, _ = _hf(tmp_path)
     store = DirectoryStore(root)
     link = store.link("a.memmap")
     assert link is not None
     secret = tmp_path / "secret"
-    shutil.copy(link.real, secret)
+    secret.write_bytes(b"secret" * 10)
 
     def swap() -> None:
         os.rename(link.real, link.real + ".old")
         os.symlink(secret, link.real)
 
-    if when == "before":  # resolved again when opened: refused as a link out
+    if when == "before":
         swap()
         with pytest.raises(UntrustedLinkError, match=f"resolves to {secret}"):
             store.open_file("a.memmap")
-    else:  # between the check and the open: refused on the descriptor
-        store = DirectoryStore(root)  # a key resolved before is checked once opened
-        _swap_after_resolving(store, swap, monkeypatch)
-        with pytest.raises(UnsafeCheckpointError, match="became a symlink after it was checked"):
-            store.open_file("a.memmap")
+        return
+    store = DirectoryStore(root)
+    # the fast path stats the blob through its folder held open; the per-key path
+    # resolves the key and stats it (a store where folders cannot be held takes that)
+    _swap_after(store, "_probe_link" if when == "after the stat" else "_stat", swap,
+                monkeypatch)
+    if when == "after resolving":
+        monkeypatch.setattr(store, "_pinned_dir", lambda where: -1)
+    with pytest.raises(UnsafeCheckpointError,
+                       match=f"became a symlink after it was checked|resolves to {secret}"):
+        store.open_file("a.memmap")
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("when", ["before it is held", "once held", "per key"])
 def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blobs folder swapped for a symlink to a decoy copy: before tdview holds it
+    open, refused (the symlink is seen); once held, the file read is still the one
+    checked, never the decoy's; on the per-key path, refused on the descriptor."""
     root, blobs = _hf(tmp_path)
     store = DirectoryStore(root)
     decoy = tmp_path / "decoy"
     shutil.copytree(blobs, decoy)
+    for blob in decoy.iterdir():
+        blob.write_bytes(b'{"decoy": 1}')
+    original = (root / "meta.json").read_bytes()
 
     def swap() -> None:
         os.rename(blobs, tmp_path / "blobs.old")
         blobs.symlink_to(decoy)
 
-    _swap_after_resolving(store, swap, monkeypatch)
+    if when == "once held":
+        _swap_after(store, "_pinned_dir", swap, monkeypatch)
+        assert store.read_bytes("meta.json", 1 << 20) == original
+        return
+    if when == "before it is held":
+        resolved = store._link_at  # noqa: SLF001 - test-only hook into the race window
+
+        def swap_then_hold(folder: str, name: str, target: str | None = None) -> object:
+            swap()
+            return resolved(folder, name, target)
+
+        monkeypatch.setattr(store, "_link_at", swap_then_hold)
+        with pytest.raises(UnsafeCheckpointError, match="outside|changed|symlink"):
+            store.read_bytes("meta.json", 1 << 20)
+        return
+    monkeypatch.setattr(store, "_pinned_dir", lambda where: -1)
+    _swap_after(store, "_stat", swap, monkeypatch)
     with pytest.raises(UnsafeCheckpointError, match="a folder on its path changed"):
         store.read_bytes("meta.json", 1 << 20)
 
@@ -487,3 +524,26 @@ def test_a_walked_checkpoint_whose_blob_is_swapped_before_the_load(tmp_path: Pat
         os.symlink(secret, real)
         with pytest.raises(UntrustedLinkError, match=f"resolves to {secret}"):
             ckpt.load_leaf("a")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
+    """A load holds the folders of the files it opens (blobs/, the leaves' folders) for
+    its length only: no descriptor is left open after it, loaded or refused."""
+    root, _ = _hf(tmp_path)
+    plain = _saved(tmp_path / "plain")
+
+    def open_fds() -> set[str]:
+        return set(os.listdir("/proc/self/fd"))
+
+    tdview.load_memmap(root)  # the imports a first load makes, before counting
+    before = open_fds()
+    for path in (root, plain):
+        for device in (None, "meta"):
+            loaded = tdview.load_memmap(path, device=device)
+            assert loaded["a"].shape == (2, 3)
+            del loaded
+    store = DirectoryStore(root)
+    assert store.link("a.memmap") is not None and store._pinned  # noqa: SLF001
+    store.close()
+    assert open_fds() == before

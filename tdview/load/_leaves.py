@@ -198,7 +198,19 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
         return flat, None, ctx.mode  # type: ignore[return-value]
     path = ctx.file(key)
     mode = ctx.mode
-    link = ctx.store.link(key)
+    store = ctx.store
+    if mode is None and numel and AVAILABLE:
+        # the default mode, per file: one open, for writing where the process may write
+        # the file (a shared mapping), read-only otherwise and through a link out of the
+        # root (copy-on-write, recorded "r"); checked, sized and mapped as below
+        fd, st, shared = store.open_leaf(key)  # type: ignore[attr-defined]
+        try:
+            _check_size(path, numel * dtype.itemsize, what, st.st_size)
+            flat = map_descriptor(fd, dtype, numel, shared=shared)
+        finally:
+            os.close(fd)
+        return flat, path, (None if shared or store.link(key) is None else "r")
+    link = store.link(key)
     if link is not None:
         if numel == 0:
             return torch.empty(0, dtype=dtype), path, "r"

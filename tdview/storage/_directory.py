@@ -25,6 +25,9 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _MISSING = object()  # no directory of that name
 _SLOW = object()  # reached through a symlink, or unreadable: answer per key
 _REGULAR = object()  # a listed regular file (no symlink)
+# a symlink out of the root to a regular file that the link policy allows, found in a
+# folder held open (see DirectoryStore._probe_link)
+_LINKED = object()
 _Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str],
                  frozenset[str]]
 # Listings kept per store, counted in names: enough for the folders a walk is in, bounded
@@ -40,6 +43,9 @@ _PROBE_MAX = 8
 # uses a probe right after making it, and a walk needs the folders it is in (16,384 of
 # each held 7 MB more than tensordict's whole meta load of a 10,000-leaf module tree).
 _HELD_PROBES = 4096
+# Folders held open per store (O_PATH) for the files opened in them: the folders of
+# leaves, a content store's blobs/ (git-annex keeps a folder per object).
+_HELD_PINS = 64
 
 
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -135,6 +141,11 @@ class DirectoryStore(Store):
         self._dirs: dict[str, str | object] = {}
         self._probes: dict[str, tuple[str, object] | tuple[str, object, int] | object] = {}
         self._noatime = _NOATIME
+        # real folder -> a descriptor (O_PATH) of it, or -1 where it cannot be held so
+        # (see _pinned_dir); closed by close() or when the store goes
+        self._pinned: dict[str, int] = {}
+        self._checkout = False  # a link into a folder held open was met: names are links
+        self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = os.path.join(self.root, "")
         self._resolver = LinkResolver(self.root, self._real_root, self.display,
                                       trusted_paths() if trusted is None else trusted)
@@ -325,7 +336,7 @@ class DirectoryStore(Store):
             return listing[0] + name, _REGULAR
         entry = listing[2].get(name)
         if entry is not None and entry.is_symlink():
-            return _SLOW
+            return (self._probe_link(key, listing[0], name) if PER_NAME else None) or _SLOW
         return listing[0] + name, entry
 
     def _probe_name(self, key: str, dirkey: str, name: str) -> tuple[str, object] | object:
@@ -338,10 +349,20 @@ class DirectoryStore(Store):
         if WINDOWS_PATHS and not _plain_name(name, dirkey):
             return _SLOW
         path = real + name
+        found: object
+        if self._checkout and "." in name:  # a file of a content store's checkout: a link
+            try:
+                target = os.readlink(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return self._remember(key, (path, None))  # absent: as an lstat says
+            except (OSError, ValueError):
+                pass  # no symlink (EINVAL): the lstat below tells what it is
+            else:
+                return self._remember(key, self._probe_link(key, real, name, target) or _SLOW)
         try:
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
-            found: object = (path, None)
+            found = (path, None)
         except (OSError, ValueError):
             return _SLOW  # cannot be told here (a folder on the way not searchable...)
         else:
@@ -349,7 +370,7 @@ class DirectoryStore(Store):
             if mode & 0o170000 == 0o100000:  # stat.S_ISREG
                 found = path, _REGULAR, st.st_size
             elif stat.S_ISLNK(mode):
-                found = _SLOW
+                found = self._probe_link(key, real, name) or _SLOW
             else:
                 if stat.S_ISDIR(mode) and key not in self._dirs:
                     self._dirs[key] = path + os.sep  # a plain folder: files open by name
@@ -359,6 +380,129 @@ class DirectoryStore(Store):
             probes.clear()
         probes[key] = found
         return found
+
+    # -- links out of the root, into a folder held open ---------------------------------
+    #
+    # A content store's checkout (the Hugging Face cache's snapshots/, git-annex, DVC) is
+    # a folder of symlinks that say ``../../blobs/<hash>``. Such a target, read once
+    # (``readlink``), names its real path without a walk: the link's folder is a real
+    # path and the target is only ``..`` then plain names, and the folder it names is
+    # opened once (``O_PATH``) and checked to be at that very path (``/proc/self/fd``):
+    # its files are then looked at and opened through that descriptor (``*at`` calls,
+    # the last name not followed), so no folder swapped on the way can lead elsewhere.
+    # Any other link, or a file the policy refuses, takes the per-key path (which raises
+    # naming the link).
+
+    def _link_at(self, folder: str, name: str, target: str | None = None
+                 ) -> tuple[str, str, int, str] | None:
+        """``(target, real path, descriptor of its folder, its name there)`` of the
+        symlink ``name`` in the real folder ``folder`` (with a trailing separator) when
+        its target lies outside the root in a folder held open; None otherwise.
+        ``target``: what the link says, when read already."""
+        if target is None:
+            try:
+                target = os.readlink(folder + name)
+            except OSError:
+                return None
+        real = _lexical(folder, target)
+        if real is None or real.startswith(self._prefix):
+            return None
+        where, _, blob = real.rpartition(os.sep)
+        fd = self._pinned_dir(where or os.sep)
+        return None if fd < 0 else (target, real, fd, blob)
+
+    def _probe_link(self, key: str, folder: str, name: str, target: str | None = None
+                    ) -> tuple[str, object, int] | None:
+        """The probe ``(real path, _LINKED, size)`` of ``key``, the symlink ``name`` in
+        the real folder ``folder``, when its target is a regular file outside the root,
+        in a folder held open, that the link policy lets be read (the link is then
+        remembered, as :meth:`link` tells); None otherwise."""
+        found = self._link_at(folder, name, target)
+        if found is None:
+            return None
+        target, real, fd, blob = found
+        try:
+            st = os.stat(blob, dir_fd=fd, follow_symlinks=False)
+        except (OSError, ValueError):
+            return None
+        if not stat.S_ISREG(st.st_mode) or not self._resolver.allow(key, target, real, st):
+            return None
+        self._checkout = True
+        probe = real, _LINKED, st.st_size
+        self._remember(key, probe)
+        return probe
+
+    def _read_link(self, key: str, folder: str, name: str, limit: int) -> bytes | None:
+        """:meth:`read_bytes` of ``key``, the symlink ``name`` in the real folder
+        ``folder``, opened through its folder held open as :meth:`_probe_link` allows
+        (no ``stat`` before: the descriptor's tells); None where that does not."""
+        found = self._link_at(folder, name)
+        if found is None:
+            return None
+        target, real, dir_fd, blob = found
+        try:
+            fd = self._open(blob, _NOFOLLOW, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            allowed = stat.S_ISREG(st.st_mode) and self._resolver.allow(key, target, real, st)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not allowed:
+            os.close(fd)
+            return None
+        self._checkout = True
+        self._remember(key, (real, _LINKED, st.st_size))
+        return self._read_open(fd, key, limit, st=st)
+
+    def _pinned_dir(self, where: str) -> int:
+        """A descriptor (``O_PATH``) of the real folder ``where``, opened once and held;
+        -1 where ``/proc/self/fd`` cannot tell that it is that very folder."""
+        pinned = self._pinned
+        fd = pinned.get(where)
+        if fd is not None:
+            return fd
+        fd = -1
+        if self._proc_names is None:
+            self._proc_names = PER_NAME and proc_names(self._real_root)
+        if self._proc_names and _O_PATH:
+            try:
+                fd = os.open(where, _O_PATH | _O_DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            else:
+                if proc_name(fd) != where:  # a symlink on the way: the per-key path
+                    os.close(fd)
+                    fd = -1
+        if len(pinned) >= _HELD_PINS:
+            _close_all(pinned)
+        pinned[where] = fd
+        return fd
+
+    def _open_pinned(self, real: str, flags: int = 0) -> int:
+        """Open the file at the real path ``real`` (read-only, or as ``flags`` add)
+        through its folder's descriptor (:meth:`_pinned_dir`), not following a symlink;
+        -1 when that folder cannot be held open or the file is gone (the per-key path
+        decides)."""
+        where, _, blob = real.rpartition(os.sep)
+        fd = self._pinned_dir(where or os.sep)
+        if fd < 0:
+            return -1
+        try:
+            return self._open(blob, _NOFOLLOW | flags, dir_fd=fd)
+        except OSError:
+            return -1
+
+    def close(self) -> None:
+        """Close the folders held open (see :meth:`_pinned_dir`)."""
+        _close_all(self._pinned)
+
+    def __del__(self) -> None:
+        pinned = getattr(self, "_pinned", None)
+        if pinned:
+            _close_all(pinned)
 
     def file_path(self, key: str) -> str:
         """Return the absolute real path of ``key``, after checking it stays inside.
@@ -409,7 +553,7 @@ class DirectoryStore(Store):
         if key in links:
             return links[key]
         found = self._probe(key) if key else _SLOW
-        if type(found) is tuple or found is _MISSING:
+        if (type(found) is tuple and found[1] is not _LINKED) or found is _MISSING:
             return None
         self._resolve(key)
         return self._resolver.links.get(key)
@@ -428,6 +572,22 @@ class DirectoryStore(Store):
         """
         return self.open_file_stat(key)[0]
 
+    def open_leaf(self, key: str) -> tuple[int, os.stat_result, bool]:
+        """:meth:`open_file_stat` for a mapping of ``mode=None``: for reading and writing
+        when the process may write the file (``os.access``), read-only otherwise and
+        always for a file read through a link out of the root; ``(fd, fstat, whether it
+        is open for writing)``. A writable file takes one ``open`` (no ``access``)."""
+        found = self._probe(key) if key else _SLOW
+        if type(found) is tuple and found[1] is _REGULAR and not self._read_only:
+            fd = self._open_pinned(found[0], os.O_RDWR)  # type: ignore[index]
+            if fd >= 0:
+                return fd, self._checked_stat(key, fd), True
+            self._read_only = True  # refused (or gone): ask os.access from now on
+        if self.link(key) is not None:
+            return (*self.open_file_stat(key), False)
+        write = os.access(self.file_path(key), os.W_OK)
+        return (*self.open_file_stat(key, write=write), write)
+
     def open_file_stat(self, key: str, *, write: bool = False) -> tuple[int, os.stat_result]:
         """:meth:`open_file`, with the ``fstat`` of the descriptor it checked. ``write``:
         open it for reading and writing (a shared mapping of ``mode="r+"``), which a file
@@ -435,24 +595,41 @@ class DirectoryStore(Store):
         found = self._probe(key) if key else _SLOW
         extra = _NOFOLLOW | (os.O_RDWR if write else 0)
         fd = -1
+        linked = type(found) is tuple and found[1] is _LINKED
         if type(found) is tuple and found[1] is _REGULAR:
-            try:
-                fd = self._open(found[0], extra)
-            except OSError:
-                fd = -1  # gone or swapped: the per-key path decides
-            if fd >= 0 and not self._opened_as_listed(fd, found[0]):
-                os.close(fd)  # a folder on its path was swapped: the per-key path decides
-                fd = -1
+            # through its folder held open: no folder swapped since it was listed can
+            # lead elsewhere (a leaf's folder usually holds several leaves)
+            fd = self._open_pinned(found[0], extra)
+            if fd < 0:
+                try:
+                    fd = self._open(found[0], extra)
+                except OSError:
+                    fd = -1  # gone or swapped: the per-key path decides
+                if fd >= 0 and not self._opened_as_listed(fd, found[0]):
+                    os.close(fd)  # a folder on its path was swapped: the per-key path
+                    fd = -1
+        elif linked:
+            if not write:
+                fd = self._open_pinned(found[0])  # type: ignore[index]
+            if fd < 0:
+                self._probes.pop(key, None)  # changed since: the per-key path resolves it
         elif not write and key in self._resolver.links:
             fd = self._open_linked(key)
         if fd < 0:
             real, st = self._stat(key)
             self._require_regular(key, st)
+            if write and linked and key not in self._resolver.links:
+                self._resolve(key)  # its link was dropped from the bounded list: again
             if write and self._resolver.links.get(key) is not None:
                 raise UnsafeCheckpointError(
                     f"refusing to open {self.display(key)} for writing: it is read through "
                     "a link out of the checkpoint root, and tdview never writes through one.")
             fd = self._open_checked(key, real, write=write)
+        return fd, self._checked_stat(key, fd)
+
+    def _checked_stat(self, key: str, fd: int) -> os.stat_result:
+        """The ``fstat`` of ``key``'s descriptor ``fd``, a regular file (else it is closed
+        and the error raised)."""
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -460,7 +637,7 @@ class DirectoryStore(Store):
         except BaseException:
             os.close(fd)
             raise
-        return fd, st
+        return st
 
     def _opened_as_listed(self, fd: int, path: str) -> bool:
         """Whether descriptor ``fd``, opened by ``path`` (its folder's real path and its
@@ -520,7 +697,8 @@ class DirectoryStore(Store):
             return False
         if type(found) is tuple:
             entry = found[1]
-            return entry is _REGULAR or (entry is not None and _is(entry, stat.S_ISREG))
+            return entry is _REGULAR or entry is _LINKED or (
+                entry is not None and _is(entry, stat.S_ISREG))
         real = self._resolve(key)
         known = self._resolver.last_stat(real)
         return stat.S_ISREG(known.st_mode) if known is not None else os.path.isfile(real)
@@ -535,7 +713,8 @@ class DirectoryStore(Store):
             entry = found[1]
             if type(entry) is os.stat_result:
                 return stat.S_ISDIR(entry.st_mode)
-            return entry is not None and entry is not _REGULAR and _is(entry, stat.S_ISDIR)
+            return entry is not None and entry is not _REGULAR and entry is not _LINKED and _is(
+                entry, stat.S_ISDIR)
         return os.path.isdir(self._resolve(key))
 
     def list_dir(self, key: str) -> list[str]:
@@ -583,15 +762,27 @@ class DirectoryStore(Store):
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         fd = -1
+        linked: object = None  # what the probe of a symlinked meta.json said
         if type(key) is str and _NOFOLLOW:  # the final name must not be a symlink
             dirkey, _, name = key.rpartition("/")
             if name == "meta.json":  # a walk's file, in a folder probed (so checked) plain
                 real_dir = self._dirs.get(dirkey) if dirkey else self._prefix
+                if type(real_dir) is str and self._checkout and key not in self._probes:
+                    # a content store's checkout, whose files are links: read the link
+                    data = self._read_link(key, real_dir, name, limit)
+                    if data is not None:
+                        return data
                 if type(real_dir) is str:
                     try:
                         fd = self._open(real_dir + name, _NOFOLLOW)
-                    except OSError:
+                    except OSError as error:
                         fd = -1  # absent, a symlink...: the paths below decide
+                        if PER_NAME and error.errno == errno.ELOOP:  # a symlink
+                            if key not in self._probes:
+                                data = self._read_link(key, real_dir, name, limit)
+                                if data is not None:
+                                    return data
+                            linked = self._probes.get(key) or self._remember(key, _SLOW)
                     else:
                         return self._read_open(fd, key, limit, record=real_dir + name)
             listing = self._listings.get(dirkey)
@@ -603,7 +794,7 @@ class DirectoryStore(Store):
                     fd = -1  # gone or swapped: the paths below decide
                 else:
                     return self._read_open(fd, key, limit)
-            if listing is None and _plain_name(name, dirkey):
+            if listing is None and linked is None and _plain_name(name, dirkey):
                 check_key(key, self.root)
                 real_dir = self._unlisted_dir(dirkey)
                 if real_dir is not None:
@@ -622,6 +813,8 @@ class DirectoryStore(Store):
                 fd = self._open(found[0], _NOFOLLOW)
             except OSError:
                 fd = -1  # gone or swapped: the per-key path decides
+        elif type(found) is tuple and found[1] is _LINKED:
+            fd = self._open_pinned(found[0])
         if fd < 0:
             real, st = self._stat(key)
             self._require_regular(key, st)
@@ -629,13 +822,15 @@ class DirectoryStore(Store):
             fd = self._open_checked(key, real)
         return self._read_open(fd, key, limit)
 
-    def _read_open(self, fd: int, key: str, limit: int, *, record: str | None = None) -> bytes:
+    def _read_open(self, fd: int, key: str, limit: int, *, record: str | None = None,
+                   st: os.stat_result | None = None) -> bytes:
         """Read the whole file open at ``fd`` (up to ``limit`` bytes), then close it.
         ``record``: its path, opened by name (``O_NOFOLLOW``) in a folder known to be
         plain, unprobed: a regular file is remembered as its probe would (no ``lstat``
         more)."""
         try:
-            st = os.fstat(fd)  # the file may have been swapped since it was listed
+            if st is None:
+                st = os.fstat(fd)  # the file may have been swapped since it was listed
             if record is not None and stat.S_ISREG(st.st_mode):
                 self._remember(key, (record, _REGULAR, st.st_size))
             if stat.S_ISREG(st.st_mode) and st.st_size <= limit:
@@ -662,14 +857,17 @@ class DirectoryStore(Store):
         self._check_limit(key, len(data), limit)  # it grew while we read it
         return data
 
-    def _open(self, path: str, flags: int) -> int:
+    def _open(self, path: str, flags: int, dir_fd: int | None = None) -> int:
         """Open ``path`` read-only, without updating its access time when allowed."""
         if self._noatime:
             try:
-                return os.open(path, _READ_FLAGS | self._noatime | flags)
+                return os.open(path, _READ_FLAGS | self._noatime | flags, dir_fd=dir_fd)
             except PermissionError:
-                self._noatime = 0  # not the owner: O_NOATIME is refused, open normally
-        return os.open(path, _READ_FLAGS | flags)
+                # not the owner (O_NOATIME is refused), or not writable: it tells which
+                fd = os.open(path, _READ_FLAGS | flags, dir_fd=dir_fd)
+                self._noatime = 0
+                return fd
+        return os.open(path, _READ_FLAGS | flags, dir_fd=dir_fd)
 
     def _open_write(self, path: str, flags: int) -> int:
         """:meth:`_open` for reading and writing (see :meth:`open_file_stat`)."""
@@ -688,6 +886,35 @@ class DirectoryStore(Store):
         if key is not None and self.link(key) is not None:
             return False
         return os.access(target, os.W_OK)
+
+
+def _lexical(folder: str, target: str) -> str | None:
+    """The path a symlink in the real folder ``folder`` (with a trailing separator) that
+    says ``target`` names, when ``target`` is some ``..`` then plain names (a real
+    folder's ``..`` is its parent: no system call); None for any other target."""
+    sep = os.sep
+    if target[:1] == sep:
+        base, rest = "", target[1:]
+    else:
+        base, rest = folder[:-1], target
+        while rest[:3] == "../":
+            base = base[:base.rfind(sep)]
+            rest = rest[3:]
+    probe = sep + rest + sep
+    if not rest or sep * 2 in probe or "/./" in probe or "/../" in probe or "\x00" in rest:
+        return None
+    return base + sep + rest
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    """Close the descriptors held in ``fds`` (-1: none) and forget them."""
+    for fd in fds.values():
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    fds.clear()
 
 
 def _lstat(path: str) -> os.stat_result | None | object:

@@ -230,6 +230,22 @@ class LinkResolver:
             links[key] = Link(key, self.display(key), target, real, reason)
         return real
 
+    def allow(self, key: str, target: str, real: str, st: os.stat_result) -> bool:
+        """Remember ``key``, a symlink saying ``target`` whose file, found by the store
+        at the real path ``real`` (a regular file: ``st``), lies outside the root, when
+        the policy lets it be read; False when it does not (the caller then takes
+        :meth:`resolve`, which raises naming the link)."""
+        if self.policy is None:
+            self.policy = LinkPolicy(self.real_root, self.trusted)
+        reason = self.policy.reason(real, final=True, st=st)
+        if reason is None:
+            return False
+        links = self.links
+        if len(links) >= _HELD_LINKS:
+            links.clear()
+        links[key] = Link(key, self.display(key), target, real, reason)
+        return True
+
     def resolve(self, key: str, start: tuple[int, str] | None = None) -> str:
         """The real path of a checked, non-empty ``key``; a key reaching outside the root
         is remembered in :attr:`links`, and one that passes through one real folder twice
