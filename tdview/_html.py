@@ -26,6 +26,9 @@ MAX_CHILDREN = 30
 META_BUDGET = 512 << 10
 #: Characters of one key or line the static renderings show.
 MAX_SHOWN = 2000
+#: Characters of the static HTML kept in the widget's state (``TDView._static_html``):
+#: the saved state holds it beside the output's own copy, so it stays small.
+STATE_HTML = 64 << 10
 
 Row = tuple[int, str, str]  # depth, key, description
 
@@ -158,13 +161,17 @@ def _with_last(table: list[Row]) -> list[TreeRow]:
     return rows
 
 
-def render_html(source: str, table: list[Row], error: str = "") -> str:
+def render_html(source: str, table: list[Row], error: str = "", limit: int | None = None
+                ) -> str:
     """The ``text/html`` rendering: a two-column table (key, description), escaped, with
-    inline styles only (GitHub's and nbviewer's sanitizers keep those, not classes).
+    inline styles only (GitHub's and nbviewer's sanitizers keep those, not classes). With
+    ``limit``, rows past about ``limit`` characters are left out and counted.
 
     Examples
     --------
     >>> "&lt;b&gt;" in render_html("<b>", [(1, "<b>", "x")])
+    True
+    >>> "3 more rows" in render_html("c", [(1, "a" * 50, "x")] * 4, limit=100)
     True
     """
     def esc(text: str) -> str:
@@ -179,10 +186,17 @@ def render_html(source: str, table: list[Row], error: str = "") -> str:
     if table:
         parts.append('<table style="border-collapse:collapse;font-family:monospace">'
                      "<thead><tr><th>key</th><th>contents</th></tr></thead><tbody>")
-        for depth, key, text in table:
+        used = 0
+        for at, (depth, key, text) in enumerate(table):
             pad = f"padding-left:{depth * 1.5}em;text-align:left"
-            parts.append(f'<tr><td style="{pad}">{esc(key or "(root)")}</td>'
-                         f'<td style="text-align:left">{esc(text)}</td></tr>')
+            row = (f'<tr><td style="{pad}">{esc(key or "(root)")}</td>'
+                   f'<td style="text-align:left">{esc(text)}</td></tr>')
+            used += len(row)
+            if limit is not None and used > limit and at > 0:
+                parts.append(f'<tr><td colspan="2">… {len(table) - at:,} more rows '
+                             "(run the cell to browse)</td></tr>")
+                break
+            parts.append(row)
         parts.append("</tbody></table>")
     parts.append("</div>")
     return "".join(parts)

@@ -116,6 +116,11 @@ class TDView(anywidget.AnyWidget):
     loaded = traitlets.Dict().tag(sync=True)
     #: ``CompareState`` of a compare view (``compare=``), else None.
     compare = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
+    #: The static tree (the output's ``text/html``, bounded), set when the view is
+    #: displayed. With widget state saved, nbconvert's HTML and a notebook reopened
+    #: without its kernel render the view, not the text/html: the view shows this until
+    #: a kernel answers.
+    _static_html = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
@@ -259,12 +264,17 @@ class TDView(anywidget.AnyWidget):
         if self._compare_source is not None:
             text = static_text(self.comparison, self.source, self._compare_source, self.error)
             data["text/plain"], data["text/html"] = text, static_html(text)
+            self._static_html = static_html(text[:_html.STATE_HTML // 6])  # escaped: ≤ 6×
             return data, metadata
         try:
             data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
             data["text/html"] = _html.render_html(self.source, self._table(), self.error)
+            self._static_html = (
+                data["text/html"] if len(data["text/html"]) <= _html.STATE_HTML else
+                _html.render_html(self.source, self._table(), self.error, _html.STATE_HTML))
         except Exception as error:  # noqa: BLE001 - a repr must not raise
             text = printable(f"tdview: {self.source}: {type(error).__name__}: "
                              f"{error_text(error)}")
             data["text/plain"], data["text/html"] = text, f"<pre>{html.escape(text)}</pre>"
+            self._static_html = data["text/html"]
         return data, metadata

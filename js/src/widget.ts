@@ -8,6 +8,7 @@
  * host that treats the synced traits as the widget's value (marimo), a load is
  * reactive and a click is not. `selected` set by the kernel reveals that node. When the kernel goes away (a
  * restart), the view says so once, stays on show greyed out, and asks nothing more.
+ * Until a kernel first answers, the `_static_html` trait can stand in (static-fallback.ts).
  */
 
 import { CommDataSource, type CommModel } from "./comm-data-source";
@@ -22,6 +23,7 @@ import {
 } from "./protocol";
 import { App, errorBox, versionMismatch } from "./render-app";
 import { CompareApp } from "./render-compare";
+import { StaticFallback } from "./static-fallback";
 import { isPlainObject } from "./validate";
 
 /** The view's report of a click (the kernel sets `selected`). */
@@ -62,8 +64,18 @@ function render({ model, el }: RenderProps): () => void {
   container.className = "tdview-root";
   el.append(container);
   let app: App | CompareApp | null = null;
+  const fallback = new StaticFallback(model, () => model.get("_static_html"), {
+    onChange: (showStatic) => {
+      fallback.place(container, app?.element ?? null);
+      if (!showStatic) app?.view?.render(); // measured again, now that it shows
+    },
+  });
   const onLost = (error: Error) => {
     app?.dispose(); // nothing more is asked; pending replies change nothing
+    if (fallback.lost()) {
+      app = null; // no kernel ever answered: the static tree says more than a notice
+      return;
+    }
     if (app) {
       app.element.classList.add("tdview-stale");
       app.element.inert = true;
@@ -77,7 +89,7 @@ function render({ model, el }: RenderProps): () => void {
     model.set("loaded", { path: result.path, count: count + 1 });
     model.save_changes();
   };
-  const source = new CommDataSource(model, { onLost, onLoaded });
+  const source = new CommDataSource(fallback.watch(model), { onLost, onLoaded });
   let synced = JSON.stringify(model.get("selected") ?? []);
   /** Selections reported and not yet echoed back by the kernel's `selected` trait. */
   const reported: string[] = [];
@@ -115,6 +127,7 @@ function render({ model, el }: RenderProps): () => void {
         })
       : new App({ source, state, onSelect });
     container.replaceChildren(app.element);
+    fallback.place(container, app.element);
     app.view?.render();
   };
 
@@ -159,6 +172,7 @@ function render({ model, el }: RenderProps): () => void {
     model.off("change:compare", onCompareTrait);
     app?.dispose();
     source.dispose();
+    fallback.dispose();
     container.remove();
   };
 }
