@@ -473,7 +473,11 @@ class DirectoryStore(Store):
             except OSError:
                 fd = -1
             else:
-                if proc_name(fd) != where:  # a symlink on the way: the per-key path
+                # the last name is no symlink (O_NOFOLLOW): a folder of the root's real
+                # path or of one of its real ancestors is that folder; any other is
+                # looked up (a symlink on the way: the per-key path)
+                up = where.rpartition(os.sep)[0] + os.sep
+                if not self._prefix.startswith(up) and proc_name(fd) != where:
                     os.close(fd)
                     fd = -1
         if len(pinned) >= _HELD_PINS:
@@ -891,17 +895,27 @@ class DirectoryStore(Store):
 def _lexical(folder: str, target: str) -> str | None:
     """The path a symlink in the real folder ``folder`` (with a trailing separator) that
     says ``target`` names, when ``target`` is some ``..`` then plain names (a real
-    folder's ``..`` is its parent: no system call); None for any other target."""
+    folder's ``..`` is its parent: no system call); None for any other target (``.``,
+    ``//``, a name starting with a dot: the per-key path resolves those).
+
+    Examples
+    --------
+    >>> _lexical("/c/models--a--b/snapshots/0123/", "../../blobs/f00d")
+    '/c/models--a--b/blobs/f00d'
+    >>> _lexical("/c/d/", "../x/../y") is None
+    True
+    """
     sep = os.sep
     if target[:1] == sep:
         base, rest = "", target[1:]
     else:
-        base, rest = folder[:-1], target
-        while rest[:3] == "../":
-            base = base[:base.rfind(sep)]
-            rest = rest[3:]
-    probe = sep + rest + sep
-    if not rest or sep * 2 in probe or "/./" in probe or "/../" in probe or "\x00" in rest:
+        rest = target.lstrip("./")
+        ups = len(target) - len(rest)
+        if target[:ups] != "../" * (ups // 3) or ups % 3:
+            return None  # "./", "..." or a dot name: not the plain form
+        base = folder[:-1].rsplit(sep, ups // 3)[0] if ups else folder[:-1]
+    if not rest or rest[0] == "." or "/." in rest or "//" in rest or rest[-1] == sep or (
+            "\x00" in rest):
         return None
     return base + sep + rest
 
