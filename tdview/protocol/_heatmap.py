@@ -8,7 +8,8 @@ the rows ``r`` with ``r * h // R == i`` and the columns ``c`` with ``c * w // C 
 (blocks of ``R / h`` by ``C / w`` values, rounded down or up), NaN where a block holds no
 finite value. Values are those of the statistics: complex leaves by magnitude, booleans
 as 0 and 1 (a cell is the fraction of ``True``). The table is read in chunks of at most
-:data:`~._stats.CHUNK` values, so memory stays bounded.
+:data:`~._stats.CHUNK` values, so memory stays bounded (each chunk through ``read``: a
+remote leaf's rows by byte ranges).
 """
 
 from __future__ import annotations
@@ -20,20 +21,26 @@ from typing import Any
 import torch
 
 from ._json import finite_or_none
-from ._stats import CHUNK, _values64
+from ._stats import CHUNK, Read, _values64, as_is
 
 
-def _block(tensor: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+def _block(tensor: torch.Tensor, start: int, stop: int, read: Read) -> torch.Tensor:
     """Rows ``start:stop`` of the table of ``tensor``, ``[n, C]`` in its own dtype (a
-    view where its layout allows)."""
+    view where its layout allows; else read first: the reshape copies, and a copy of a
+    ``meta`` view has no place in the leaf left to read)."""
     if tensor.dim() == 1:
         return tensor.reshape(1, -1)[start:stop]
     block = tensor[start:stop]
-    return block.reshape(block.shape[0], math.prod(block.shape[1:]))
+    shape = (block.shape[0], math.prod(block.shape[1:]))
+    try:
+        return block.view(shape)
+    except RuntimeError:
+        return read(block).reshape(shape)
 
 
 def heatmap(tensor: torch.Tensor, rows: int, cols: int,
-            check: Callable[[], None] = lambda: None) -> dict[str, Any] | None:
+            check: Callable[[], None] = lambda: None,
+            read: Read = as_is) -> dict[str, Any] | None:
     """``{cells, of, min, max}``: the ``float32 [h, w]`` cells of ``tensor``'s table
     (see the module docstring), the table's ``[R, C]`` and the finite range of the cells
     (None when none is finite). None for a 0-d tensor or an empty table.
@@ -59,9 +66,9 @@ def heatmap(tensor: torch.Tensor, rows: int, cols: int,
         first, last = -(-i * n_rows // h), -(-(i + 1) * n_rows // h)
         for start in range(first, last, step):
             check()
-            block = _block(tensor, start, min(start + step, last))
+            block = _block(tensor, start, min(start + step, last), read)
             for c0 in range(0, n_cols, CHUNK):  # a row longer than a chunk: in pieces
-                part = _values64(block[:, c0 : c0 + CHUNK])
+                part = _values64(read(block[:, c0 : c0 + CHUNK]))
                 finite = part.isfinite()
                 sums[i].index_add_(0, group[c0 : c0 + CHUNK],
                                    torch.where(finite, part, 0.0).sum(0))

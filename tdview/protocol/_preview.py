@@ -14,10 +14,13 @@ The leaf is loaded memory-mapped (``mode="r"``). What is sent for each dtype
 **The selection.** ``index`` (an expression such as ``[50000:50020, :8]``, see
 :mod:`._index`) picks what the table shows, per dim; ``offset`` alone is ``[offset:]``
 (the rows from ``offset`` on). Indexing a mapped leaf is a view: only the pages of the
-rows and columns shown are read. The reply's ``selection`` says what was picked, clipped
-to the leaf: ``{index, dims: [{start, stop, step, kept}], shape}`` (``index`` written
-back canonically, one dim per dim of the leaf, ``kept`` false for a dim an integer
-dropped, ``shape`` the selection's).
+rows and columns shown are read. A leaf of a remote checkpoint, stored as it is (a
+folder's file, a STORED archive entry), is sliced the same way as a ``meta`` tensor, and
+only the byte ranges of what is shown are read (:mod:`tdview.load._ranged`: adjacent
+rows are one ranged read); a nested or compressed remote leaf is read whole. The reply's
+``selection`` says what was picked, clipped to the leaf: ``{index, dims: [{start, stop,
+step, kept}], shape}`` (``index`` written back canonically, one dim per dim of the leaf,
+``kept`` false for a dim an integer dropped, ``shape`` the selection's).
 
 **The table** (``slice``) is the first ``rows`` (at most 100) rows of the selection as a
 table: a 0-d selection is its single value, a 1-d one its first ``rows`` values, and an
@@ -60,11 +63,12 @@ import torch
 from ..errors import LimitExceededError, PreviewUnsupportedError
 from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
 from ..index._facts import COPY, DECOMPRESS
+from ..load._ranged import ranged_leaf
 from ._heatmap import heatmap as heatmap_of
 from ._index import Dim, Part, index_text, select
 from ._load import host_memory
 from ._nodes import dtype_name
-from ._stats import BINS, CHUNK, statistics
+from ._stats import BINS, CHUNK, Read, as_is, statistics
 
 __all__ = ["BINS", "CHUNK", "MAX_COLS", "preview", "statistics"]
 
@@ -105,14 +109,15 @@ def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
     raise PreviewUnsupportedError(f"a leaf of dtype {dtype_name(str(dtype))} cannot be previewed")
 
 
-def _table(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+def _table(tensor: torch.Tensor, rows: int, read: Read = as_is) -> torch.Tensor:
     """The first ``rows`` rows and :data:`MAX_COLS` columns of ``tensor`` as a table,
     reading no more of it than they hold: the rows and columns are cut before anything is
-    flattened (a view of a mapped leaf would otherwise be copied whole)."""
+    flattened (a view of a mapped leaf would otherwise be copied whole), and ``read``
+    (ranged reads of a remote leaf's ``meta`` view) sees only what is cut."""
     if tensor.dim() == 0:
-        return tensor.reshape(())
+        return read(tensor).reshape(())
     if tensor.dim() == 1:
-        return tensor[:rows]
+        return read(tensor[:rows])
     block = tensor[:rows]
     # the first MAX_COLS flattened columns lie in the first indices of the trailing dims
     while block.dim() > 2 and math.prod(block.shape[2:]) >= MAX_COLS:
@@ -120,6 +125,9 @@ def _table(tensor: torch.Tensor, rows: int) -> torch.Tensor:
     if block.dim() > 2:
         inner = math.prod(block.shape[2:]) or 1
         block = block[:, : -(-MAX_COLS // inner)]
+    else:
+        block = block[:, :MAX_COLS]
+    block = read(block)
     return block.reshape(block.shape[0], math.prod(block.shape[1:]))[:, :MAX_COLS]
 
 
@@ -177,7 +185,8 @@ def _packed(nested: torch.Tensor) -> torch.Tensor:
 
 
 def _kept_stats(ckpt: Checkpoint, key: tuple, tensor: torch.Tensor, compute: bool,
-                check: Callable[[], None]) -> tuple[dict[str, Any] | None, dict | None]:
+                check: Callable[[], None],
+                read: Read) -> tuple[dict[str, Any] | None, dict | None]:
     """The statistics of a leaf: kept ones, else computed (``compute``) and kept."""
     kept = _KEPT.setdefault(ckpt, OrderedDict())
     found = kept.get(key)
@@ -186,7 +195,7 @@ def _kept_stats(ckpt: Checkpoint, key: tuple, tensor: torch.Tensor, compute: boo
         return found
     if not compute:
         return None, None
-    found = statistics(tensor, check)
+    found = statistics(tensor, check, read)
     kept[key] = found
     while len(kept) > MAX_KEPT_STATS:
         kept.popitem(last=False)
@@ -214,7 +223,8 @@ def preview(
     Parameters
     ----------
     ckpt : Checkpoint
-        Must provide ``load_leaf(path, mode="r")`` (tdview's loader).
+        Must provide ``load_leaf(path, mode="r")`` (tdview's loader), unless its store
+        reads the leaf by ranges (``read_ranges``).
     path : tuple of str
     rows : int
         Rows of the table (the caller caps it).
@@ -254,8 +264,13 @@ def preview(
     if not node.is_leaf or node.record is None:
         raise PreviewUnsupportedError(f"{'/'.join(path) or '<root>'} is a {node.kind}, "
                                       "not a tensor: only tensor leaves have a preview")
-    _check_room(ckpt, node)
-    tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
+    ranged = ranged_leaf(ckpt, node)
+    read: Read = as_is
+    if ranged is not None:  # remote: a meta tensor, its views read by byte ranges
+        tensor, read = ranged.meta, ranged.read
+    else:
+        _check_room(ckpt, node)
+        tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
     check = _checked_intact(ckpt, check)
     if tensor.is_nested:
         tensor = _packed(tensor)
@@ -265,10 +280,10 @@ def preview(
         tensor = tensor[: written.written]
     chosen, dims = _selection(index, offset, tensor)
     check()
-    shown, display_dtype = _display(_table(chosen, rows))
+    shown, display_dtype = _display(_table(chosen, rows, read))
     covered = tensor.shape[0] if tensor.dim() else None
-    found, histogram = _kept_stats(ckpt, (tuple(path), covered), tensor, stats, check)
-    cells = heatmap_of(chosen, *heatmap, check) if heatmap is not None else None
+    found, histogram = _kept_stats(ckpt, (tuple(path), covered), tensor, stats, check, read)
+    cells = heatmap_of(chosen, *heatmap, check, read) if heatmap is not None else None
     buffers: list[bytes] = []
     result = {
         "path": list(path),

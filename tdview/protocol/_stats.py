@@ -1,6 +1,8 @@
 """Statistics and histogram of a leaf, read in chunks of :data:`CHUNK` elements (memory
 stays bounded whatever the leaf's size; the leaf is read twice: statistics, then the
-histogram over their range).
+histogram over their range). A remote leaf is a ``meta`` tensor and ``read`` reads each
+chunk by byte ranges (:class:`tdview.load._ranged.RangedLeaf`): one range per chunk, so
+the same bound holds for its memory, and its requests are one per 8 MiB.
 
 What is sent for each kind of dtype (a statistic that means nothing for it is None):
 
@@ -30,6 +32,9 @@ import torch
 
 from ._json import finite_or_none
 
+#: The values of a view of a leaf: the view itself in memory, ranged reads for a remote one.
+Read = Callable[[torch.Tensor], torch.Tensor]
+
 CHUNK = 1 << 22
 BINS = 64
 #: Integer spans counted with ``bincount`` (one counter per integer of the span).
@@ -45,11 +50,18 @@ def _values64(chunk: torch.Tensor) -> torch.Tensor:
     return chunk.to(torch.float64)
 
 
-def chunks(flat: torch.Tensor, check: Callable[[], None]) -> Iterator[torch.Tensor]:
-    """``flat`` as float64 chunks of :data:`CHUNK` elements; ``check`` before each."""
+def as_is(tensor: torch.Tensor) -> torch.Tensor:
+    """The ``read`` of a tensor in memory (or mapped): itself."""
+    return tensor
+
+
+def chunks(flat: torch.Tensor, check: Callable[[], None],
+           read: Read = as_is) -> Iterator[torch.Tensor]:
+    """``flat`` as float64 chunks of :data:`CHUNK` elements (each read by ``read``);
+    ``check`` before each."""
     for start in range(0, flat.numel(), CHUNK):
         check()
-        yield _values64(flat[start : start + CHUNK])
+        yield _values64(read(flat[start : start + CHUNK]))
 
 
 class _Moments:
@@ -88,7 +100,7 @@ class _Moments:
 
 
 def statistics(
-    tensor: torch.Tensor, check: Callable[[], None] = lambda: None
+    tensor: torch.Tensor, check: Callable[[], None] = lambda: None, read: Read = as_is
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Statistics and histogram of a tensor (see the module docstring).
 
@@ -98,6 +110,9 @@ def statistics(
         Any previewable dtype (complex: of the magnitude).
     check : callable, optional
         Called before each chunk; raise from it to stop (cancellation).
+    read : callable, optional
+        The values of a chunk of ``tensor`` (a remote leaf's ``meta`` tensor: ranged
+        reads).
 
     Returns
     -------
@@ -119,7 +134,7 @@ def statistics(
     boolean = tensor.dtype == torch.bool
     exact = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
     moments, nan, inf = _Moments(), 0, 0
-    for values in chunks(flat, check):
+    for values in chunks(flat, check, read):
         if exact:
             moments.add(values)
             continue
@@ -138,12 +153,12 @@ def statistics(
     if not some:
         return stats, None
     if exact:
-        return stats, _exact_histogram(flat, moments.lo, moments.hi, check)
-    return stats, _histogram(flat, moments.lo, moments.hi, check)
+        return stats, _exact_histogram(flat, moments.lo, moments.hi, check, read)
+    return stats, _histogram(flat, moments.lo, moments.hi, check, read)
 
 
-def _histogram(flat: torch.Tensor, lo: float, hi: float,
-               check: Callable[[], None]) -> dict[str, Any]:
+def _histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
+               read: Read) -> dict[str, Any]:
     """:data:`BINS` equal bins over ``[lo, hi]`` of the finite values."""
     span = hi - lo
     # values from near -1.8e308 to near 1.8e308 have a span of inf: bin them halved (a
@@ -152,7 +167,7 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float,
     if span == 0:
         lo, hi = lo - 0.5, hi + 0.5
     counts = torch.zeros(BINS, dtype=torch.int64)
-    for values in chunks(flat, check):
+    for values in chunks(flat, check, read):
         finite = values[values.isfinite()]
         counts += torch.histc(finite * scale, bins=BINS, min=lo * scale,
                               max=hi * scale).to(torch.int64)
@@ -160,15 +175,15 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float,
     return {"edges": edges, "counts": counts, "values": None}
 
 
-def _exact_histogram(flat: torch.Tensor, lo: float, hi: float,
-                     check: Callable[[], None]) -> dict[str, Any]:
+def _exact_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
+                     read: Read) -> dict[str, Any]:
     """A bar per value when there are at most :data:`BINS` distinct values, else
     :data:`BINS` equal bins: an integer's bin is ``floor((v - lo) * BINS / span)``
     (the last bin holds ``hi``)."""
     span = hi - lo
     if span + 1 <= _COUNTED_SPAN:
         per = torch.zeros(int(span) + 1, dtype=torch.int64)
-        for values in chunks(flat, check):
+        for values in chunks(flat, check, read):
             per += torch.bincount((values - lo).to(torch.int64), minlength=per.numel())
         present = per.nonzero().reshape(-1)
         if present.numel() <= BINS:
@@ -178,18 +193,18 @@ def _exact_histogram(flat: torch.Tensor, lo: float, hi: float,
         counts = torch.zeros(BINS, dtype=torch.int64).index_add_(0, bins, per)
         return {"edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
                 "counts": counts, "values": None}
-    return _wide_histogram(flat, lo, hi, check)
+    return _wide_histogram(flat, lo, hi, check, read)
 
 
-def _wide_histogram(flat: torch.Tensor, lo: float, hi: float,
-                    check: Callable[[], None]) -> dict[str, Any]:
+def _wide_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
+                    read: Read) -> dict[str, Any]:
     """Integers over a wide span: the distinct values are followed while there are at
     most :data:`BINS` of them (a sorted search per chunk), the bins meanwhile."""
     span = hi - lo
     known: torch.Tensor | None = torch.empty(0, dtype=torch.float64)
     per = torch.zeros(0, dtype=torch.int64)  # the count of each known value
     counts = torch.zeros(BINS, dtype=torch.int64)
-    for values in chunks(flat, check):
+    for values in chunks(flat, check, read):
         bins = torch.clamp(((values - lo) * BINS / span).floor().to(torch.int64), max=BINS - 1)
         counts += torch.bincount(bins, minlength=BINS)
         if known is None:

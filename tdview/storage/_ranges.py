@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import RemoteReadError
 
-__all__ = ["Job", "Transport"]
+__all__ = ["Job", "Transport", "span_jobs"]
 
 # Reads in flight at once, unless the caller says otherwise.
 CONCURRENCY = 16
@@ -302,6 +302,21 @@ class Transport:
                 "and closed the response (a short read).")
         self.count(0, got)
         return size, bytes(dest)
+
+
+def span_jobs(path: str, base: int, spans: Sequence[tuple[int, int]], dest: memoryview,
+              piece: int) -> list[Job]:
+    """The reads of bytes ``[base + start, base + end)`` of ``path`` for each span, into
+    ``dest`` one span after the other, each cut into pieces of at most ``piece`` bytes
+    (read concurrently)."""
+    jobs, at = [], 0
+    for start, end in spans:
+        for cut in range(start, end, piece):
+            stop = min(end, cut + piece)
+            jobs.append(Job(path, base + cut, base + stop,
+                            dest[at + cut - start : at + stop - start]))
+        at += end - start
+    return jobs
 
 
 def _deliver(job: Job, data: bytes) -> None:

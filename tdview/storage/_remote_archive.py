@@ -16,6 +16,8 @@ Costs, for an archive of ``n`` entries whose central directory is ``C`` bytes:
   with those of its sub-folders, one batch per folder opened, and a walk
   (``prepare``) reads those below it in batches. Each read covers a local header and
   the entry's bytes, never a payload byte of a leaf;
+* a preview (:meth:`RemoteArchiveStore.read_ranges`): the byte ranges of a STORED
+  entry that the rows shown need, after its local header (one read, once per entry);
 * a load (:meth:`RemoteArchiveStore.fetch`): the entries asked for, as ranges from each
   local header to the end of its data, coalesced across gaps of at most 64 KiB and cut
   into pieces of at most 8 MiB read concurrently. Each entry's local header is checked
@@ -27,7 +29,7 @@ Costs, for an archive of ``n`` entries whose central directory is ``C`` bytes:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -39,7 +41,7 @@ from ._catalog import layout_error
 from ._codecs import STORED, decode
 from ._columns import read_columns
 from ._mapfile import not_a_checkpoint
-from ._ranges import Job, Transport
+from ._ranges import Job, Transport, span_jobs
 from ._zip import (
     _FAST_BYTES,
     EOCD,
@@ -402,6 +404,27 @@ class RemoteArchiveStore(ArchiveStore):
                 out[key] = error
         out.update(self._regions(entries, gap=GAP, done=done))
         return out
+
+
+    def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
+        """Read the bytes ``[start, end)`` of a STORED entry's content for each span into
+        ``dest``, one span after the other (pieces of at most ``PIECE`` bytes, concurrent):
+        a preview's rows, without the rest of the entry.
+
+        Raises
+        ------
+        ArchiveError
+            The entry is compressed (its bytes cannot be read by range), or a span lies
+            outside it.
+        """
+        e = self._readable(key)
+        if e.method != STORED or e.stored_size != e.size:
+            raise ArchiveError(f"{self.display(key)} is compressed: it is read whole, not "
+                               "by byte ranges.")
+        if any(not 0 <= start <= end <= e.size for start, end in spans):
+            raise ArchiveError(f"{self.display(key)}: a byte range outside its {e.size} bytes.")
+        jobs = span_jobs(self.path, self.payload_offset(key), spans, dest, PIECE)
+        self.transport.read(jobs)
 
 
 class _Plan:

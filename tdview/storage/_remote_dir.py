@@ -7,12 +7,13 @@ opening lists the root and reads its ``meta.json`` at once; the first time a fol
 sub-folders are needed, all of them are listed and their ``meta.json`` read in one
 concurrent batch (one round trip for a level of the tree), and a walk (``prepare``)
 does so level by level below its folder. A load reads each leaf file's bytes (the bytes
-its leaf needs) with ranged reads of at most 8 MiB, concurrently (:meth:`fetch`).
+its leaf needs) with ranged reads of at most 8 MiB, concurrently (:meth:`fetch`); a
+preview reads only the byte ranges of the rows it shows (:meth:`read_ranges`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import EntryInfo, Store, check_key, name_problem, not_found
-from ._ranges import Job, Transport
+from ._ranges import Job, Transport, span_jobs
 from ._remote import display_join
 
 __all__ = ["RemoteDirectoryStore"]
@@ -255,6 +256,24 @@ class RemoteDirectoryStore(Store):
                     done(key)
         self.transport.read(jobs, finished)
         return out
+
+    def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
+        """Read the bytes ``[start, end)`` of the file ``key`` for each span into ``dest``,
+        one span after the other (pieces of at most ``PIECE`` bytes, concurrent).
+
+        Raises
+        ------
+        FileNotFoundError
+            No such file in its folder's listing.
+        ValueError
+            A span past the end of the file (as listed).
+        """
+        size = self.known_size(key)
+        if size is None:
+            raise not_found(self.display(key))
+        if any(not 0 <= start <= end <= size for start, end in spans):
+            raise ValueError(f"{self.display(key)}: a byte range outside its {size} bytes.")
+        self.transport.read(span_jobs(self._fspath(key), 0, spans, dest, PIECE))
 
 
 def _listing(result: Any) -> _Listing:
