@@ -334,7 +334,42 @@ def test_cache_is_reused(http_server: RangeServer, tmp_path: Path, cache: str) -
     assert http_server.take()
     again = tdview.load_memmap(tdview.remote(url, cache=cache, cache_dir=str(tmp_path)))
     _same(again, first, directory=False)
-    assert [r for r in http_server.take() if r.method == "GET"] == []
+    assert http_server.take() == []  # not a GET, nor a HEAD for the size: the cache has it
+
+
+def test_cached_s3_archive_sends_no_request(s3: tuple[LoggedMotoServer, dict],
+                                            tmp_path: Path) -> None:
+    server, options = s3
+    first = tdview.load_memmap(tdview.remote("s3://ckpts/tree.tdz", cache="blocks",
+                                             cache_dir=str(tmp_path), **options))
+    assert server.take()
+    again = tdview.load_memmap(tdview.remote("s3://ckpts/tree.tdz", cache="blocks",
+                                             cache_dir=str(tmp_path), **options))
+    _same(again, first, directory=False)
+    assert server.take() == []
+
+
+def test_cache_that_checks_files_validates_them(s3: tuple[LoggedMotoServer, dict],
+                                                tmp_path: Path) -> None:
+    """A cache of one's own with ``check_files=True`` (here in front of s3fs): its reuse
+    costs the requests that check the object against the store, and no read."""
+    import fsspec
+    import s3fs
+
+    server, options = s3
+
+    def checking() -> Any:
+        return fsspec.filesystem("blockcache", fs=s3fs.S3FileSystem(**options),
+                                 cache_storage=str(tmp_path), check_files=True,
+                                 skip_instance_cache=True)
+
+    first = tdview.load_memmap(tdview.remote("ckpts/tree.tdz", checking()))
+    server.take()
+    again = tdview.load_memmap(tdview.remote("ckpts/tree.tdz", checking()))
+    _same(again, first, directory=False)
+    log = server.take()
+    # s3fs's info: a HEAD of the object, and a listing of its folder; no byte read
+    assert log and all(r.method == "HEAD" or "list-type" in r.path for r in log), log
 
 
 # -- the store contract, against the local stores ---------------------------------------------

@@ -18,6 +18,7 @@ callback cancels the reads still in flight, which is how a load is cancelled.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from typing import Any
 
 from ..errors import RemoteReadError
 
-__all__ = ["Job", "Transport", "span_jobs"]
+__all__ = ["Job", "Transport", "cached_size", "span_jobs"]
 
 # Reads in flight at once, unless the caller says otherwise.
 CONCURRENCY = 16
@@ -122,6 +123,10 @@ class Transport:
             self.batches += 1
             return self._run_one(self._http_tail(path, n))
         size = self.sizes.get(path)
+        if size is None and _is_cache(self.fs):
+            if getattr(self.fs, "check_files", False):
+                self.count()  # the cache validates the object with an info call
+            size = cached_size(self.fs, path)
         if size is None:
             size = int(self.info(path)["size"])
         start = max(0, size - n)
@@ -302,6 +307,28 @@ class Transport:
                 "and closed the response (a short read).")
         self.count(0, got)
         return size, bytes(dest)
+
+
+def cached_size(fs: Any, path: str) -> int | None:
+    """The size of ``path`` as the fsspec cache ``fs`` holds it, when it holds it and its
+    own policy says that it is fresh; else None (and None when ``fs`` is no cache).
+
+    tdview's caches (:func:`~._remote.remote`) never expire and never check an object: a
+    cached object then costs no request. A cache made with ``check_files=True`` checks
+    it with one ``info`` call of its target, one with an ``expiry_time`` forgets it once
+    expired."""
+    if not _is_cache(fs):
+        return None
+    found = fs._check_file(path)
+    if not found:
+        return None
+    if isinstance(found, str):  # simplecache: the local copy's name
+        return os.path.getsize(found)
+    detail, local = found
+    if detail.get("blocks") is True:  # the whole object is on disk
+        return os.path.getsize(local)
+    size = detail.get("size")
+    return int(size) if size is not None else None
 
 
 def span_jobs(path: str, base: int, spans: Sequence[tuple[int, int]], dest: memoryview,

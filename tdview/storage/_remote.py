@@ -13,7 +13,11 @@ Storage options (credentials, ``endpoint_url``, ``client_kwargs``...) are passed
 fsspec by :func:`remote`, or come from fsspec's own configuration and the environment
 for a plain URL string. ``cache="blocks"`` or ``cache="files"`` puts fsspec's block cache
 or whole-file cache in front of the filesystem, so that a second browse or load (in this
-process or a later one, with the same ``cache_dir``) reads from the local disk.
+process or a later one, with the same ``cache_dir``) reads from the local disk. The cache
+is trusted: it never expires and never checks an object against the store (fsspec's
+``expiry_time=False, check_files=False``), so a second load of an archive that the cache
+holds sends no request at all (not even for its size, which the cache recorded). A
+folder's listings are not cached: they are asked again.
 """
 
 from __future__ import annotations
@@ -73,7 +77,12 @@ def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str
     cache : {"blocks", "files"}, optional
         Put fsspec's block cache (``"blocks"``: the ranges read are kept, in sparse files)
         or whole-file cache (``"files"``: the first read downloads the whole object) in
-        front of the filesystem. Off by default.
+        front of the filesystem. Off by default. What the cache holds is taken as
+        fresh, never checked against the store: reading an archive the cache holds sends
+        no request. An object changed on the store after it was cached is not seen: use
+        another ``cache_dir`` then, or give a cache filesystem of your own as ``fs``
+        (``fsspec.filesystem("blockcache", fs=..., check_files=True)`` checks each object
+        when it is opened: an ``info`` call, which for s3fs is a HEAD and a listing).
     cache_dir : str, optional
         Where the cache keeps its files (a temporary folder by default, which lasts as
         long as the process; give a folder to reuse the cache in a later process).
@@ -141,6 +150,7 @@ def open_remote(path: str) -> Store:
     NotACheckpointError
         An object that is not a zip with a top-level ``meta.json``.
     """
+    from ._ranges import cached_size
     from ._remote_archive import RemoteArchiveStore
     from ._remote_dir import RemoteDirectoryStore
 
@@ -150,6 +160,8 @@ def open_remote(path: str) -> Store:
     size = None
     if url.endswith("/") or _is_http(fs):
         kind = "directory" if url.endswith("/") else "file"
+    elif (cached := cached_size(fs, fspath)) is not None:
+        kind, size = "file", cached  # the cache holds the object: no request to the store
     else:
         try:
             info = fs.info(fspath)
