@@ -10,6 +10,7 @@ link ever changes.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -418,11 +419,11 @@ def test_trust_paths_is_a_context_manager_and_a_plain_call(
 # -- checked on the descriptor opened -----------------------------------------------------
 
 
-def _swap_after(store: DirectoryStore, step: str, swap: object,
+def _swap_after(store: object, step: str, swap: object,
                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run ``swap()`` once, right after the store's ``step`` (a method that resolves or
-    stats a key, or holds its folder open) returns: the window another process could
-    use between a check and the open."""
+    """Run ``swap()`` once, right after ``step`` of ``store`` (the store's method that
+    resolves or stats a key, or its held folders' ``fd``) returns: the window another
+    process could use between a check and the open."""
     done = resolved = getattr(store, step)
 
     def step_then_swap(*args: object) -> object:
@@ -465,7 +466,7 @@ def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
     _swap_after(store, "_probe_link" if when == "after the stat" else "_stat", swap,
                 monkeypatch)
     if when == "after resolving":
-        monkeypatch.setattr(store, "_pinned_dir", lambda where: -1)
+        monkeypatch.setattr(store._folders, "fd", lambda where: -1)  # noqa: SLF001
     with pytest.raises(UnsafeCheckpointError,
                        match=f"became a symlink after it was checked|resolves to {secret}"):
         store.open_file("a.memmap")
@@ -491,7 +492,7 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
         blobs.symlink_to(decoy)
 
     if when == "once held":
-        _swap_after(store, "_pinned_dir", swap, monkeypatch)
+        _swap_after(store._folders, "fd", swap, monkeypatch)  # noqa: SLF001
         assert store.read_bytes("meta.json", 1 << 20) == original
         return
     if when == "before it is held":
@@ -505,7 +506,7 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
         with pytest.raises(UnsafeCheckpointError, match="outside|changed|symlink"):
             store.read_bytes("meta.json", 1 << 20)
         return
-    monkeypatch.setattr(store, "_pinned_dir", lambda where: -1)
+    monkeypatch.setattr(store._folders, "fd", lambda where: -1)  # noqa: SLF001
     _swap_after(store, "_stat", swap, monkeypatch)
     with pytest.raises(UnsafeCheckpointError, match="a folder on its path changed"):
         store.read_bytes("meta.json", 1 << 20)
@@ -537,6 +538,7 @@ def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
         return set(os.listdir("/proc/self/fd"))
 
     tdview.load_memmap(root)  # the imports a first load makes, before counting
+    gc.collect()  # stores earlier tests left to the collector close what they hold
     before = open_fds()
     for path in (root, plain):
         for device in (None, "meta"):
@@ -544,6 +546,6 @@ def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
             assert loaded["a"].shape == (2, 3)
             del loaded
     store = DirectoryStore(root)
-    assert store.link("a.memmap") is not None and store._pinned  # noqa: SLF001
+    assert store.link("a.memmap") is not None and store._folders.fds  # noqa: SLF001
     store.close()
     assert open_fds() == before

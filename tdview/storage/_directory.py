@@ -12,7 +12,8 @@ from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, name_problem, not_found
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked, proc_name, proc_names
-from ._links import Link, LinkResolver, trusted_paths
+from ._held import HeldFolders
+from ._links import Link, LinkResolver, plain_target, trusted_paths
 
 __all__ = ["DirectoryStore", "found_dir"]
 
@@ -43,9 +44,6 @@ _PROBE_MAX = 8
 # uses a probe right after making it, and a walk needs the folders it is in (16,384 of
 # each held 7 MB more than tensordict's whole meta load of a 10,000-leaf module tree).
 _HELD_PROBES = 4096
-# Folders held open per store (O_PATH) for the files opened in them: the folders of
-# leaves, a content store's blobs/ (git-annex keeps a folder per object).
-_HELD_PINS = 64
 
 
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -141,9 +139,7 @@ class DirectoryStore(Store):
         self._dirs: dict[str, str | object] = {}
         self._probes: dict[str, tuple[str, object] | tuple[str, object, int] | object] = {}
         self._noatime = _NOATIME
-        # real folder -> a descriptor (O_PATH) of it, or -1 where it cannot be held so
-        # (see _pinned_dir); closed by close() or when the store goes
-        self._pinned: dict[str, int] = {}
+        self._folders = HeldFolders(self._prefix, self._proc_usable)  # closed by close()
         self._checkout = False  # a link into a folder held open was met: names are links
         self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = os.path.join(self.root, "")
@@ -385,11 +381,9 @@ class DirectoryStore(Store):
     #
     # A content store's checkout (the Hugging Face cache's snapshots/, git-annex, DVC) is
     # a folder of symlinks that say ``../../blobs/<hash>``. Such a target, read once
-    # (``readlink``), names its real path without a walk: the link's folder is a real
-    # path and the target is only ``..`` then plain names, and the folder it names is
-    # opened once (``O_PATH``) and checked to be at that very path (``/proc/self/fd``):
-    # its files are then looked at and opened through that descriptor (``*at`` calls,
-    # the last name not followed), so no folder swapped on the way can lead elsewhere.
+    # (``readlink``), names its real path without a walk (:func:`._links.plain_target`),
+    # and the folder it names is held open (:mod:`._held`): its files are looked at and
+    # opened through that descriptor, so no folder swapped on the way leads elsewhere.
     # Any other link, or a file the policy refuses, takes the per-key path (which raises
     # naming the link).
 
@@ -404,11 +398,10 @@ class DirectoryStore(Store):
                 target = os.readlink(folder + name)
             except OSError:
                 return None
-        real = _lexical(folder, target)
+        real = plain_target(folder, target)
         if real is None or real.startswith(self._prefix):
             return None
-        where, _, blob = real.rpartition(os.sep)
-        fd = self._pinned_dir(where or os.sep)
+        fd, blob = self._folders.split(real)
         return None if fd < 0 else (target, real, fd, blob)
 
     def _probe_link(self, key: str, folder: str, name: str, target: str | None = None
@@ -457,56 +450,27 @@ class DirectoryStore(Store):
         self._remember(key, (real, _LINKED, st.st_size))
         return self._read_open(fd, key, limit, st=st)
 
-    def _pinned_dir(self, where: str) -> int:
-        """A descriptor (``O_PATH``) of the real folder ``where``, opened once and held;
-        -1 where ``/proc/self/fd`` cannot tell that it is that very folder."""
-        pinned = self._pinned
-        fd = pinned.get(where)
-        if fd is not None:
-            return fd
-        fd = -1
-        if self._proc_names is None:
-            self._proc_names = PER_NAME and proc_names(self._real_root)
-        if self._proc_names and _O_PATH:
-            try:
-                fd = os.open(where, _O_PATH | _O_DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                fd = -1
-            else:
-                # the last name is no symlink (O_NOFOLLOW): a folder of the root's real
-                # path or of one of its real ancestors is that folder; any other is
-                # looked up (a symlink on the way: the per-key path)
-                up = where.rpartition(os.sep)[0] + os.sep
-                if not self._prefix.startswith(up) and proc_name(fd) != where:
-                    os.close(fd)
-                    fd = -1
-        if len(pinned) >= _HELD_PINS:
-            _close_all(pinned)
-        pinned[where] = fd
-        return fd
-
     def _open_pinned(self, real: str, flags: int = 0) -> int:
         """Open the file at the real path ``real`` (read-only, or as ``flags`` add)
-        through its folder's descriptor (:meth:`_pinned_dir`), not following a symlink;
+        through its folder held open (:mod:`._held`), not following a symlink;
         -1 when that folder cannot be held open or the file is gone (the per-key path
         decides)."""
-        where, _, blob = real.rpartition(os.sep)
-        fd = self._pinned_dir(where or os.sep)
+        fd, name = self._folders.split(real)
         if fd < 0:
             return -1
         try:
-            return self._open(blob, _NOFOLLOW | flags, dir_fd=fd)
+            return self._open(name, _NOFOLLOW | flags, dir_fd=fd)
         except OSError:
             return -1
 
     def close(self) -> None:
-        """Close the folders held open (see :meth:`_pinned_dir`)."""
-        _close_all(self._pinned)
+        """Close the folders held open (see :mod:`._held`)."""
+        self._folders.close()
 
     def __del__(self) -> None:
-        pinned = getattr(self, "_pinned", None)
-        if pinned:
-            _close_all(pinned)
+        held = getattr(self, "_folders", None)
+        if held is not None and held.fds:
+            held.close()
 
     def file_path(self, key: str) -> str:
         """Return the absolute real path of ``key``, after checking it stays inside.
@@ -643,14 +607,18 @@ class DirectoryStore(Store):
             raise
         return st
 
+    def _proc_usable(self) -> bool:
+        """Whether ``/proc/self/fd`` names the files this store opens (asked once)."""
+        if self._proc_names is None:
+            self._proc_names = PER_NAME and proc_names(self._real_root)
+        return self._proc_names
+
     def _opened_as_listed(self, fd: int, path: str) -> bool:
         """Whether descriptor ``fd``, opened by ``path`` (its folder's real path and its
         name), is that file: O_NOFOLLOW guards the last name only, and a folder on the
         way may have been swapped for a link since it was listed. ``/proc/self/fd`` names
         what was opened (about 1 µs); where it does not tell, the open is kept as before."""
-        if self._proc_names is None:
-            self._proc_names = PER_NAME and proc_names(self._real_root)
-        return not self._proc_names or proc_name(fd) == path
+        return not self._proc_usable() or proc_name(fd) == path
 
     def _open_linked(self, key: str) -> int:
         """Open the file of a key resolved before to a link out of the root (the index
@@ -890,45 +858,6 @@ class DirectoryStore(Store):
         if key is not None and self.link(key) is not None:
             return False
         return os.access(target, os.W_OK)
-
-
-def _lexical(folder: str, target: str) -> str | None:
-    """The path a symlink in the real folder ``folder`` (with a trailing separator) that
-    says ``target`` names, when ``target`` is some ``..`` then plain names (a real
-    folder's ``..`` is its parent: no system call); None for any other target (``.``,
-    ``//``, a name starting with a dot: the per-key path resolves those).
-
-    Examples
-    --------
-    >>> _lexical("/c/models--a--b/snapshots/0123/", "../../blobs/f00d")
-    '/c/models--a--b/blobs/f00d'
-    >>> _lexical("/c/d/", "../x/../y") is None
-    True
-    """
-    sep = os.sep
-    if target[:1] == sep:
-        base, rest = "", target[1:]
-    else:
-        rest = target.lstrip("./")
-        ups = len(target) - len(rest)
-        if target[:ups] != "../" * (ups // 3) or ups % 3:
-            return None  # "./", "..." or a dot name: not the plain form
-        base = folder[:-1].rsplit(sep, ups // 3)[0] if ups else folder[:-1]
-    if not rest or rest[0] == "." or "/." in rest or "//" in rest or rest[-1] == sep or (
-            "\x00" in rest):
-        return None
-    return base + sep + rest
-
-
-def _close_all(fds: dict[str, int]) -> None:
-    """Close the descriptors held in ``fds`` (-1: none) and forget them."""
-    for fd in fds.values():
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    fds.clear()
 
 
 def _lstat(path: str) -> os.stat_result | None | object:

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from ..errors import UnsafeCheckpointError, UntrustedLinkError
 from ._checked import proc_names, readlink_or
 
-__all__ = ["TRUSTED_PATHS_ENV", "Link", "LinkPolicy", "LinkResolver", "trust_paths",
-           "trusted_paths", "untrusted_link"]
+__all__ = ["TRUSTED_PATHS_ENV", "Link", "LinkPolicy", "LinkResolver", "plain_target",
+           "trust_paths", "trusted_paths", "untrusted_link"]
 
 #: The environment variable listing trusted paths (``os.pathsep``-separated).
 TRUSTED_PATHS_ENV = "TDVIEW_TRUSTED_PATHS"
@@ -605,3 +605,30 @@ def untrusted_link(root: str, real_root: str, key: str, link: str, target: str,
         "(tdview never writes through such a link)."
     )
 
+
+def plain_target(folder: str, target: str) -> str | None:
+    """The path a symlink in the real folder ``folder`` (with a trailing separator) that
+    says ``target`` names, when ``target`` is some ``..`` then plain names (a real
+    folder's ``..`` is its parent: no system call); None for any other target (``.``,
+    ``//``, a name starting with a dot: the per-key path resolves those).
+
+    Examples
+    --------
+    >>> plain_target("/c/models--a--b/snapshots/0123/", "../../blobs/f00d")
+    '/c/models--a--b/blobs/f00d'
+    >>> plain_target("/c/d/", "../x/../y") is None
+    True
+    """
+    sep = os.sep
+    if target[:1] == sep:
+        base, rest = "", target[1:]
+    else:
+        rest = target.lstrip("./")
+        ups = len(target) - len(rest)
+        if target[:ups] != "../" * (ups // 3) or ups % 3:
+            return None  # "./", "..." or a dot name: not the plain form
+        base = folder[:-1].rsplit(sep, ups // 3)[0] if ups else folder[:-1]
+    if not rest or rest[0] == "." or "/." in rest or "//" in rest or rest[-1] == sep or (
+            "\x00" in rest):
+        return None
+    return base + sep + rest

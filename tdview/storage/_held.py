@@ -1,0 +1,90 @@
+"""The folders a directory store opens files in, held open for the store's life.
+
+On Linux a folder is opened once (``O_PATH``: nothing is read) and its files are then
+looked at and opened through that descriptor (``fstatat``, ``openat``, the last name
+not followed): no folder on the way, swapped for a symlink after it was checked, can
+lead elsewhere. A folder opened by a path is kept only when that path is the folder's
+real path: its own name is opened without following, and the folders above it are the
+root's real path or its ancestors (real already), or ``/proc/self/fd`` says so. Where
+no folder can be held (no ``O_PATH``, no ``/proc/self/fd``), every call answers -1 or
+None and the store takes its per-key path.
+
+A bounded number is held (all closed at once beyond it, then opened again on demand);
+:meth:`HeldFolders.close` closes them, as the store's ``close`` (and its finalizer)
+does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ._checked import proc_name
+
+__all__ = ["HeldFolders"]
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Folders held per store: a checkpoint's leaf folders are met one after another, and a
+# content store's blobs/ is one (git-annex keeps a folder per object).
+_HELD = 64
+
+
+class HeldFolders:
+    """Descriptors of real folders, by real path (see the module).
+
+    Parameters
+    ----------
+    prefix : str
+        The root's real path with a trailing separator.
+    usable : callable
+        Whether ``/proc/self/fd`` names what is opened (asked once, on first use).
+    """
+
+    def __init__(self, prefix: str, usable: Callable[[], bool]) -> None:
+        self.prefix = prefix
+        self._usable: Callable[[], bool] | None = usable
+        self.fds: dict[str, int] = {}  # real folder -> descriptor, or -1: cannot be held
+
+    def fd(self, where: str) -> int:
+        """The descriptor of the real folder ``where``, opened on first use; -1 where it
+        cannot be held as that very folder."""
+        fds = self.fds
+        fd = fds.get(where)
+        if fd is not None:
+            return fd
+        fd = -1
+        usable = self._usable
+        if usable is not None and not usable():
+            self._usable = None  # no /proc/self/fd: never held
+        elif _O_PATH and usable is not None:
+            try:
+                fd = os.open(where, _O_PATH | _O_DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            else:
+                above = where.rpartition(os.sep)[0] + os.sep
+                if not self.prefix.startswith(above) and proc_name(fd) != where:
+                    os.close(fd)  # a symlink on the way: the per-key path decides
+                    fd = -1
+        if len(fds) >= _HELD:
+            self.close()
+        fds[where] = fd
+        return fd
+
+    def split(self, real: str) -> tuple[int, str]:
+        """``(descriptor of its folder or -1, its name)`` of the real path ``real``."""
+        where, _, name = real.rpartition(os.sep)
+        return self.fd(where or os.sep), name
+
+    def close(self) -> None:
+        """Close every folder held, and forget them."""
+        fds = self.fds
+        for fd in fds.values():
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        fds.clear()
