@@ -178,13 +178,9 @@ class RemoteArchiveStore(ArchiveStore):
         return None  # nothing is mapped: a changed object shows in its reads' checks
 
     def close(self) -> None:
+        # fsspec's block cache saves what it read as each of its files closes (every
+        # ranged read opens and closes one): nothing is left to save here
         self.transport.close()
-        closer = getattr(self.transport.fs, "close_and_update", None)
-        if closer is not None:  # fsspec's block cache: keep what it read for next time
-            try:
-                closer()
-            except Exception:  # noqa: BLE001 - a cache that cannot save is only slower
-                pass
 
     def stored_span(self, key: str) -> tuple[int, int] | None:
         return None  # nothing to map: the loader reads through fetch
