@@ -13,7 +13,9 @@
 
 import type { CommModel } from "./comm-data-source";
 
-export const STATIC_NOTE = "static view, no kernel has answered: run the cell to browse";
+/** Read right both with no kernel (an export, a notebook reopened) and with a kernel busy
+ * with a long cell, which answers once the cell is done. */
+export const STATIC_NOTE = "static view — no kernel has answered yet (run the cell to browse)";
 /** A live kernel answers the first request well within this (ms). */
 export const STATIC_DELAY_MS = 1000;
 
@@ -25,7 +27,7 @@ export function staticView(html: string): HTMLElement {
   const note = document.createElement("div");
   note.className = "tdview-lost tdview-static-note";
   note.setAttribute("role", "status");
-  note.textContent = `tdview: ${STATIC_NOTE}.`;
+  note.textContent = `tdview: ${STATIC_NOTE}`;
   const tree = document.createElement("div");
   tree.className = "tdview-static-tree";
   tree.innerHTML = html;

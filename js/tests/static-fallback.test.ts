@@ -47,8 +47,9 @@ describe("static fallback in the widget", () => {
     const fallback = el.querySelector(".tdview-static-fallback");
     expect(fallback?.querySelector(".tdview-static td")?.textContent).toBe("replay");
     expect(fallback?.querySelector(".tdview-static-note")?.textContent).toBe(
-      `tdview: ${STATIC_NOTE}.`,
+      `tdview: ${STATIC_NOTE}`,
     );
+    expect(STATIC_NOTE).toBe("static view — no kernel has answered yet (run the cell to browse)");
     expect(app()?.style.display).toBe("none");
     answer(); // the kernel catches up
     await settle();
