@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml js/package.json js/package-lock.json scripts/bootstrap.
 	./scripts/bootstrap.sh
 	touch $(STAMP)
 $(STAMP): labextension/package.json labextension/package-lock.json
+$(STAMP): tests/browser/html-manager/package.json tests/browser/html-manager/package-lock.json
 
 env: $(STAMP)
 
@@ -52,3 +53,4 @@ bench-quick: env
 clean:
 	rm -rf $(VENV) js/node_modules tdview/static dist build $(DEMO_DIR)
 	rm -rf labextension/node_modules labextension/lib tdview/labextension
+	rm -rf tests/browser/html-manager/node_modules

@@ -35,3 +35,6 @@ command -v npm >/dev/null || { echo "bootstrap: npm (Node 20) is needed to build
 (cd labextension && npm ci --no-audit --no-fund --silent && PATH="$PWD/../.venv/bin:$PATH" npm run --silent build)
 rm -rf .venv/share/jupyter/labextensions/tdview-jupyterlab
 ln -s "$PWD/tdview/labextension" .venv/share/jupyter/labextensions/tdview-jupyterlab
+# What an nbconvert HTML export loads from its CDNs (html-manager, anywidget, require.js):
+# tests/browser/test_static_export_html.py serves these locally in their place.
+(cd tests/browser/html-manager && npm ci --no-audit --no-fund --silent --ignore-scripts)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def _html(notebook: nbformat.NotebookNode, **kwargs: object) -> str:
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# HTMLExporter's default priority with text/html moved before the widget view (README).
+NO_JS_PRIORITY = (
+    '["text/html", "application/vnd.jupyter.widget-view+json", "application/javascript", '
+    '"text/markdown", "image/svg+xml", "text/vnd.mermaid", "text/latex", "image/png", '
+    '"image/jpeg", "text/plain"]')
 
 
 def _tdview_state(state: dict) -> dict:
@@ -99,6 +105,19 @@ def test_notebook_saved_with_widget_state_keeps_the_static_tree(tmp_path, demo_p
     priority = ["text/html", WIDGET_VIEW, "text/plain"]
     html = _html(saved, config=Config({"NbConvertBase": {"display_data_priority": priority}}))
     assert 'class="tdview-static"' in html and _has_rows(html)
+
+    # The same from the command line, with the flag and list that the README gives (the
+    # trait is NbConvertBase's: `--HTMLExporter.display_data_priority` is ignored).
+    from nbconvert import HTMLExporter
+
+    default = HTMLExporter().default_config["NbConvertBase"]["display_data_priority"]
+    assert sorted(json.loads(NO_JS_PRIORITY)) == sorted(default)  # nothing else dropped
+    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--output", "nojs",
+                    f"--NbConvertBase.display_data_priority={NO_JS_PRIORITY}",
+                    str(tmp_path / "saved.ipynb")], check=True, capture_output=True)
+    html = (tmp_path / "nojs.html").read_text(encoding="utf-8")
+    assert 'class="tdview-static"' in html and _has_rows(html)
+    assert f'<script type="{WIDGET_VIEW}">' not in html
 
 
 def test_tour_cli_cell_runs_without_the_venv_on_path(tmp_path, demo_paths, monkeypatch) -> None:
