@@ -17,7 +17,12 @@ import type {
   Side,
   SummaryLevel,
 } from "./compare-protocol";
-import type { CompareSource, DiffPreviewData, RefineOptions } from "./compare-source";
+import {
+  type CompareSource,
+  type DiffPreviewData,
+  type RefineOptions,
+  refineParams,
+} from "./compare-source";
 import {
   abortableDelay,
   type CallOptions,
@@ -135,7 +140,7 @@ export class MemoryCompareSource implements CompareSource {
   }
 
   async refine(path: Path, level: DiffLevel, opts: RefineOptions = {}): Promise<DiffSummary> {
-    await this.#start("diff_refine", { path, level }, opts);
+    await this.#start("diff_refine", refineParams(path, level, opts), opts);
     this.#get(path);
     const steps = 4;
     for (let done = 0; done <= steps; done++) {

@@ -15,6 +15,7 @@ import { rollupCounts, rollupText } from "./compare-format";
 import { CompareTreeSource, compareNode, DiffNavigator } from "./compare-model";
 import type { CompareState, DiffLevel, DiffSummary } from "./compare-protocol";
 import type { CompareSource } from "./compare-source";
+import { ToleranceFields } from "./compare-tolerance";
 import { isCancelled, type ProgressInfo } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, humanBytes } from "./format";
@@ -84,6 +85,7 @@ export class CompareApp {
   readonly #prev: HTMLButtonElement;
   readonly #next: HTMLButtonElement;
   readonly #refineAll: HTMLButtonElement[] = [];
+  readonly #tolerance: ToleranceFields;
   #state: CompareState;
   #tree: TreeModel | null = null;
   #view: TreeView | null = null;
@@ -133,6 +135,8 @@ export class CompareApp {
       this.#refineAll.push(b);
       all.append(b);
     }
+    this.#tolerance = new ToleranceFields(this.#state.summary);
+    all.append(this.#tolerance.element);
     const toolbar = el("div", "tdview-compare-toolbar");
     toolbar.append(only, this.#prev, this.#next, all);
     this.#status = el("div", "tdview-compare-status");
@@ -207,6 +211,12 @@ export class CompareApp {
   /** Compares the subtree at `path` again at `level`, with progress and a Cancel button. */
   async refine(path: Path, level: DiffLevel): Promise<DiffSummary | null> {
     if (this.#refine) return null;
+    // the tolerances typed (a value comparison uses them; the other levels ignore them)
+    const tolerance = this.#tolerance.values();
+    if ("error" in tolerance) {
+      this.#task.replaceChildren(alertBox(`Cannot compare values: ${tolerance.error}.`));
+      return null;
+    }
     const abort = new AbortController();
     this.#refine = abort;
     this.#setBusy(true);
@@ -230,8 +240,8 @@ export class CompareApp {
       const summary = await this.#source.refine(path, level, {
         signal: abort.signal,
         onProgress,
-        rtol: this.#state.summary.rtol,
-        atol: this.#state.summary.atol,
+        rtol: tolerance.rtol,
+        atol: tolerance.atol,
       });
       if (this.#disposed) return null;
       this.#task.replaceChildren(
@@ -305,9 +315,15 @@ export class CompareApp {
     a.title = summary.a;
     const b = span("tdview-source tdview-compare-source-b", source_b);
     b.title = summary.b;
+    const tolerances =
+      summary.level !== "metadata" &&
+      summary.level !== "fingerprint" &&
+      (summary.rtol || summary.atol)
+        ? ` within rtol ${summary.rtol}, atol ${summary.atol}`
+        : "";
     const level = span(
       "tdview-badge tdview-compare-level",
-      LEVEL_WORDS[summary.level] ?? summary.level,
+      `${LEVEL_WORDS[summary.level] ?? summary.level}${tolerances}`,
     );
     level.title = "What this comparison read";
     this.#header.replaceChildren(
@@ -323,6 +339,7 @@ export class CompareApp {
 
   #setBusy(busy: boolean): void {
     for (const b of this.#refineAll) b.disabled = busy;
+    this.#tolerance.disabled = busy;
     this.details.setBusy(busy);
   }
 

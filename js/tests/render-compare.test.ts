@@ -169,6 +169,28 @@ describe("the compare view", () => {
     expect(el.querySelector(".tdview-compare-header")?.textContent).toContain("mixed");
   });
 
+  it("sends the rtol and atol typed, and starts nothing while one is not a number", async () => {
+    const source = stepSource();
+    const { el } = setup(source);
+    await until(() => rows(el).length === 3);
+    const atol = el.querySelector<HTMLInputElement>(".tdview-compare-tolerance .tdview-atol");
+    if (!atol) throw new Error("no atol field");
+    atol.value = "-1";
+    atol.dispatchEvent(new Event("input"));
+    click(el, ".tdview-compare-all-values");
+    await until(() => el.querySelector(".tdview-compare-task [role=alert]") !== null, "the alert");
+    expect(el.querySelector(".tdview-compare-task")?.textContent).toContain("atol");
+    expect(source.calls("diff_refine")).toHaveLength(0);
+    atol.value = "0.5";
+    atol.dispatchEvent(new Event("input"));
+    click(el, ".tdview-compare-all-values");
+    await until(() => el.querySelector(".tdview-refine-done") !== null, "the refine");
+    expect(source.calls("diff_refine").at(-1)?.params).toMatchObject({
+      level: "values",
+      atol: 0.5,
+    });
+  });
+
   it("cancels a refine, and nothing changes", async () => {
     const source = stepSource({ latencyMs: 20 });
     const { el } = setup(source);
