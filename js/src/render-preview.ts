@@ -14,6 +14,7 @@ import { formatCount } from "./format";
 import { indexText, parseIndex, selectIndex } from "./preview-index";
 import type { NodeDetails, Path, PreviewDim, PreviewStats, RowsScope } from "./protocol";
 import { renderHeatmap } from "./render-heatmap";
+import { watchTheme } from "./theme-watch";
 
 /** The cells a heatmap asks for: enough for the panel's width, well below the kernel's
  * cap of MAX_HEATMAP_CELLS a side. */
@@ -363,6 +364,9 @@ export class PreviewSection {
   #data: PreviewData | null = null;
   /** The leaf the index belongs to. */
   #shownKey: string | null = null;
+  /** Stops watching the theme: started by the first heatmap drawn (its colours are read
+   * when drawn), stopped by `dispose`. */
+  #unwatchTheme: (() => void) | null = null;
 
   /** Whether the preview stays open from leaf to leaf. */
   get open(): boolean {
@@ -488,6 +492,7 @@ export class PreviewSection {
     const box = renderPreview(data, { log: this.#logInput.checked });
     const heatmap = renderHeatmap(data, this.element);
     if (heatmap) box.append(heatmap);
+    if (heatmap && !this.#unwatchTheme) this.#unwatchTheme = watchTheme(() => this.#redraw());
     const rows = tableRows(data);
     if (rows && rows.shown < rows.total) box.append(this.#pager(data, rows));
     return box;
@@ -596,5 +601,7 @@ export class PreviewSection {
 
   dispose(): void {
     this.#abort?.abort();
+    this.#unwatchTheme?.();
+    this.#unwatchTheme = null;
   }
 }

@@ -91,3 +91,53 @@ describe("the heatmap of a preview", () => {
     expect(renderHeatmap(data)).toBeNull();
   });
 });
+
+describe("the heatmap after a theme switch", () => {
+  const tree = {
+    key: "",
+    children: [
+      { key: "w", shape: [4, 4], dtype: "float32", data: Array.from({ length: 16 }, (_, i) => i) },
+    ],
+  };
+  const ramp = (section: PreviewSection) =>
+    section.element.querySelector<HTMLElement>(".tdview-heatmap-ramp");
+
+  async function drawn(): Promise<PreviewSection> {
+    const source = new MemoryDataSource(tree);
+    const section = new PreviewSection(source);
+    section.element.style.setProperty("--jp-layout-color1", "#ffffff");
+    document.body.append(section.element);
+    section.setNode(await source.node(["w"]));
+    const toggle = section.element.querySelector<HTMLInputElement>(".tdview-preview-heatmap");
+    if (!toggle) throw new Error("no heatmap toggle");
+    toggle.checked = true;
+    section.openPreview();
+    await tick();
+    return section;
+  }
+
+  /** What JupyterLab does once a theme's CSS is in: new variables, then <body>'s marks. */
+  async function switchTheme(section: PreviewSection, low: string): Promise<void> {
+    section.element.style.setProperty("--jp-layout-color1", low);
+    document.body.setAttribute("data-jp-theme-light", "false");
+    document.body.setAttribute("data-jp-theme-name", "JupyterLab Dark");
+    await tick();
+  }
+
+  it("is drawn again with the new theme's colours", async () => {
+    const section = await drawn();
+    expect(ramp(section)?.style.background).toContain("rgb(255,255,255)");
+    await switchTheme(section, "#111111");
+    expect(ramp(section)?.style.background).toContain("rgb(17,17,17)");
+    section.dispose();
+  });
+
+  it("is left alone once its view is disposed (the observer is gone)", async () => {
+    const section = await drawn();
+    const before = ramp(section);
+    section.dispose();
+    await switchTheme(section, "#222222");
+    expect(ramp(section)).toBe(before);
+    expect(before?.style.background).toContain("rgb(255,255,255)");
+  });
+});
