@@ -14,6 +14,7 @@
 import { CommDataSource, type CommModel } from "./comm-data-source";
 import { parseCompareState } from "./compare-protocol";
 import { CommCompareSource } from "./compare-source";
+import { followFillArea } from "./fill-height";
 import {
   type LoadResult,
   type Path,
@@ -63,6 +64,8 @@ function render({ model, el }: RenderProps): () => void {
   const container = document.createElement("div");
   container.className = "tdview-root";
   el.append(container);
+  // in the tdview console panel the view takes the panel's height; in a cell it is compact
+  const stopFilling = followFillArea(container);
   let app: App | CompareApp | null = null;
   const fallback = new StaticFallback(model, () => model.get("_static_html"), {
     onChange: (showStatic) => {
@@ -172,6 +175,7 @@ function render({ model, el }: RenderProps): () => void {
     model.off("change:compare", onCompareTrait);
     app?.dispose();
     source.dispose();
+    stopFilling();
     fallback.dispose();
     container.remove();
   };

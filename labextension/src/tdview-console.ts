@@ -48,6 +48,9 @@ export function commsOnMainShell(kernel: Kernel.IKernelConnection | null | undef
 }
 /** The class of a tdview console panel. */
 export const PANEL_CLASS = 'tdview-console';
+/** The class that makes the widget fill a scroll area's height (js/src/fill-height.ts):
+ * given to the console's cells' area, so the view uses the panel's height. */
+export const FILL_AREA = 'tdview-fill';
 
 /** Whether `panel` is a tdview console (also one restored after a page reload). */
 export function isTDViewConsole(panel: ConsolePanel): boolean {
@@ -202,6 +205,7 @@ export class TDViewConsoles {
       return;
     }
     panel.addClass(PANEL_CLASS);
+    panel.console.node.querySelector('.jp-CodeConsole-content')?.classList.add(FILL_AREA);
     panel.title.icon = tdviewIcon;
     const button = new ToolbarButton({
       icon: notebookIcon,

@@ -173,17 +173,43 @@ print("ROWS", json.dumps(big["observation"][{a}:{b}].tolist()))
 """
 
 
-def test_slice_log_counts_and_heatmap(lab, page, artifacts) -> None:
+# Where the view and the cell after it are, in the notebook's scrolled content (px).
+_CELL_BOXES = """() => {
+    const scroller = document.querySelector('.jp-WindowedPanel-outer');
+    const view = document.querySelector('.tdview-root').getBoundingClientRect();
+    const next = document.querySelectorAll('.jp-Notebook .jp-Cell')[1].getBoundingClientRect();
+    const tree = document.querySelector('.tdview-tree').getBoundingClientRect();
+    return {view: view.height, next_top: next.top + scroller.scrollTop, tree: tree.height};
+}"""
+
+# The mean of the heatmap canvas's drawn pixels (0 black to 255 white).
+_CANVAS_BRIGHTNESS = """(c) => {
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let sum = 0, n = 0;
+    for (let i = 0; i < data.length; i += 4) {
+        if (data[i + 3]) { sum += data[i] + data[i + 1] + data[i + 2]; n += 3; }
+    }
+    return n ? sum / n : null;
+}"""
+
+
+def test_slice_log_counts_and_heatmap(lab, page, artifacts, tmp_path) -> None:
     write_big(lab.root / "big")
     write_notebook(lab.root, "tdview_slice.ipynb",
-                   ['from tdview import TDView\nv = TDView("big")\nv'])
+                   ['from tdview import TDView\nv = TDView("big")\nv', '"the cell after"'])
     open_and_run(page, lab, "tdview_slice.ipynb")
     widget = page.locator(".tdview-root")
     row(page, "observation", 2).locator(".tdview-key").click()
     wait_details(widget, '("observation",)')
+    before = page.evaluate(_CELL_BOXES)
+    assert before["tree"] == 360, before  # a cell keeps the compact height
     preview = details(widget).locator(".tdview-preview")
     preview.locator(".tdview-preview-button").click()
     preview.locator(".tdview-preview-table").wait_for(timeout=TIMEOUT)
+    # The preview scrolls inside the details: the view and the cell below stay put.
+    opened = page.evaluate(_CELL_BOXES)
+    assert abs(opened["view"] - before["view"]) <= 1, (before, opened)
+    assert abs(opened["next_top"] - before["next_top"]) <= 2, (before, opened)
 
     # A slice past row 50,000: row labels from 50,000, values as load_memmap reads them.
     index = preview.locator(".tdview-preview-index")
@@ -231,10 +257,19 @@ def test_slice_log_counts_and_heatmap(lab, page, artifacts) -> None:
     assert labels.first.inner_text() == str(SLICE[0])  # the slice is kept
     canvas.scroll_into_view_if_needed()
     widget.screenshot(path=str(artifacts / "tdview-heatmap-light.png"))
+    shown = page.evaluate(_CELL_BOXES)
+    assert abs(shown["next_top"] - before["next_top"]) <= 2, (before, shown)
+    light = canvas.evaluate(_CANVAS_BRIGHTNESS)
+    assert light is not None and light > 150, light  # from white to the accent
+    canvas.screenshot(path=str(tmp_path / "heatmap-light.png"))
     try:
+        # The theme's switch redraws the canvas with the dark theme's colours.
         settle_theme(page, "dark")
         canvas.wait_for(timeout=TIMEOUT)
+        page.wait_for_function(f"(c) => ({_CANVAS_BRIGHTNESS})(c) < {light} - 60",
+                               arg=canvas.element_handle(), timeout=TIMEOUT)
         canvas.scroll_into_view_if_needed()
         widget.screenshot(path=str(artifacts / "tdview-heatmap-dark.png"))
+        canvas.screenshot(path=str(tmp_path / "heatmap-dark.png"))
     finally:
         settle_theme(page, "light")

@@ -183,3 +183,43 @@ def test_kernel_restart_is_said_once(lab, page, artifacts) -> None:
     text = panel.locator(".tdview-root").inner_text()
     assert "annot send" not in text and "ConnectionLost" not in text, text
     page.screenshot(path=str(artifacts / "labextension-kernel-restarted-light.png"))
+
+
+# The boxes of a panel's cells' area, its view's tree and details (viewport pixels).
+_FILL_BOXES = """(p) => {
+    const area = p.querySelector('.jp-CodeConsole-content');
+    const a = area.getBoundingClientRect();
+    const tree = p.querySelector('.tdview-tree').getBoundingClientRect();
+    const details = p.querySelector('.tdview-details').getBoundingClientRect();
+    return {area_bottom: a.top + area.clientHeight, scrolls: area.scrollHeight > area.clientHeight,
+            tree: tree.height, tree_bottom: tree.bottom, details_bottom: details.bottom};
+}"""
+
+
+def test_the_view_fills_the_panel_and_follows_its_resizes(lab, page, tmp_path) -> None:
+    """In a tdview panel the tree and details reach down to the panel's bottom (no
+    scrolling, not the 360 px of a notebook cell), and follow the panel when it grows."""
+    open_lab(page, lab)
+    panel = open_panel(page, "panel_e")
+    panel.locator(".tdview-root.tdview-filled").wait_for(timeout=TIMEOUT)
+    boxes = panel.evaluate(_FILL_BOXES)
+    assert boxes["tree"] > 400, boxes  # 432 at this 900 px viewport, the code cell above
+    assert 0 <= boxes["area_bottom"] - boxes["tree_bottom"] <= 24, boxes
+    assert abs(boxes["details_bottom"] - boxes["tree_bottom"]) <= 1, boxes
+    assert not boxes["scrolls"], boxes
+    page.screenshot(path=str(tmp_path / "tdview-panel-900.png"))
+
+    # A taller panel: its split gives the cells' area part of the height, the tree all of that.
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    page.wait_for_function(
+        """([p, before]) => {
+            const area = p.querySelector('.jp-CodeConsole-content');
+            const tree = p.querySelector('.tdview-tree').getBoundingClientRect();
+            const bottom = area.getBoundingClientRect().top + area.clientHeight;
+            return bottom > before + 50 && bottom - tree.bottom <= 24;
+        }""", arg=[panel.element_handle(), boxes["area_bottom"]], timeout=TIMEOUT)
+    grown = panel.evaluate(_FILL_BOXES)
+    assert abs((grown["tree"] - boxes["tree"])
+               - (grown["area_bottom"] - boxes["area_bottom"])) <= 2, (boxes, grown)
+    assert not grown["scrolls"], grown
+    page.screenshot(path=str(tmp_path / "tdview-panel-1100.png"))
