@@ -17,7 +17,10 @@ widget searches): the first page of 50 and the count of every match.
   page's 50 node summaries.
 
 One more row per checkpoint times the first search of a checkpoint opened afresh (every
-``meta.json`` read and parsed, the files in the page cache).
+``meta.json`` read and parsed, the files in the page cache), and the row after it the
+widget's first page of that checkpoint: the protocol reply asked with ``count: false``
+(the walk stops at the 51st match; the widget asks the count after it) against the same
+reply counting every match.
 
 tensordict has no search: loading the structure of a million keys to filter them
 (``load_memmap(device="meta")``) takes about a minute, so it is left out.
@@ -119,6 +122,17 @@ def _reply(session: Session, pattern: str) -> int:
     return int(reply["result"]["total"])
 
 
+def _fresh_reply(path: Path, pattern: str, count: bool) -> int:
+    """The ``search`` reply of a fresh checkpoint, counted or the first page only."""
+    with Checkpoint(path) as ckpt:
+        params = {"pattern": pattern, "limit": PAGE, "count": count}
+        reply, _ = handle(Session(ckpt, str(path)), {
+            "kind": "tdview:request", "v": 1, "id": 1, "method": "search", "params": params})
+    assert reply is not None and reply["ok"], reply
+    assert reply["result"]["counted"] is count and len(reply["result"]["matches"]) == PAGE
+    return int(reply["result"]["total"])
+
+
 def _rows(name: str, path: Path, reps: int) -> list[Result]:
     warm = Checkpoint(path)
     session = Session(Checkpoint(path), str(path))
@@ -142,6 +156,12 @@ def _rows(name: str, path: Path, reps: int) -> list[Result]:
          "search": partial(_fresh, _count, path, pattern)},
         baseline="node walk", reps=reps, warmup=0,
         note="cold index: every meta.json read and parsed (the files in the page cache)"))
+    rows.append(compare(
+        "12 search", f"{name}, {keys:,} keys: {pattern!r}, a fresh checkpoint's first page",
+        {"counted reply": partial(_fresh_reply, path, pattern, True),
+         "count off": partial(_fresh_reply, path, pattern, False)},
+        baseline="counted reply", reps=reps, warmup=0,
+        note="cold index: the protocol reply of 50 matches, counting all or count: false"))
     return rows
 
 

@@ -185,8 +185,22 @@ def test_search(session: Session) -> None:
     assert len(limited["matches"]) == 3 and limited["truncated"] is True
     assert ok(session, "search", pattern="", limit=3)["matches"] == []
     assert ok(session, "search", pattern="zzz-none", limit=3) == {
-        "pattern": "zzz-none", "offset": 0, "total": 0, "matches": [], "nodes": [],
-        "truncated": False}
+        "pattern": "zzz-none", "offset": 0, "total": 0, "counted": True, "matches": [],
+        "nodes": [], "truncated": False}
+
+
+def test_search_first_page_then_count(session: Session) -> None:
+    """``count: false`` answers the page and a lower bound; ``limit: 0`` then counts."""
+    full = ok(session, "search", pattern="o", limit=3)
+    first = ok(session, "search", pattern="o", limit=3, count=False)
+    assert first["matches"] == full["matches"] and first["nodes"] == full["nodes"]
+    assert (first["total"], first["counted"], first["truncated"]) == (4, False, True)
+    counted = ok(session, "search", pattern="o", limit=0)
+    assert (counted["total"], counted["counted"]) == (full["total"], True)
+    assert ok(session, "search", pattern="o", limit=0, count=False)["counted"] is True
+    last = ok(session, "search", pattern="o", limit=3, offset=full["total"] - 2, count=False)
+    assert (last["total"], last["counted"], last["truncated"]) == (full["total"], True, False)
+    assert failed(session, "search", pattern="o", limit=3, count="no")["type"] == "RequestError"
 
 
 def test_devices(session: Session) -> None:

@@ -143,6 +143,7 @@ REPLIES = {
     "reply_node_tensordict": ("node", {"path": ["replay"]}),
     "reply_node_non_tensor": ("node", {"path": ["tags"]}),
     "reply_search": ("search", {"pattern": "o", "limit": 3}),
+    "reply_search_uncounted": ("search", {"pattern": "o", "limit": 3, "count": False}),
     "reply_devices": ("devices", {}),
     "reply_error": ("preview", {"path": ["replay", "missing"], "rows": 4}),
 }

@@ -100,6 +100,16 @@ def test_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint) -> None:
     assert page.total == len(case["matches"])
 
 
+@pytest.mark.parametrize("case", DOC["pages"], ids=lambda c: c["why"][:40])
+def test_page_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint) -> None:
+    """A page with the count on or off, as the in-memory data source gives it too."""
+    page = search_page(model_ckpt, case["pattern"], offset=case["offset"],
+                       limit=case["limit"], count=case["count"])
+    assert page.matches == [tuple(p) for p in case["matches"]], case["why"]
+    assert (page.total, page.counted, page.truncated) == (
+        case["total"], case["counted"], case["truncated"]), case["why"]
+
+
 def test_the_record_walk_finds_what_the_node_walk_finds(demo_paths: dict[str, Path]) -> None:
     """On the demo (tensorclasses, lazy stacks, non-tensor data, a view of nothing):
     the same paths, in the same order, as testing every node of ``walk``."""

@@ -25,6 +25,7 @@ import type {
   PreviewSelection,
   PreviewStats,
   RowsScope,
+  SearchParams,
   SearchResult,
 } from "./protocol";
 
@@ -101,12 +102,21 @@ export interface PreviewOptions extends CallOptions {
 export interface SearchOptions extends CallOptions {
   /** The first match of the page (default 0). */
   offset?: number;
+  /** false: the page alone, answered before the walk ends (`counted: false`). */
+  count?: boolean;
 }
 
-/** The search params: `offset` is sent only when it is not 0. */
-export function searchParams(pattern: string, limit: number, opts?: SearchOptions) {
-  const offset = opts?.offset ?? 0;
-  return offset ? { pattern, limit, offset } : { pattern, limit };
+/** The search params: `offset` is sent only when it is not 0, `count` only when false
+ * (the request a client sent before they existed stays the same). */
+export function searchParams(
+  pattern: string,
+  limit: number,
+  opts?: SearchOptions,
+): SearchParams & Record<string, unknown> {
+  const params: SearchParams & Record<string, unknown> = { pattern, limit };
+  if (opts?.offset) params.offset = opts.offset;
+  if (opts?.count === false) params.count = false;
+  return params;
 }
 
 /** The preview params for `opts`: each optional param is sent only when asked, so that a

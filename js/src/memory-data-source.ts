@@ -204,13 +204,17 @@ export class MemoryDataSource implements DataSource {
   }
 
   /** Like the kernel: the rules of `search-match.ts`, depth-first in the tree's order,
-   * one page from `offset` with the number of all matches and a summary of each. */
+   * one page from `offset` with the number of all matches and a summary of each; with
+   * `count: false` (and a limit) it stops at the first match after the page, uncounted. */
   search(pattern: string, limit: number, opts?: SearchOptions): Promise<SearchResult> {
     return this.#answer("search", searchParams(pattern, limit, opts), opts, () => {
       const match = compileSearch(pattern);
       const offset = opts?.offset ?? 0;
+      const stop = offset + limit;
+      const early = opts?.count === false && limit > 0;
       const page: [Path, MemoryNode][] = [];
       let total = 0;
+      let counted = true;
       const stack: [MemoryNode, Path][] = [[this.#tree, []]];
       while (stack.length && !match.empty) {
         const [node, path] = stack.pop() as [MemoryNode, Path];
@@ -220,14 +224,19 @@ export class MemoryDataSource implements DataSource {
           stack.push([child, [...path, child.key]]);
         }
         if (path.length && match(path)) {
-          if (total >= offset && total < offset + limit) page.push([path, node]);
+          if (total >= offset && total < stop) page.push([path, node]);
           total++;
+          if (early && total > stop) {
+            counted = false;
+            break;
+          }
         }
       }
       return {
         pattern,
         offset,
         total,
+        counted,
         matches: page.map(([p]) => p),
         nodes: page.map(([p, n]) => summarize(n, p)),
         truncated: offset + page.length < total,

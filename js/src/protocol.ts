@@ -31,6 +31,12 @@
  *   ignored (the rules: `search-match.ts`, `tdview/index/_match.py`); matches come
  *   depth-first in load order, root excluded. A reply is one page (`offset`, at most
  *   `limit`) with the number of all matches (`total`) and a summary of each node.
+ *   `count: false` (default true) asks for the page alone: the walk stops at the first
+ *   match after it, and the reply says `counted: false`, `total` then being the lower
+ *   bound `offset + limit + 1` (`truncated` stays exact: true). A walk that ends first
+ *   counts exactly: `counted: true`. `limit: 0` only counts (whatever `count` says), so a
+ *   view shows a first page at once and asks the count after it, cancelled by a newer
+ *   query.
  * - `preview` shows the rows and columns an `index` expression picks (`[50000:50020, :8]`,
  *   `preview-index.ts`), or the rows from `offset`; statistics cover the whole leaf.
  */
@@ -257,12 +263,16 @@ export interface SearchParams {
   limit: number;
   /** The first match of the page (0 when absent). */
   offset?: number;
+  /** false: stop at the first match after the page, uncounted (true when absent). */
+  count?: boolean;
 }
 export interface SearchResult {
   pattern: string;
   offset: number;
-  /** Every match, not only this page's. */
+  /** Every match, not only this page's; when not `counted`, `offset + limit + 1`. */
   total: number;
+  /** false: the walk stopped after the page and `total` is only a lower bound. */
+  counted: boolean;
   matches: Path[];
   /** A summary of each match, in the order of `matches` (subtree totals only when the
    * kernel has them already: `bytes`/`numel` of a collection may be null). */
@@ -570,7 +580,10 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   search: (v, at) => {
     const params: SearchParams = object({ pattern: str, limit: count })(v, at);
     const offset = optional(v, "offset");
-    return offset === undefined ? params : { ...params, offset: count(offset, `${at}.offset`) };
+    if (offset !== undefined) params.offset = count(offset, `${at}.offset`);
+    const counting = optional(v, "count");
+    if (counting !== undefined) params.count = bool(counting, `${at}.count`);
+    return params;
   },
   preview: (v, at) => {
     const params: PreviewParams = object({ path, rows: count })(v, at);
@@ -631,6 +644,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
     pattern: str,
     offset: count,
     total: count,
+    counted: bool,
     matches: array(path),
     nodes: array(decodeNodeSummary),
     truncated: bool,

@@ -23,6 +23,16 @@ export interface SearchBoxOptions {
   onFilter?: (pattern: string | null) => void;
 }
 
+/** A count of all matches: under way (`total` null) or known. */
+interface Counting {
+  pattern: string;
+  abort: AbortController;
+  total: number | null;
+  /** Settles when the count is in (null: known without asking). */
+  done: Promise<void> | null;
+  failed?: string;
+}
+
 export class SearchBox {
   readonly element: HTMLElement;
   readonly input: HTMLInputElement;
@@ -41,9 +51,13 @@ export class SearchBox {
   #matches: Path[] = [];
   /** The pattern whose matches are on show. */
   #shown = "";
-  /** The first match of the page on show, and how many matches there are in all. */
+  /** The first match of the page on show, and how many matches there are in all (a
+   * lower bound, `#seen`, until the count comes). */
   #offset = 0;
   #total = 0;
+  #seen = 0;
+  /** The count of a pattern's matches: asked once per pattern, shared by its pages. */
+  #count: Counting | null = null;
 
   constructor(source: DataSource, onPick: (path: Path) => void, options: SearchBoxOptions = {}) {
     this.#source = source;
@@ -89,18 +103,30 @@ export class SearchBox {
     this.#results.addEventListener("click", this.#onClick);
   }
 
-  /** Runs a search now (the input debounces into this), for the page at `offset`. */
+  /** Runs a search now (the input debounces into this), for the page at `offset`;
+   * settles once the page is on show and the count of all matches after it. */
   async search(pattern: string, offset = 0): Promise<void> {
+    const counting = await this.#showPage(pattern, offset);
+    await counting;
+  }
+
+  /** Shows the page as soon as the kernel has it (asked uncounted, so a fresh huge
+   * checkpoint need not be walked first) and starts counting; returns the count. */
+  async #showPage(pattern: string, offset: number): Promise<Promise<void> | undefined> {
     clearTimeout(this.#timer);
     this.#abort?.abort();
     this.#abort = null;
+    if (this.#count?.pattern !== pattern || this.#count.failed !== undefined) {
+      this.#count?.abort.abort(); // a newer query: its count is not wanted any more
+      this.#count = null; // (or one that failed: asked again)
+    }
     if (pattern === "") {
       this.#shown = "";
       this.#offset = 0;
       this.#total = 0;
       this.#show([], [], false, "");
       if (this.#filter.checked) this.#onFilter?.(null);
-      return;
+      return undefined;
     }
     const abort = new AbortController();
     this.#abort = abort;
@@ -108,18 +134,63 @@ export class SearchBox {
       const result = await this.#source.search(pattern, this.#limit, {
         signal: abort.signal,
         offset,
+        count: false,
       });
-      if (abort.signal.aborted) return;
+      if (abort.signal.aborted) return undefined;
       this.#shown = pattern;
       this.#offset = result.offset;
-      this.#total = result.total;
-      this.#show(result.matches, result.nodes, result.truncated, searchStatus(result));
+      if (result.counted && this.#count?.total == null) {
+        this.#count?.abort.abort(); // the page's walk went to the end: counted already
+        this.#count = { pattern, abort: new AbortController(), total: result.total, done: null };
+      }
+      const counting = this.#count ?? this.#startCount(pattern);
+      this.#seen = result.total;
+      this.#show(result.matches, result.nodes, result.truncated, "");
+      this.#showCount();
       if (this.#filter.checked && offset === 0) this.#onFilter?.(pattern);
+      return counting.done ?? undefined;
     } catch (error) {
-      if (isCancelled(error) || abort.signal.aborted) return;
+      if (isCancelled(error) || abort.signal.aborted) return undefined;
       const message = error instanceof ProtocolError ? error.message : String(error);
       this.#show([], [], false, `search failed: ${message}`);
+      return undefined;
     }
+  }
+
+  /** Asks for the number of all matches (`limit: 0`), shown when it comes. */
+  #startCount(pattern: string): Counting {
+    const abort = new AbortController();
+    const counting: Counting = { pattern, abort, total: null, done: null };
+    counting.done = this.#source.search(pattern, 0, { signal: abort.signal }).then(
+      (result) => {
+        if (abort.signal.aborted) return;
+        counting.total = result.total;
+        this.#showCount();
+      },
+      (error: unknown) => {
+        if (isCancelled(error) || abort.signal.aborted) return;
+        counting.failed = error instanceof ProtocolError ? error.message : String(error);
+        this.#showCount();
+      },
+    );
+    this.#count = counting;
+    return counting;
+  }
+
+  /** The status and pager of the page on show, with the true count once it is known. */
+  #showCount(): void {
+    const counting = this.#count;
+    if (counting === null || counting.pattern !== this.#shown) return;
+    const page = { offset: this.#offset, matches: this.#matches };
+    if (counting.total === null) {
+      this.#total = this.#seen;
+      const note = counting.failed === undefined ? "counting…" : `count failed: ${counting.failed}`;
+      this.#status.textContent = searchStatus({ ...page, total: this.#seen, counted: false }, note);
+    } else {
+      this.#total = counting.total;
+      this.#status.textContent = searchStatus({ ...page, total: counting.total });
+    }
+    this.#showPager(this.#offset + this.#matches.length < this.#total);
   }
 
   /** Shows the previous (-1) or next (1) page of the matches on show. */
@@ -143,6 +214,7 @@ export class SearchBox {
   dispose(): void {
     clearTimeout(this.#timer);
     this.#abort?.abort();
+    this.#count?.abort.abort();
   }
 
   #show(matches: Path[], nodes: NodeSummary[], truncated: boolean, status: string): void {
@@ -168,8 +240,12 @@ export class SearchBox {
         return item;
       }),
     );
+    this.#showPager(truncated);
+  }
+
+  #showPager(truncated: boolean): void {
     this.element.classList.toggle("tdview-truncated", truncated);
-    const paged = this.#total > matches.length;
+    const paged = this.#total > this.#matches.length;
     this.#prev.hidden = !paged;
     this.#next.hidden = !paged;
     this.#prev.disabled = this.#offset <= 0;
@@ -194,7 +270,8 @@ export class SearchBox {
   };
 
   async #pickFirst(): Promise<void> {
-    if (this.input.value !== this.#shown) await this.search(this.input.value);
+    // the page only: Enter does not wait for the count
+    if (this.input.value !== this.#shown) await this.#showPage(this.input.value, 0);
     const first = this.#matches[0];
     if (first) this.#onPick(first);
   }
@@ -206,14 +283,23 @@ export class SearchBox {
   };
 }
 
-/** "1,234 matches", or with pages "matches 51–100 of 1,234". */
-export function searchStatus(r: { offset: number; total: number; matches: unknown[] }): string {
+/** "1,234 matches", or with pages "matches 51–100 of 1,234"; not counted yet (a lower
+ * bound): "50+ matches, counting…", "matches 51–100 of 100+, counting…". */
+export function searchStatus(
+  r: { offset: number; total: number; matches: unknown[]; counted?: boolean },
+  note = "counting…",
+): string {
+  const first = formatCount(r.offset + 1);
+  const last = formatCount(r.offset + r.matches.length);
+  if (r.counted === false) {
+    const seen = `${last}+`;
+    if (r.offset === 0) return `${seen} matches, ${note}`;
+    return `matches ${first}–${last} of ${seen}, ${note}`;
+  }
   if (r.total === 0) return "no match";
   const all = `${formatCount(r.total)} match${r.total === 1 ? "" : "es"}`;
   if (r.matches.length >= r.total) return all;
   if (r.matches.length === 0) return `${all} (none from ${formatCount(r.offset + 1)})`;
-  const first = formatCount(r.offset + 1);
-  const last = formatCount(r.offset + r.matches.length);
   return `matches ${first}–${last} of ${formatCount(r.total)}`;
 }
 

@@ -48,6 +48,13 @@ describe("CommDataSource", () => {
     });
     expect(b?.id).toBe(FIRST + 1);
     expect(b?.method).toBe("search");
+    expect(b?.params).toEqual({ pattern: "pix", limit: 10 });
+    void source.search("pix", 10, { count: false });
+    expect(parseRequest(model.sent[2])?.params).toEqual({
+      pattern: "pix",
+      limit: 10,
+      count: false,
+    });
   });
 
   it("resolves each call with its own reply, in any order", async () => {

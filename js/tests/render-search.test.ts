@@ -1,5 +1,6 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
+import { ProtocolError, type SearchOptions } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
 import type { Path } from "../src/protocol";
 import { matchMeta, SearchBox, searchStatus } from "../src/render-search";
@@ -76,12 +77,94 @@ describe("SearchBox", () => {
   });
 });
 
+/** A source whose count-only searches (limit 0) wait for `release()`: the page comes
+ * first, as from a kernel still walking a fresh checkpoint. */
+class HeldCount extends MemoryDataSource {
+  readonly held: { release: () => void; signal: AbortSignal | undefined }[] = [];
+
+  override async search(pattern: string, limit: number, opts?: SearchOptions) {
+    if (limit === 0) {
+      await new Promise<void>((release) => this.held.push({ release, signal: opts?.signal }));
+    }
+    return super.search(pattern, limit, opts);
+  }
+}
+
+function held(limit = 50) {
+  const source = new HeldCount(sampleTree(120));
+  const box = new SearchBox(source, () => undefined, { debounceMs: 0, limit });
+  document.body.append(box.element);
+  const status = () => box.element.querySelector(".tdview-search-status")?.textContent;
+  const next = () => box.element.querySelector<HTMLButtonElement>(".tdview-search-next");
+  return { source, box, status, next };
+}
+
+describe("SearchBox counting after the first page", () => {
+  it("shows the page at once, then the true count", async () => {
+    const { source, box, status, next } = held();
+    const done = box.search("wide/*");
+    await tick();
+    expect(status()).toBe("50+ matches, counting…");
+    expect(box.element.querySelectorAll(".tdview-search-result")).toHaveLength(50);
+    expect(next()?.disabled).toBe(false);
+    expect(source.log.map((e) => e.params)).toEqual([
+      { pattern: "wide/*", limit: 50, count: false },
+    ]);
+    expect(source.held).toHaveLength(1); // the count, asked after the page
+    next()?.click(); // paging while the count runs asks no second count
+    await tick();
+    expect(status()).toBe("matches 51–100 of 100+, counting…");
+    source.held[0]?.release();
+    await done;
+    await tick();
+    expect(status()).toBe("matches 51–100 of 120");
+    expect(source.log.filter((e) => e.params.limit === 0)).toEqual([
+      { method: "search", params: { pattern: "wide/*", limit: 0 } },
+    ]);
+    await box.search("wide/*"); // the count is kept for the pattern's pages
+    expect(status()).toBe("matches 1–50 of 120");
+    expect(source.log.filter((e) => e.params.limit === 0)).toHaveLength(1);
+  });
+
+  it("cancels the count of an older query", async () => {
+    const { source, box, status } = held();
+    void box.search("wide/*");
+    await tick();
+    const older = source.held[0];
+    expect(older?.signal?.aborted).toBe(false);
+    await box.search("zeta"); // one match: the page's walk counted it, no count asked
+    expect(older?.signal?.aborted).toBe(true);
+    expect(status()).toBe("1 match");
+    older?.release();
+    await tick();
+    expect(status()).toBe("1 match");
+    expect(source.held).toHaveLength(1);
+  });
+
+  it("says so when the count fails, and keeps the page", async () => {
+    const { source, box, status } = held();
+    const search = source.search.bind(source);
+    source.search = (pattern, limit, opts) =>
+      limit === 0
+        ? Promise.reject(new ProtocolError("OSError", "disk gone"))
+        : search(pattern, limit, opts);
+    await box.search("wide/*");
+    expect(status()).toBe("50+ matches, count failed: disk gone");
+    expect(box.element.querySelectorAll(".tdview-search-result")).toHaveLength(50);
+  });
+});
+
 describe("searchStatus", () => {
   it("counts every match, not only the page's", () => {
     expect(searchStatus({ offset: 0, total: 0, matches: [] })).toBe("no match");
     expect(searchStatus({ offset: 0, total: 2, matches: [1, 2] })).toBe("2 matches");
     expect(searchStatus({ offset: 1000, total: 1234, matches: [1] })).toBe(
       "matches 1,001–1,001 of 1,234",
+    );
+    const uncounted = { offset: 0, total: 51, matches: Array(50), counted: false };
+    expect(searchStatus(uncounted)).toBe("50+ matches, counting…");
+    expect(searchStatus({ ...uncounted, offset: 1000, total: 1051 })).toBe(
+      "matches 1,001–1,050 of 1,050+, counting…",
     );
   });
 });

@@ -1,6 +1,7 @@
 /**
  * The search rules (src/search-match.ts) against the cases shared with the Python tests
- * (tests/search_cases.json): the same pattern, the same paths, the same matches.
+ * (tests/search_cases.json): the same pattern, the same paths, the same matches, and the
+ * same pages with the count on and off.
  */
 
 import { readFileSync } from "node:fs";
@@ -24,9 +25,24 @@ const file = join(
   "tests",
   "search_cases.json",
 );
+/** One page of a search and the reply both sides give (`pages` in the file). */
+interface PageCase {
+  tree: string;
+  pattern: string;
+  offset: number;
+  limit: number;
+  count: boolean;
+  why: string;
+  total: number;
+  counted: boolean;
+  truncated: boolean;
+  matches: string[][];
+}
+
 const doc = JSON.parse(readFileSync(file, "utf8")) as {
   trees: Record<string, string[][]>;
   cases: Case[];
+  pages: PageCase[];
 };
 
 /** A tree whose nodes are exactly `paths` (a path with none below it is a leaf). */
@@ -65,6 +81,17 @@ describe("search rules", () => {
       expect(result.total).toBe(c.matches.length);
       expect(result.nodes.map((n) => n.path)).toEqual(c.matches);
     }
+  });
+
+  it.each(doc.pages.map((c) => [c.why, c] as const))("a page: %s", async (_, c) => {
+    const source = new MemoryDataSource(treeOf(doc.trees[c.tree] ?? []));
+    const result = await source.search(c.pattern, c.limit, { offset: c.offset, count: c.count });
+    expect(result.matches, c.why).toEqual(c.matches);
+    expect([result.total, result.counted, result.truncated], c.why).toEqual([
+      c.total,
+      c.counted,
+      c.truncated,
+    ]);
   });
 
   it("has a reason for every case", () => {

@@ -1,5 +1,5 @@
-"""Search: the nodes whose path matches a pattern (the rules of :mod:`._match`), counted
-in full and paged.
+"""Search: the nodes whose path matches a pattern (the rules of :mod:`._match`), paged,
+and counted in full unless the caller asks for the page alone.
 
 Order: depth-first, in load order (a node, then its subtree, then its next sibling), the
 root excluded; the same order as :func:`~tdview.index.walk` and ``tdview tree``. There is
@@ -46,12 +46,15 @@ Batch = tuple[NestedPath, "tuple[str, ...]", "list[int] | range"]
 @dataclass(frozen=True)
 class SearchPage:
     """One page of a search: ``matches[i]`` is match ``offset + i``; ``total`` counts
-    every match (not only this page's)."""
+    every match (not only this page's) when ``counted``. Otherwise the walk stopped at
+    the first match after the page, and ``total`` is ``offset + len(matches) + 1``, a
+    lower bound (``truncated`` is then exact and true)."""
 
     pattern: str
     offset: int
     total: int
     matches: list[NestedPath]
+    counted: bool = True
 
     @property
     def truncated(self) -> bool:
@@ -265,9 +268,10 @@ def _batches(ckpt: Checkpoint, matcher: Matcher, under: object = ()) -> Iterator
 
 
 def search_page(ckpt: Checkpoint, pattern: str, *, offset: int = 0,
-                limit: int = DEFAULT_LIMIT, under: object = ()) -> SearchPage:
+                limit: int = DEFAULT_LIMIT, under: object = (), count: bool = True
+                ) -> SearchPage:
     """Matches ``offset`` to ``offset + limit`` of ``pattern`` below ``under``, and the
-    number of all matches.
+    number of all matches (or, with ``count=False``, a lower bound of it).
 
     Parameters
     ----------
@@ -278,27 +282,39 @@ def search_page(ckpt: Checkpoint, pattern: str, *, offset: int = 0,
         See :mod:`tdview.index._match` (a subpath, a state_dict key, part of a key, a
         glob).
     offset, limit : int
-        The page: ``limit=0`` only counts.
+        The page: ``limit=0`` only counts (whatever ``count`` says).
     under : path, optional
         The node whose subtree is searched (the root by default; itself excluded).
+    count : bool
+        False: stop at the first match after the page, so that a page of a huge fresh
+        checkpoint does not wait for the whole walk. The page is then ``counted=False``
+        with ``total = offset + limit + 1`` (a lower bound) when a match follows it;
+        a walk that ends first gives the exact count, ``counted=True``.
 
     Examples
     --------
-    >>> page = search_page(Checkpoint("demo_ckpt"), "*.bias", limit=2)    # doctest: +SKIP
+    >>> ckpt = Checkpoint("demo_ckpt")                                    # doctest: +SKIP
+    >>> page = search_page(ckpt, "*.bias", limit=2)                       # doctest: +SKIP
     >>> page.total, page.matches                                          # doctest: +SKIP
     (8, [('model', 'layers', '0', 'attn', 'bias'), ('model', 'layers', '0', 'mlp', 'bias')])
+    >>> page = search_page(ckpt, "*.bias", limit=2, count=False)          # doctest: +SKIP
+    >>> page.total, page.counted, page.truncated                          # doctest: +SKIP
+    (3, False, True)
     """
     matcher = Matcher(pattern)
     offset, stop = max(offset, 0), max(offset, 0) + max(limit, 0)
-    count = 0
+    early = not count and limit > 0  # stop once match ``stop + 1`` is seen
+    seen = 0
     page: list[NestedPath] = []
     with gc_paused():
         for base, keys, hits in _batches(ckpt, matcher, under):
             n = len(hits)
-            if count < stop and count + n > offset:
-                page.extend((*base, keys[i]) for i in hits[max(offset - count, 0):stop - count])
-            count += n
-    return SearchPage(pattern, offset, count, page)
+            if seen < stop and seen + n > offset:
+                page.extend((*base, keys[i]) for i in hits[max(offset - seen, 0):stop - seen])
+            seen += n
+            if early and seen > stop:
+                return SearchPage(pattern, offset, stop + 1, page, counted=False)
+    return SearchPage(pattern, offset, seen, page)
 
 
 def iter_matches(ckpt: Checkpoint, pattern: str | Matcher, under: object = ()

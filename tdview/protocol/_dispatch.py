@@ -171,7 +171,8 @@ def _run_on(session: Session, ckpt: Checkpoint, source: str, request: Request,
         return _nodes.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
     if method == "search":
         return _search.search_result(ckpt, params["pattern"], params["limit"],
-                                     offset=params["offset"], source=source), []
+                                     offset=params["offset"], source=source,
+                                     count=params["count"]), []
     if method == "devices":
         return _load.devices(), []
     if method == "preview":

@@ -231,7 +231,8 @@ def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     if method == "search":
         return {"pattern": _text(params, "pattern", method),
                 "limit": min(_count(params, "limit", method), MAX_PAGE),
-                "offset": _count(params, "offset", method) if "offset" in params else 0}
+                "offset": _count(params, "offset", method) if "offset" in params else 0,
+                "count": _bool(params, "count", method) if "count" in params else True}
     if method == "preview":
         return {"path": _path(params, method),
                 "rows": min(_count(params, "rows", method), MAX_ROWS),

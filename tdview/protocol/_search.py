@@ -1,5 +1,7 @@
 """The ``search`` method: one page of the nodes whose path matches a pattern, the number
-of all of them, and a summary of each node of the page.
+of all of them (or, asked not to count, a lower bound: the first page of a huge fresh
+checkpoint then answers without waiting for the whole walk), and a summary of each node
+of the page.
 
 The rules of a pattern (a subpath, a state_dict key, part of a key, a glob) are those of
 :mod:`tdview.index._match`; the order is the checkpoint's, depth-first in load order
@@ -38,16 +40,20 @@ def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, 
 
 
 def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0,
-                  source: str = "") -> dict[str, Any]:
+                  source: str = "", count: bool = True) -> dict[str, Any]:
     """``SearchResult``: matches ``offset`` to ``offset + limit`` of ``pattern``.
 
     Returns
     -------
     dict
         ``pattern``, ``offset``, ``total`` (every match, not only this page's),
-        ``matches`` (their paths), ``nodes`` (a ``NodeSummary`` of each, in the same
-        order, without subtree totals not yet cached) and ``truncated`` (matches follow
-        this page). ``limit=0`` only counts.
+        ``counted``, ``matches`` (their paths), ``nodes`` (a ``NodeSummary`` of each, in
+        the same order, without subtree totals not yet cached) and ``truncated``
+        (matches follow this page). ``limit=0`` only counts. With ``count=False`` the walk
+        stops at the first match after the page: then ``counted`` is false, ``total`` is
+        ``offset + limit + 1`` (a lower bound) and ``truncated`` true; a walk that ends
+        before gives the exact count and ``counted`` true (see
+        :func:`~tdview.index.search_page`).
 
     Examples
     --------
@@ -55,7 +61,7 @@ def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0
     >>> result["total"], result["nodes"][0]["shape"]                    # doctest: +SKIP
     (8, [64])
     """
-    page = search_page(ckpt, pattern, offset=offset, limit=limit)
+    page = search_page(ckpt, pattern, offset=offset, limit=limit, count=count)
     nodes = []
     for path in page.matches:
         try:
@@ -63,8 +69,8 @@ def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0
         except (TDViewError, OSError) as error:  # a node changed since it was found
             nodes.append(_missing(path, error))
     return {"pattern": pattern, "offset": page.offset, "total": page.total,
-            "matches": [list(path) for path in page.matches], "nodes": nodes,
-            "truncated": page.truncated}
+            "counted": page.counted, "matches": [list(path) for path in page.matches],
+            "nodes": nodes, "truncated": page.truncated}
 
 
 def _missing(path: tuple[str, ...], error: Exception) -> dict[str, Any]:

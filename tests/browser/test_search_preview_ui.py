@@ -1,9 +1,9 @@
 """Issue 15's UI in a real JupyterLab, driven through Chromium: the search by a dotted
 state_dict key and by a ``/`` path (true match count, each match's shape, dtype and size,
-a click selects the match), the tree filtered in place, non-tensor values inline in their
-rows, a preview slice past row 50,000 checked against ``tdview.load_memmap`` in the next
-cell, the histogram's log-count toggle and a 2-D leaf's heatmap; light and dark
-screenshots."""
+a click selects the match), the first page shown while the count is still under way,
+the tree filtered in place, non-tensor values inline in their rows, a preview slice past
+row 50,000 checked against ``tdview.load_memmap`` in the next cell, the histogram's
+log-count toggle and a 2-D leaf's heatmap; light and dark screenshots."""
 
 from __future__ import annotations
 
@@ -151,6 +151,54 @@ def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
         widget.screenshot(path=str(artifacts / "tdview-search-filter-dark.png"))
     finally:
         settle_theme(page, "light")
+
+
+# The hook of the counting test: the kernel's count-only searches (limit 0, which the
+# widget asks after the first page) wait until the test sets ``release``, so the count
+# comes after the page however fast the kernel is, with no timing in the test.
+HOLD_COUNT = """
+import threading
+from tdview.protocol import _search
+release = threading.Event()
+_search_result = _search.search_result
+
+def _held(ckpt, pattern, limit, **params):
+    if limit == 0:
+        release.wait(120)
+    return _search_result(ckpt, pattern, limit, **params)
+
+_search.search_result = _held
+"""
+
+
+def test_first_page_then_count(lab, page) -> None:
+    """The first page comes with "50+ matches, counting…", then the true number; the
+    pages follow it."""
+    from tdview.index import Checkpoint, search_page
+
+    with Checkpoint(lab.root / "demo_ckpt.tdz") as ckpt:
+        total = search_page(ckpt, "*", limit=0).total
+    assert total > 50, total  # more than one page
+    write_notebook(lab.root, "tdview_search_count.ipynb", [HOLD_COUNT, DEMO])
+    open_and_run(page, lab, "tdview_search_count.ipynb")
+    widget = page.locator(".tdview-root")
+    row(page, "replay", 2).wait_for(timeout=TIMEOUT)
+    status = widget.locator(".tdview-search-status")
+    widget.locator(".tdview-search-input").fill("*")
+    want = "50+ matches, counting…"
+    page.wait_for_function("([el, want]) => el.textContent === want",
+                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    assert widget.locator(".tdview-search-result").count() == 50
+    run_cell(page, "release.set()")
+    want = f"matches 1–50 of {total}"
+    page.wait_for_function("([el, want]) => el.textContent === want",
+                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    widget.locator(".tdview-search-next").click()
+    last = min(total, 100)
+    want = f"matches 51–{last} of {total}"
+    page.wait_for_function("([el, want]) => el.textContent === want",
+                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    assert widget.locator(".tdview-search-result").count() == last - 50
 
 
 def write_big(root: Path) -> None:
