@@ -3,9 +3,11 @@
 On Linux a folder is opened once (``O_PATH``: nothing is read) and its files are then
 looked at and opened through that descriptor (``fstatat``, ``openat``, the last name
 not followed): no folder on the way, swapped for a symlink after it was checked, can
-lead elsewhere. A folder opened by a path is kept only when that path is the folder's
-real path: its own name is opened without following, and the folders above it are the
-root's real path or its ancestors (real already), or ``/proc/self/fd`` says so. Where
+lead elsewhere. A folder below the root is opened in its parent's descriptor, name by
+name from the root, none followed. One elsewhere (a content store's ``blobs/``) is
+opened by its path and kept only when that is its real path: its own name is opened
+without following, and the folders above it are the root's real path or its
+ancestors (real already), or ``/proc/self/fd`` says so. Where
 no folder can be held (no ``O_PATH``, no ``/proc/self/fd``), every call answers -1 or
 None and the store takes its per-key path.
 
@@ -26,6 +28,7 @@ __all__ = ["HeldFolders"]
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_PATH_FLAGS = _O_PATH | _O_DIRECTORY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 # Folders held per store: a checkpoint's leaf folders are met one after another, and a
 # content store's blobs/ is one (git-annex keeps a folder per object).
 _HELD = 64
@@ -50,24 +53,47 @@ class HeldFolders:
     def fd(self, where: str) -> int:
         """The descriptor of the real folder ``where``, opened on first use; -1 where it
         cannot be held as that very folder."""
-        fds = self.fds
-        fd = fds.get(where)
+        fd = self.fds.get(where)
         if fd is not None:
             return fd
-        fd = -1
         usable = self._usable
         if usable is not None and not usable():
             self._usable = None  # no /proc/self/fd: never held
-        elif _O_PATH and usable is not None:
-            try:
-                fd = os.open(where, _O_PATH | _O_DIRECTORY | _NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                fd = -1
-            else:
-                above = where.rpartition(os.sep)[0] + os.sep
-                if not self.prefix.startswith(above) and proc_name(fd) != where:
-                    os.close(fd)  # a symlink on the way: the per-key path decides
-                    fd = -1
+        if self._usable is None or not _O_PATH:
+            return self._hold(where, -1)
+        if where.startswith(self.prefix):
+            return self._inside(where)
+        try:
+            fd = os.open(where, _PATH_FLAGS)
+        except OSError:
+            return self._hold(where, -1)
+        above = where.rpartition(os.sep)[0] + os.sep
+        if not self.prefix.startswith(above) and proc_name(fd) != where:
+            os.close(fd)  # a symlink on the way: the per-key path decides
+            fd = -1
+        return self._hold(where, fd)
+
+    def _inside(self, where: str) -> int:
+        """:meth:`fd` of a folder below the root: opened in its parent's descriptor (and
+        each folder above it not held yet, from the nearest one held, or the root), so
+        no name on the way is followed and no path is looked up in ``/proc``."""
+        chain = [where]
+        parent = where.rpartition(os.sep)[0]
+        while parent + os.sep != self.prefix and parent not in self.fds:
+            chain.append(parent)
+            parent = parent.rpartition(os.sep)[0]
+        fd = self.fd(parent)  # held, or the root (its real path: opened by it)
+        for folder in reversed(chain):
+            if fd >= 0:
+                try:
+                    fd = os.open(folder.rpartition(os.sep)[2], _PATH_FLAGS, dir_fd=fd)
+                except OSError:
+                    fd = -1  # gone, or a symlink now: the per-key path decides
+            fd = self._hold(folder, fd)
+        return fd
+
+    def _hold(self, where: str, fd: int) -> int:
+        fds = self.fds
         if len(fds) >= _HELD:
             self.close()
         fds[where] = fd
