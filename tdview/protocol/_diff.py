@@ -178,8 +178,9 @@ def refine(view: DiffView, path: NestedPath, level: str, *, rtol: float = 0.0,
             new.renamed_from = old + new.renamed_from
     with view.lock:
         view.result.splice(path, sub.rows, level)
-        if not path:  # the whole diff was compared again: it is at that level
+        if not path:  # the whole diff was compared again: at that level and tolerances
             view.result.level = level
+            view.result.rtol, view.result.atol = rtol, atol
         view.replaced()
         return summary(view)
 
