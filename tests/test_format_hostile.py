@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import random
 
 import pytest
 
@@ -102,6 +103,37 @@ def test_escaped_backslashes_before_quotes():
     text = json.dumps({"a": ["\\", "\\\"[", "[\\\\"], "b": "\\\\\"{{"}).encode()
     assert json_depth(text) == 2
     assert parse_meta_json(text, WHERE)["b"] == "\\\\\"{{"
+
+
+def test_json_depth_is_the_running_count_of_brackets_outside_strings():
+    """The pair-removal passes and the quote shortcuts give what a running count of the
+    brackets left outside strings gives, on balanced, deep, unbalanced and unclosed texts
+    (an unclosed string's brackets count: the decoder refuses it anyway)."""
+    def counted(data: bytes) -> int:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+        if data.count(b'"') % 2:  # a string that never closes: its brackets count
+            cut = data.rindex(b'"')
+            data = data[:cut] + data[cut + 1 :]
+        depth = level = 0
+        inside = False
+        for byte in data:
+            if byte == ord('"'):
+                inside = not inside
+            elif not inside and byte in b"[{":
+                level += 1
+                depth = max(depth, level)
+            elif not inside and byte in b"]}":
+                level -= 1
+        return depth
+
+    rng = random.Random(18)
+    texts = [b"[" * n + b"]" * n for n in range(12)] + [b"[]" * 50, b'["]"]', b'""]["']
+    for _ in range(3000):
+        body = bytes(rng.choice(b'[]{}"\\ a,') for _ in range(rng.randint(0, 30)))
+        n = rng.randint(0, 10)
+        texts.append(b"[" * n + body + b"]" * n)
+    for text in texts:
+        assert json_depth(text) == counted(text), text
 
 
 def test_integer_too_long():

@@ -238,6 +238,25 @@ def test_subpath_reads_only_its_subtree(saved: Path, monkeypatch) -> None:
     assert not [key for key in probed if not key.startswith("sub/deep/")]
 
 
+def test_subpath_reads_one_entry_of_each_ancestor(saved: Path) -> None:
+    """tensordict opens the sub-folder by name and checks nothing of the ancestors: a
+    broken sibling entry of one does not stop a subpath below it. The node loaded, and the
+    ancestor's bounds, are still checked."""
+    meta = json.loads((saved / "sub" / "meta.json").read_text())
+    meta["bogus"] = {"dtype": "torch.nope", "shape": [1]}
+    (saved / "sub" / "meta.json").write_text(json.dumps(meta))
+    assert_same(tdview.load_memmap(saved, subpath="sub/deep"),
+                quiet(TensorDict.load_memmap, saved, subpath="sub/deep"))
+    for subpath in ("sub", "sub/zz"):
+        with pytest.raises(CheckpointFormatError, match="leaf 'bogus': unknown dtype"):
+            tdview.load_memmap(saved, subpath=subpath)
+    deep = b"[" * 100 + b"]" * 100
+    (saved / "sub" / "meta.json").write_bytes(
+        b'{"x": ' + deep + b', "deep": {"type": "TensorDict"}, "_type": "x"}')
+    with pytest.raises(LimitExceededError, match="JSON nested 101 levels deep"):
+        tdview.load_memmap(saved, subpath="sub/deep")
+
+
 def test_subpath_reaches_tensorclass_fields_and_stack_members(saved: Path) -> None:
     assert isinstance(tdview.load_memmap(saved, subpath="pair"), Pair)
     assert tdview.load_memmap(saved, subpath="ls/1")["y"].tolist() == [0.0, 0.0]

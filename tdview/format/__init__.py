@@ -130,6 +130,7 @@ from ._nodes import (
     SubTensorDictNode,
     TensorclassNode,
     ViewNode,
+    ancestor_entry,
     parse_node,
 )
 from ._pickle_scan import (
@@ -174,6 +175,7 @@ __all__ = [
     "TensorDictNode",
     "TensorclassNode",
     "ViewNode",
+    "ancestor_entry",
     "candidate_names",
     "decode_index",
     "decode_name",

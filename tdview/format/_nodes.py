@@ -19,9 +19,11 @@ from ._fields import (
 )
 from ._index import decode_index
 from ._records import (
+    CollectionRecord,
     NodeBase,
     TensorDictNode,
     _build,
+    collection_entry,
     parse_format_version,
     parse_tensordict_node,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "SubTensorDictNode",
     "TensorclassNode",
     "ViewNode",
+    "ancestor_entry",
     "parse_node",
 ]
 
@@ -231,6 +234,26 @@ def parse_node(meta: dict, where: str) -> NodeMeta:
         "builtin": builtin,
     }
     return _PARSERS[kind](meta, where, header)
+
+
+def ancestor_entry(meta: dict, key: str, where: str) -> CollectionRecord | None:
+    """The collection record of ``key`` in the decoded ``meta.json`` of a node that a
+    subpath goes through, the rest of it unread: tensordict opens the sub-folder by name
+    and reads nothing of its ancestors, so their other entries and fields are not checked.
+    The version gate and the class still are (they decide the kind). None when the node
+    is no TensorDict or ``key`` no collection entry of it.
+
+    Raises
+    ------
+    UnsupportedFormatVersionError, CheckpointFormatError
+        As :func:`parse_node` does for the version and the class.
+    """
+    if not isinstance(meta, dict):
+        return None
+    parse_format_version(meta, where)
+    if classify(meta, where)[0] != NodeKind.TENSORDICT:
+        return None
+    return collection_entry(meta, key)
 
 
 def _ignored(meta: dict, known: set[str] | frozenset[str]) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ __all__ = [
     "LeafRecord",
     "NodeBase",
     "TensorDictNode",
+    "collection_entry",
     "parse_format_version",
     "parse_tensordict_node",
 ]
@@ -358,6 +359,19 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
     })
     node.__dict__["_load_order"] = (*leaves, *collections)
     return node
+
+
+def collection_entry(meta: dict, key: str) -> CollectionRecord | None:
+    """The collection record of ``key`` in a decoded TensorDict ``meta.json`` (None when
+    ``key`` is a node field, a leaf or no entry), by the rules of
+    :func:`parse_tensordict_node` for that key alone: its other entries are not read."""
+    value = meta.get(key)
+    if key in _NODE_FIELDS or not isinstance(value, dict):
+        return None
+    hint = value.get("type")
+    if hint is None:
+        return None
+    return _collection_record(key, hint if isinstance(hint, str) else None)
 
 
 def parse_leaf(key: str, record: dict, where: str) -> LeafRecord:

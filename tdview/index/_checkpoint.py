@@ -12,6 +12,7 @@ from .._text import echo
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
+    CollectionRecord,
     LeafRecord,
     NodeMeta,
     NonTensorDataNode,
@@ -19,6 +20,7 @@ from ..format import (
     TensorclassNode,
     TensorDictNode,
     ViewNode,
+    ancestor_entry,
     parse_meta_json,
     parse_node,
 )
@@ -31,6 +33,8 @@ from ._ranges import nested_batch_problems, range_problem
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
 _SHARED_META_BYTES = 16384
+# Decoded meta.json of the folders a subpath went through (see descend): how many.
+_PASSED = 64
 # Kinds whose numbers are checked against their members' or source's batch dims.
 _RANGED = frozenset({LAZY_STACK, NON_TENSOR_STACK, VIEW})
 
@@ -106,6 +110,7 @@ class Checkpoint:
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
         self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
+        self._passed: dict[str, dict] = {}  # see descend
         #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
         self.meta_bytes_read = 0
         #: the cached rollup of each folder totalled so far (see :func:`~tdview.index.rollup`):
@@ -367,6 +372,63 @@ class Checkpoint:
                 )
             node = found
         return node
+
+    def descend(self, path: NestedPath) -> Node | None:
+        """The collection node at ``path`` (not empty) when each step is a collection
+        recorded by a TensorDict: of each folder on the way, only the entry of the next
+        step is read from its decoded ``meta.json`` (see
+        :func:`~tdview.format.ancestor_entry`), so the cost does not grow with the width
+        of the ancestors; the node reached is read in full. None when a step is anything
+        else (a leaf, no entry, a tensorclass, a folder not found, a ``meta.json`` that
+        does not read): :meth:`lookup` then says why. Nothing on the way is cached as a
+        node."""
+        root = self.root
+        if root.children_cache is not None or root.lookup_cache:
+            return None  # a tree looked into answers with its nodes (and their problems)
+        meta: NodeMeta | dict | None = root.meta
+        dirkey = ""
+        last = len(path) - 1
+        for depth, key in enumerate(path):
+            if type(meta) is TensorDictNode:
+                record = meta.entry(key)
+            elif isinstance(meta, dict):
+                try:
+                    record = ancestor_entry(meta, key, self.store.display(
+                        join_key(dirkey, "meta.json")))
+                except TDViewError:
+                    return None
+            else:
+                return None
+            if type(record) is not CollectionRecord:
+                return None
+            folder = ch.collection_dir(self.store, dirkey, key, robust=self.robust)
+            if folder is None:
+                return None
+            if depth == last:
+                return self.make_collection(path, folder, record.type_hint)
+            meta, dirkey = self._passing_meta(folder), folder
+        return None
+
+    def _passing_meta(self, dirkey: str) -> NodeMeta | dict | None:
+        """The parsed ``meta.json`` of a folder when it is read already, else its decoded
+        JSON (cached; the bounds of :func:`~tdview.format.parse_meta_json` hold); None
+        when it does not read."""
+        found = self._metas.get(dirkey)
+        if found is not None:
+            return None if isinstance(found, Exception) else found
+        decoded = self._passed.get(dirkey)
+        if decoded is None:
+            key = join_key(dirkey, "meta.json")
+            try:
+                data = self.store.read_bytes(key, MAX_META_BYTES)
+                self.meta_bytes_read += len(data)
+                decoded = parse_meta_json(data, self.store.display(key))
+            except (TDViewError, OSError):
+                return None
+            if len(self._passed) >= _PASSED:
+                self._passed.clear()
+            self._passed[dirkey] = decoded
+        return decoded
 
     def _read_children(self, node: Node) -> list[Node]:
         meta, dirkey = node.meta, node.dirkey

@@ -210,8 +210,12 @@ def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
     if subpath is None:
         return ckpt.root
     path = normalize_subpath(subpath)
-    node = ckpt.root
-    for depth, part in enumerate(path):
+    # the common path first: recorded collections all the way, each ancestor read for
+    # the one entry it is passed by; any other step is looked at (and told) below
+    node = ckpt.descend(path) if path else None
+    steps = () if node is not None else path
+    node = node or ckpt.root
+    for depth, part in enumerate(steps):
         found = None if node.is_leaf else (
             _lookup(ckpt, node, part) or _by_folder_name(ckpt, node, part))
         if found is None:
