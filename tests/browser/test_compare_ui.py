@@ -184,20 +184,6 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
     text = details.inner_text()
     assert f"{stats['differing']:,} of {stats['numel']:,}" in text, text
 
-    # Values again, within an atol above the largest difference: the weight is equal
-    # within it, and the header says the tolerances used.
-    tolerance = compare.locator(".tdview-compare-tolerance")
-    atol = f"{stats['max_abs'] * 2:.3g}"
-    tolerance.locator(".tdview-atol").fill(atol)
-    compare.locator(".tdview-compare-all-values").click()
-    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
-    header.get_by_text("within rtol 0, atol ").wait_for(timeout=TIMEOUT)
-    out = run_cell(page, (
-        "r = v.diff.row(('0', 'weight'))\n"
-        "print('TOL', json.dumps({'atol': v.diff.atol, 'differing': r.values.differing,"
-        " 'equal': r.values.equal}))"))
-    assert marked(out, "TOL") == {"atol": float(atol), "differing": 0, "equal": True}
-
     # Both sides previewed, and the difference of the values shown.
     details.locator(".tdview-compare-preview .tdview-preview-button").click()
     difference = details.locator(".tdview-compare-difference")
@@ -227,6 +213,21 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
         widget.screenshot(path=str(artifacts / "tdview-compare-dark.png"))
     finally:
         settle_theme(page, "light")
+
+    # Last (the weight then leaves the "only differences" tree): values again, within an
+    # atol above the largest difference: the weight is equal within it, and the header
+    # says the tolerances used.
+    tolerance = compare.locator(".tdview-compare-tolerance")
+    atol = f"{stats['max_abs'] * 2:.3g}"
+    tolerance.locator(".tdview-atol").fill(atol)
+    compare.locator(".tdview-compare-all-values").click()
+    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    header.get_by_text("within rtol 0, atol ").wait_for(timeout=TIMEOUT)
+    out = run_cell(page, (
+        "r = v.diff.row(('0', 'weight'))\n"
+        "print('TOL', json.dumps({'atol': v.diff.atol, 'differing': r.values.differing,"
+        " 'equal': r.values.equal}))"))
+    assert marked(out, "TOL") == {"atol": float(atol), "differing": 0, "equal": True}
 
 
 def test_compare_in_tdview_from_the_file_browser(lab, page, artifacts, steps) -> None:
