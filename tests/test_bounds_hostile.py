@@ -148,7 +148,7 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
     """Both walk threads busy with searches that never end, a slow node (a pickle scan):
     a click's children and node are answered at once, and the searches end when
     cancelled."""
-    from tdview.protocol import _nodes, _search
+    from tdview.protocol import _search, _summaries
 
     release = threading.Event()
 
@@ -157,7 +157,7 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
             cancel_point()
             time.sleep(0.01)
 
-    real_details = _nodes.details
+    real_details = _summaries.details
 
     def slow_details(ckpt, node, *, totals=True):
         if node.path == ("replay",):
@@ -165,7 +165,7 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
         return real_details(ckpt, node, totals=totals)
 
     monkeypatch.setattr(_search, "search_result", endless_search)
-    monkeypatch.setattr(_nodes, "details", slow_details)
+    monkeypatch.setattr(_summaries, "details", slow_details)
     sent: list[dict] = []
     got = threading.Condition()
 
@@ -297,7 +297,7 @@ def test_integers_beyond_javascript_are_clamped():
 
 
 def test_an_error_whose_text_cannot_be_made_still_gets_a_reply(demo_paths, monkeypatch):
-    from tdview.protocol import _nodes
+    from tdview.protocol import _summaries
 
     class Nasty(Exception):
         def __str__(self) -> str:
@@ -306,7 +306,7 @@ def test_an_error_whose_text_cannot_be_made_still_gets_a_reply(demo_paths, monke
     def fail(*args, **kwargs):
         raise Nasty
 
-    monkeypatch.setattr(_nodes, "details", fail)
+    monkeypatch.setattr(_summaries, "details", fail)
     session = Session(Checkpoint(demo_paths["directory"]), "demo")
     reply, _ = handle(session, request("node", {"path": []}))
     assert reply is not None and reply["error"]["type"] == "Nasty"

@@ -547,7 +547,8 @@ def test_reference_agrees_on_a_full_tree(tmp_path):
 
 @pytest.mark.parametrize(
     "module",
-    ["_classes", "_dtypes", "_index", "_json", "_json_types", "_keys", "_nodes", "_pickle_scan"],
+    ["_classes", "_dtypes", "_json", "_json_types", "_keys", "_kinds", "_pickle_scan",
+     "_subtd_index"],
 )
 def test_docstring_examples(module):
     import doctest

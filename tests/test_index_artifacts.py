@@ -168,7 +168,7 @@ def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name
     """-1 in every dim where the members differ, in the index, the protocol and the CLI
     (the first member's batch size was shown: ``[2, 5]`` for ``[2, -1]``)."""
     from tdview._tree_text import describe
-    from tdview.protocol._nodes import summary
+    from tdview.protocol._summaries import summary
 
     path = write(TensorDict(stack=_ragged_stacks()[name]), tmp_path, name, container)
     expected = tuple(reference(path)["stack"].batch_size)  # type: ignore[index]
@@ -218,7 +218,7 @@ def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path,
         reason="torchrl is not installed: its Trainer writes the optimizer part this way")
     from tdview._tree_text import describe
     from tdview._units import human_bytes
-    from tdview.protocol._nodes import details, summary
+    from tdview.protocol._summaries import details, summary
 
     part = trainers._state_dict_to_td(_adam_state())
     path = write(TensorDict(optimizer=part, model=TensorDict(w=torch.ones(3))), tmp_path,
@@ -250,7 +250,7 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
     and when it is unpickled; the protocol says the same."""
     from tdview._tree_text import PICKLE_POLICY, describe
     from tdview.load import load_memmap
-    from tdview.protocol._nodes import PICKLE_PROBLEM, details
+    from tdview.protocol._summaries import PICKLE_PROBLEM, details
 
     path = write(TensorDict(state=NonTensorData(deque([1, 2]))), tmp_path, "od", "dir")
     with Checkpoint(path) as ckpt:
@@ -350,7 +350,7 @@ def _first_tensor(td: object, key: tuple[str, ...]) -> torch.Tensor:
 def test_the_schema_is_in_the_details_of_a_lazy_stack_only(tmp_path: Path) -> None:
     """An optional ``schema`` in the protocol's details: for a lazy stack (or a
     tensorclass over one), with the subtree totals; absent for other nodes."""
-    from tdview.protocol._nodes import details
+    from tdview.protocol._summaries import details
 
     path = write(TensorDict(stack=lazy_stack([episode(3), episode(5)]),
                             plain=TensorDict(a=torch.ones(2))), tmp_path, "d", "dir")

@@ -488,7 +488,7 @@ def test_nesting_deeper_than_one_load_builds(tmp_path: Path) -> None:
     part loads with subpath=, and a higher limit loads more."""
     import sys
 
-    from tdview.load._nodes import depth_room
+    from tdview.load._build import depth_room
 
     room = depth_room() - 5  # this test's own frames are a few below the loader's
     loaded = tdview.load_memmap(_chain(tmp_path / "ok.tdz", room))

@@ -21,7 +21,7 @@ from tdview.errors import PreviewIndexError, RequestError
 from tdview.index import Checkpoint
 from tdview.protocol import Session, handle
 from tdview.protocol._heatmap import heatmap
-from tdview.protocol._index import index_text, parse_index, select
+from tdview.protocol._selection import index_text, parse_index, select
 from tdview.protocol._stats import statistics
 
 from .test_protocol_golden import GOLDEN, check_buffers, golden, same_shape

@@ -475,8 +475,8 @@ def _big_leaf_urls(http_server: RangeServer, s3: tuple[LoggedMotoServer, dict]) 
 def test_preview_of_rows_reads_only_those_rows(http_server: RangeServer,
                                                s3: tuple[LoggedMotoServer, dict],
                                                big_leaf: TensorDict) -> None:
-    from tdview.protocol._index import parse_index
     from tdview.protocol._preview import preview
+    from tdview.protocol._selection import parse_index
 
     want = big_leaf["obs"][50_000:50_020, :50]
     for server, url in _big_leaf_urls(http_server, s3):
@@ -501,8 +501,8 @@ def test_remote_preview_equals_local(http_server: RangeServer, s3: tuple[LoggedM
     """Selections with steps and trailing dims, the heatmap and the statistics: the same
     reply as the local archive's; the statistics read the leaf in chunks of at most
     8 MiB per request, twice at most (statistics, then the histogram)."""
-    from tdview.protocol._index import parse_index
     from tdview.protocol._preview import preview
+    from tdview.protocol._selection import parse_index
 
     cases = [("obs", "[50000:50020, ::3]", False), ("cube", "[5:30:2, 1:, ::2]", False),
              ("obs", "[::1000]", False), ("step", "[]", True), ("obs", "[7:9]", True)]

@@ -380,7 +380,7 @@ def test_a_link_out_of_the_root_is_an_error_and_a_flagged_node_until_trusted(
         assert said in message, said
     key = "a" if link.name == "a.memmap" else "sub"
     with Checkpoint(root) as ckpt:
-        from tdview.protocol._nodes import summary
+        from tdview.protocol._summaries import summary
 
         problems = summary(ckpt, ckpt.node(key))["problems"]
         assert len(problems) == 1 and message.endswith(problems[0] + ".")

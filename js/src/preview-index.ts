@@ -1,6 +1,6 @@
 /**
  * The index expression of a preview (`[50000:50020, :8]`): the TypeScript twin of
- * `tdview/protocol/_index.py`, checked against the same cases
+ * `tdview/protocol/_selection.py`, checked against the same cases
  * (`tests/preview_index_cases.json`). Parsed, never evaluated:
  *
  *     index  := "[" parts "]" | parts

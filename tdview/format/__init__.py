@@ -112,7 +112,6 @@ from __future__ import annotations
 
 from ._classes import ClassRef, NodeKind, parse_class_id, parse_type_name
 from ._dtypes import DTYPES, DTypeInfo, parse_dtype, torch_dtype
-from ._index import IndexTensor, decode_index, index_problem, to_torch_index
 from ._json import DEFAULT_MAX_DEPTH, MAX_META_BYTES, json_depth, parse_meta_json
 from ._json_types import JSON_TYPE_NAMES, JsonTypes, json_type, parse_json_types
 from ._keys import (
@@ -122,7 +121,7 @@ from ._keys import (
     is_canonical_name,
     is_safe_legacy_key,
 )
-from ._nodes import (
+from ._kinds import (
     LazyStackNode,
     NodeMeta,
     NonTensorDataNode,
@@ -148,6 +147,7 @@ from ._records import (
     NodeBase,
     TensorDictNode,
 )
+from ._subtd_index import IndexTensor, decode_index, index_problem, to_torch_index
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._cancel import cancel_point, cancellable
 from ._checkpoint import Checkpoint, Page
 from ._collection import Collection, is_collection_folder
+from ._dims import range_problem
 from ._facts import (
     LeafStorage,
     described_pickle,
@@ -29,7 +30,6 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._ranges import range_problem
 from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
 from ._search import SearchPage, iter_matches, search_page

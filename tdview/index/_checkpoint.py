@@ -26,9 +26,9 @@ from ..format import (
 )
 from ..storage import Store, open_store
 from . import _children as ch
+from ._dims import nested_batch_problems, range_problem
 from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, Node, index_kind
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
-from ._ranges import nested_batch_problems, range_problem
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
@@ -514,7 +514,7 @@ class Checkpoint:
             return None
         dim = getattr(node.meta, "stack_dim", 0) or 0
         if not -(len(merged) + 1) <= dim <= len(merged):
-            return None  # out of range: a problem of the node (see _ranges)
+            return None  # out of range: a problem of the node (see _dims)
         dim = dim if dim >= 0 else dim + len(merged) + 1
         return merged[:dim] + (len(members),) + merged[dim:]
 

@@ -7,7 +7,7 @@ open index makes later loads cost only their subtree. tensordict supplies the re
 types (TensorDict, tensorclasses, MemoryMappedTensor, NonTensorData, NonTensorStack,
 LazyStackedTensorDict, the legacy views); none of its loading code is used.
 
-Modules: :mod:`._api` (entry points, options, subpath), :mod:`._nodes` (each node kind),
+Modules: :mod:`._api` (entry points, options, subpath), :mod:`._build` (each node kind),
 :mod:`._leaves` (one leaf), :mod:`._mapping` (the one archive mapping),
 :mod:`._classes` (saved class -> Python class), :mod:`._pickles` (pickle policy),
 :mod:`._prefetch` (parallel decompression), :mod:`._out` (``out=``), :mod:`._stacks`

@@ -15,10 +15,10 @@ from ..format import decode_name, encode_key, is_safe_legacy_key
 from ..index import Checkpoint, Collection, Node, normalize_subpath, show_path, walk
 from ..index._collection import not_a_checkpoint_folder
 from ..index._paths import join_key
+from ._build import build, depth_room
 from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor
 from ._mapping import check_writable
-from ._nodes import build, depth_room
 from ._out import check_out
 from ._pickles import check_allow_pickle
 from ._prefetch import Prefetcher

@@ -112,7 +112,7 @@ class LoadContext:
         the loads of this process: the names are those of the closed dtype table).
     depth, max_depth : int
         How many nodes are being built, one inside the other, and how many may be
-        (``_nodes.depth_room``: what the recursion limit leaves).
+        (``_build.depth_room``: what the recursion limit leaves).
     """
 
     ckpt: Checkpoint

@@ -38,9 +38,9 @@ from ._messages import (
     reply_error,
     reply_ok,
 )
-from ._nodes import children_page, details, summary
 from ._preview import PreviewUnsupportedError, preview, statistics
 from ._search import search_result
+from ._summaries import children_page, details, summary
 
 __all__ = [
     "MAX_PAGE",

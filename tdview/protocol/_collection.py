@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import SubpathError, TDViewError
 from ..index import LEAF, Checkpoint, Collection, Node
 from ..index._collection import FOLDER, JSON_FILE, MEMBER, PICKLE_FILE, RAW_MEMMAP
-from . import _nodes
+from . import _summaries
 from ._json import bounded_value
 
 
@@ -32,13 +32,13 @@ def root_summary(ckpt: Checkpoint, source: str) -> dict[str, Any]:
     """The root's ``NodeSummary`` as the widget's first paint sends it (no totals)."""
     if isinstance(ckpt, Collection):
         return summary(ckpt, ckpt.root, source, totals=False)
-    return _nodes.summary(ckpt, ckpt.root, totals=False)
+    return _summaries.summary(ckpt, ckpt.root, totals=False)
 
 
 def summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
     """The ``NodeSummary`` of a node of the collection's own tree."""
     if node.kind == LEAF:  # a side .memmap: a tensor leaf of the collection's store
-        result = _nodes.summary(coll, node, totals=totals)
+        result = _summaries.summary(coll, node, totals=totals)
         result["class_name"] = RAW_MEMMAP
         return result
     if node.kind == MEMBER:
@@ -70,7 +70,7 @@ def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool
                   "batch_size": None, "stack_dim": None, "bytes": None, "numel": None,
                   "pickled": False, "problems": list(node.problems)}
     else:
-        result = _nodes.summary(member, member.root, totals=totals)
+        result = _summaries.summary(member, member.root, totals=totals)
         result.update(key=node.key, path=list(node.path), kind=MEMBER)
     result["member"] = member_info(source, node)
     return result
@@ -79,7 +79,7 @@ def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool
 def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
     """The ``NodeDetails`` of a node of the collection's own tree."""
     if node.kind == LEAF:
-        result = _nodes.details(coll, node, totals=totals)
+        result = _summaries.details(coll, node, totals=totals)
         result["class_name"] = RAW_MEMMAP
         return result
     if node.kind == MEMBER:
@@ -90,7 +90,7 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
             result.update(names=None, device=None, subpath="", storage=None, value=None,
                           pickle=None, rollup=None, rows=None)
             return result
-        inner = _nodes.details(member, member.root, totals=totals)
+        inner = _summaries.details(member, member.root, totals=totals)
         inner.update(key=node.key, path=list(node.path), kind=MEMBER, member=result["member"])
         return inner
     result = summary(coll, node, source, totals=totals)
@@ -102,7 +102,7 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
         pickle=_pickle(coll, node, problems) if node.kind == PICKLE_FILE else None,
         rollup=None if total is None or node.kind != FOLDER and node.path else {
             "bytes": total.bytes, "numel": total.numel, "leaves": total.leaves,
-            "by_dtype": {_nodes.dtype_name(k): v for k, v in total.by_dtype.items()}},
+            "by_dtype": {_summaries.dtype_name(k): v for k, v in total.by_dtype.items()}},
         rows=None,
     )
     return result

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._text import error_text
 from ..errors import Cancelled, NoCheckpointError, TDViewError
 from ..index import Checkpoint, Collection, cancellable
-from . import _collection, _load, _nodes, _preview, _search
+from . import _collection, _load, _preview, _search, _summaries
 from ._messages import (
     CANCEL,
     Request,
@@ -165,10 +165,10 @@ def _run_on(session: Session, ckpt: Checkpoint, source: str, request: Request,
     check = lambda: session.check(request.id)  # noqa: E731
     method = request.method
     if method == "children":
-        return _nodes.children_page(ckpt, params["path"], params["offset"], params["limit"],
+        return _summaries.children_page(ckpt, params["path"], params["offset"], params["limit"],
                                     totals=params["totals"]), []
     if method == "node":
-        return _nodes.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
+        return _summaries.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
     if method == "search":
         return _search.search_result(ckpt, params["pattern"], params["limit"],
                                      offset=params["offset"], source=source,

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._text import MAX_MESSAGE, echo, printable
 from ..errors import RequestError
-from ._index import parse_index
+from ._selection import parse_index
 
 PROTOCOL_VERSION = 1
 REQUEST, REPLY = "tdview:request", "tdview:reply"
@@ -182,7 +182,7 @@ def _rows_scope(params: dict[str, Any]) -> str:
 
 def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
     """The optional view params of ``preview``: ``index`` (an index expression, see
-    :mod:`._index`; null: none) or ``offset`` (the first row: ``[offset:]``), not both;
+    :mod:`._selection`; null: none) or ``offset`` (the first row: ``[offset:]``), not both;
     ``stats`` (default true: false sends the statistics only when known already) and
     ``heatmap`` (``{rows, cols}``, each 1 to :data:`MAX_HEATMAP_CELLS`; null: none)."""
     where = "preview params"

@@ -12,7 +12,7 @@ The leaf is loaded memory-mapped (``mode="r"``). What is sent for each dtype
 - the others (quantized, bit and sub-byte dtypes): not previewed (an error reply).
 
 **The selection.** ``index`` (an expression such as ``[50000:50020, :8]``, see
-:mod:`._index`) picks what the table shows, per dim; ``offset`` alone is ``[offset:]``
+:mod:`._selection`) picks what the table shows, per dim; ``offset`` alone is ``[offset:]``
 (the rows from ``offset`` on). Indexing a mapped leaf is a view: only the pages of the
 rows and columns shown are read. A leaf of a remote checkpoint, stored as it is (a
 folder's file, a STORED archive entry), is sliced the same way as a ``meta`` tensor, and
@@ -65,10 +65,10 @@ from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
 from ..index._facts import COPY, DECOMPRESS
 from ..load._ranged import ranged_leaf
 from ._heatmap import heatmap as heatmap_of
-from ._index import Dim, Part, index_text, select
 from ._load import host_memory
-from ._nodes import dtype_name
+from ._selection import Dim, Part, index_text, select
 from ._stats import BINS, CHUNK, Read, as_is, statistics
+from ._summaries import dtype_name
 
 __all__ = ["BINS", "CHUNK", "MAX_COLS", "preview", "statistics"]
 
@@ -233,7 +233,7 @@ def preview(
     rows_scope : {"written", "all"}
         Below a torchrl storage: only its written rows, or all of them.
     index : tuple of parts, optional
-        The selection (:func:`~._index.parse_index`); None: the whole leaf.
+        The selection (:func:`~._selection.parse_index`); None: the whole leaf.
     offset : int, optional
         Without ``index``: the first row shown.
     stats : bool

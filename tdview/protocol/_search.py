@@ -16,14 +16,14 @@ from typing import Any
 
 from ..errors import TDViewError
 from ..index import Checkpoint, Collection, search_page
-from . import _collection, _nodes
+from . import _collection, _summaries
 
 
 def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, Any]:
     """The ``NodeSummary`` of a match without totals (a match's subtree is not walked:
     its ``bytes``/``numel`` are there when cached, and a leaf's always)."""
     if not isinstance(ckpt, Collection):
-        return _nodes.summary(ckpt, ckpt.node(path), totals=False)
+        return _summaries.summary(ckpt, ckpt.node(path), totals=False)
     owner, prefix, inner = ckpt.locate(path)
     if owner is ckpt:
         node = ckpt.own_node(inner)
@@ -33,7 +33,7 @@ def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, 
     assert mount is not None
     if not inner:  # the member itself: a "checkpoint" row, as in its folder's children
         return _collection.summary(ckpt, mount, source, totals=False)
-    result = _nodes.summary(owner, owner.node(inner), totals=False)
+    result = _summaries.summary(owner, owner.node(inner), totals=False)
     result.update(key=path[-1], path=list(path),
                   member=_collection.member_info(source, mount))
     return result

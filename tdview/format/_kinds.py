@@ -17,7 +17,6 @@ from ._fields import (
     fail,
     short_repr,
 )
-from ._index import decode_index
 from ._records import (
     CollectionRecord,
     NodeBase,
@@ -27,6 +26,7 @@ from ._records import (
     parse_format_version,
     parse_tensordict_node,
 )
+from ._subtd_index import decode_index
 
 __all__ = [
     "LazyStackNode",
