@@ -55,10 +55,10 @@ def parse_cli_subpath(text: str) -> tuple[str, ...]:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from ._collection_text import holds_checkpoints, nothing_found, render_collection
     from ._text import printable
-    from ._tree_text import TreeOptions, render_tree
     from .index import Checkpoint, Collection
+    from .views._collection import holds_checkpoints, nothing_found, render_collection
+    from .views._tree import TreeOptions, render_tree
 
     path = parse_cli_subpath(args.subpath) if args.subpath else ()
     depth = None if args.depth < 0 else args.depth

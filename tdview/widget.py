@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from . import _html
-from ._collection_text import holds_checkpoints, nothing_found
 from ._compare_widget import compare_state, open_comparison, static_html, static_text
 from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
 from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
 from .protocol._load import check_device
 from .protocol._messages import MODES
+from .views import _html
+from .views._collection import holds_checkpoints, nothing_found
 
 if TYPE_CHECKING:
     from .diff import Diff

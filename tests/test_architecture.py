@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tdview"
 BASE = frozenset({"errors", "_version", "_units", "_text", "_gc"})
 
 #: Layer -> the layers it may import (its own modules always). A module of the package
-#: root belongs to the layer named here by its module name (``_tree_text`` -> views).
+#: root belongs to the layer named here by its module name (``_compare_widget`` -> widget).
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **{name: frozenset() for name in BASE},
     # keys and bytes only: knows nothing of meta.json, nor of anything above it
@@ -48,8 +48,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 #: Root modules that are not a layer of their own name.
-ROOT_LAYER = {"_tree_text": "views", "_collection_text": "views", "_html": "views",
-              "_compare_widget": "widget", "_demo": "demo", "__main__": "cli",
+ROOT_LAYER = {"_compare_widget": "widget", "_demo": "demo", "__main__": "cli",
               "__init__": "tdview"}
 
 #: Function-level imports that go right on purpose: (importing file, imported module).
@@ -63,7 +62,7 @@ DEFERRED = {
 
 
 def layer_of(module: str) -> str:
-    """``tdview.index._walk`` -> ``index``; ``tdview._tree_text`` -> ``views``."""
+    """``tdview.index._walk`` -> ``index``; ``tdview.views._tree`` -> ``views``."""
     parts = module.split(".")
     if len(parts) == 1:
         return "tdview"
@@ -160,7 +159,7 @@ def test_every_deferred_exception_is_still_needed() -> None:
      "index imports tdview.load._api (load) in a function"),
     ("load/_api.py", "from ..protocol._load import load", "load imports tdview.protocol._load"),
     ("protocol/_load.py", "from tdview.widget import TDView", "protocol imports tdview.widget"),
-    ("_tree_text.py", "from .load import load_memmap", "views imports tdview.load"),
+    ("views/_tree.py", "from ..load import load_memmap", "views imports tdview.load"),
     ("errors.py", "from .storage import Store", "errors imports tdview.storage"),
 ])
 def test_a_forbidden_import_fails(tmp_path: Path, file: str, line: str, expected: str) -> None:

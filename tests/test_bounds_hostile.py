@@ -119,7 +119,7 @@ def test_pickle_info_does_not_read_a_pickle_larger_than_its_budget(bomb: Path, m
 
 
 def test_collection_side_pickle_is_bounded(tmp_path: Path):
-    from tdview._collection_text import describe_own
+    from tdview.views._collection import describe_own
 
     TensorDict(a=torch.zeros(1)).memmap(tmp_path / "ckpt")
     (tmp_path / "state.pkl").write_bytes(pickle.dumps({"step": 3}))

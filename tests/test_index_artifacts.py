@@ -167,8 +167,8 @@ def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name
                                                             container: str) -> None:
     """-1 in every dim where the members differ, in the index, the protocol and the CLI
     (the first member's batch size was shown: ``[2, 5]`` for ``[2, -1]``)."""
-    from tdview._tree_text import describe
     from tdview.protocol._summaries import summary
+    from tdview.views._tree import describe
 
     path = write(TensorDict(stack=_ragged_stacks()[name]), tmp_path, name, container)
     expected = tuple(reference(path)["stack"].batch_size)  # type: ignore[index]
@@ -185,7 +185,7 @@ def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name
 
 def test_one_leaf_is_a_leaf(tmp_path: Path) -> None:
     """``tdview tree`` says "in 1 leaf" (it said "in 1 leaves")."""
-    from tdview._tree_text import describe
+    from tdview.views._tree import describe
 
     path = write(TensorDict(one=TensorDict(w=torch.ones(3)), two=TensorDict(
         a=torch.ones(2), b=torch.ones(2))), tmp_path, "words", "dir")
@@ -216,9 +216,9 @@ def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path,
     trainers = pytest.importorskip(
         "torchrl.trainers.trainers",
         reason="torchrl is not installed: its Trainer writes the optimizer part this way")
-    from tdview._tree_text import describe
     from tdview._units import human_bytes
     from tdview.protocol._summaries import details, summary
+    from tdview.views._tree import describe
 
     part = trainers._state_dict_to_td(_adam_state())
     path = write(TensorDict(optimizer=part, model=TensorDict(w=torch.ones(3))), tmp_path,
@@ -248,9 +248,9 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
     """Not "pickled, locked" (which reads like tensordict's is_locked and hides that the
     default allow_pickle=None unpickles, with a FutureWarning): its size, what it imports
     and when it is unpickled; the protocol says the same."""
-    from tdview._tree_text import PICKLE_POLICY, describe
     from tdview.load import load_memmap
     from tdview.protocol._summaries import PICKLE_PROBLEM, details
+    from tdview.views._tree import PICKLE_POLICY, describe
 
     path = write(TensorDict(state=NonTensorData(deque([1, 2]))), tmp_path, "od", "dir")
     with Checkpoint(path) as ckpt:

@@ -223,8 +223,8 @@ def test_tree_command(demo_paths) -> None:
 def test_tree_lines_are_drawn_alike_by_the_command_and_the_static_view(tmp_path: Path) -> None:
     """The command line and the notebook's static text draw the same rows the same way:
     connectors by last sibling, a row for the children left out of a long level."""
-    from tdview._html import render_text, rows
-    from tdview._tree_text import TreeOptions, render_tree
+    from tdview.views._html import render_text, rows
+    from tdview.views._tree import TreeOptions, render_tree
 
     td = TensorDict(a=TensorDict(x=torch.ones(2), y=TensorDict(z=torch.ones(1))),
                     b=torch.zeros(3), c=TensorDict({f"k{i}": torch.ones(1) for i in range(4)}))

@@ -21,10 +21,10 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, MemoryMappedTensor, TensorDict
 
-from tdview._tree_text import describe
 from tdview.index import Checkpoint, rows_of_leaf, storage_rows
 from tdview.protocol import Session, handle, parse_request
 from tdview.protocol._preview import statistics
+from tdview.views._tree import describe
 
 from .test_protocol_golden import golden, same_shape
 

@@ -144,7 +144,7 @@ def test_tour_cli_cell_runs_without_the_venv_on_path(tmp_path, demo_paths, monke
 def test_static_tree_in_the_state_is_bounded() -> None:
     """The saved state holds the static tree beside the output's copy: past
     ``STATE_HTML`` characters its rows are left out and counted."""
-    from tdview import _html
+    from tdview.views import _html
 
     table = [(1, f"k{i}" * 300, "<" * 2000) for i in range(900)]  # escaped: 4× longer
     full = _html.render_html("c", table)

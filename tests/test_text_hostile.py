@@ -19,10 +19,10 @@ from tensordict import TensorDict
 
 from tdview import TDView
 from tdview.__main__ import main
-from tdview._html import MAX_SHOWN
 from tdview._text import printable
 from tdview.index import Checkpoint
 from tdview.protocol import Session, handle
+from tdview.views._html import MAX_SHOWN
 
 TITLE = "\x1b]2;PWNED\x07\x1b[2J"
 BIDI = "gpj.\u202eexe"
@@ -110,7 +110,7 @@ def test_printable_examples():
 
 
 def test_an_internal_error_is_reported_not_raised(hostile: Path, monkeypatch, capsys):
-    from tdview import _tree_text
+    from tdview.views import _tree as _tree_text
 
     def broken(*args, **kwargs):
         raise KeyError("\x1b[2J")

@@ -1,14 +1,18 @@
 """The text tree of a folder of checkpoints (``tdview tree`` on a :class:`Collection`).
 
 The collection's own rows (folders, members, side files) are drawn like a checkpoint's,
-and a member's rows below it are the member's own tree (:mod:`._tree_text`).
+and a member's rows below it are the member's own tree (:mod:`._tree`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ._tree_text import (
+from .._units import human_bytes
+from ..errors import TDViewError
+from ..index import LEAF, Checkpoint, Collection, Node, path_matcher
+from ..index._collection import FOLDER, JSON_FILE, MAX_DEPTH, MEMBER, PICKLE_FILE
+from ._tree import (
     TreeOptions,
     TreeRow,
     describe,
@@ -17,10 +21,6 @@ from ._tree_text import (
     short_value,
     tree_rows,
 )
-from ._units import human_bytes
-from .errors import TDViewError
-from .index import LEAF, Checkpoint, Collection, Node, path_matcher
-from .index._collection import FOLDER, JSON_FILE, MAX_DEPTH, MEMBER, PICKLE_FILE
 
 # What a filter shows of a collection, by path: None for a folder on the way to a match,
 # _HIT for a node whose own name matches, else a member's own filter (see matching()).

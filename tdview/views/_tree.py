@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ._text import echo
-from ._units import dtype_text, human_bytes, shape_text
-from .errors import TDViewError
-from .index import (
+from .._text import echo
+from .._units import dtype_text, human_bytes, shape_text
+from ..errors import TDViewError
+from ..index import (
     LEAF,
     Checkpoint,
     Node,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterator
 
-from ._text import printable
-from ._tree_text import TreeRow, describe, draw_rows
-from .format import CollectionRecord, TensorDictNode
-from .index import Checkpoint, Collection, Node
-from .index._collection import FOLDER, MEMBER
+from .._text import printable
+from ..format import CollectionRecord, TensorDictNode
+from ..index import Checkpoint, Collection, Node
+from ..index._collection import FOLDER, MEMBER
+from ._tree import TreeRow, describe, draw_rows
 
 #: Levels shown below the root, and children shown per level.
 DEPTH = 2
@@ -67,7 +67,7 @@ def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN,
 def _collection_rows(coll: Collection, depth: int, limit: int, budget: int) -> Iterator[Row]:
     """The static rows of a folder of checkpoints: its own levels, and below a member
     that member's first levels (each member with its own metadata budget)."""
-    from ._collection_text import describe_own
+    from ._collection import describe_own
 
     def level(node: Node, at: int) -> Iterator[Row]:
         children = coll.children(node)
