@@ -19,7 +19,7 @@ from ._compare_widget import compare_state, open_comparison, static_html, static
 from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
 from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
-from .protocol._load import check_device
+from .protocol._load import check_device, load_value
 from .protocol._messages import MODES
 from .views import _html
 from .views._collection import holds_checkpoints, nothing_found
@@ -244,8 +244,9 @@ class TDView(anywidget.AnyWidget):
             raise RuntimeError(f"tdview: no checkpoint is open: {self.error}")
         path = () if subpath in (None, (), "") else normalize_subpath(subpath)
         options = self.options
-        self.value = self.checkpoint.load(  # type: ignore[attr-defined]
-            subpath=path or None, device=check_device(device or options["device"]),
+        # what the Load button loads: a tensor leaf's tensor, or the subtree
+        self.value, _ = load_value(
+            self.checkpoint, path, device=check_device(device or options["device"]),
             mode=options["mode"], allow_pickle=options["allow_pickle"])
         self.loaded = {"path": list(path), "count": int(self.loaded.get("count", 0)) + 1}
         return self.value

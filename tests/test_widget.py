@@ -196,6 +196,19 @@ def test_python_load_updates_loaded(view: TDView) -> None:
     assert view.loaded == {"path": ["model", "layers"], "count": 2}
 
 
+def test_python_load_of_a_leaf_is_what_the_load_button_loads(view: TDView) -> None:
+    """``view.load`` on a tensor leaf loads that tensor (the Load button's answer), where
+    ``Checkpoint.load(subpath=...)`` raises that a leaf is no tensordict."""
+    import torch
+    from tensordict import TensorDict
+
+    leaf = view.load(("replay", "observation"))
+    assert isinstance(leaf, torch.Tensor) and view.value is leaf
+    expected = TensorDict.load_memmap(view.checkpoint.path)["replay", "observation"]
+    assert torch.equal(leaf, expected)
+    assert view.loaded == {"path": ["replay", "observation"], "count": 1}
+
+
 def test_front_end_is_one_es_module_with_no_amd_or_commonjs_probing() -> None:
     """VS Code's widget renderer (not testable here) and marimo load the standard
     anywidget module: an ES module whose default export has ``render``; nothing that

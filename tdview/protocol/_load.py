@@ -154,6 +154,24 @@ def load_subtree(
     return result
 
 
+def load_value(
+    ckpt: Checkpoint, path: tuple[str, ...], *, device: str, mode: str | None,
+    allow_pickle: bool, progress: Callable[[int, int, str], None] | None = None,
+) -> tuple[Any, bool]:
+    """What the widget's Load button and ``TDView.load`` load at ``path``, and whether it
+    is a leaf: a tensor leaf's tensor (``Checkpoint.load_leaf``), any other node's
+    subtree (:func:`load_subtree`). ``progress`` as there."""
+    leaf = bool(path) and ckpt.node(path).is_leaf  # a clear SubpathError before any read
+    if not leaf:
+        return load_subtree(ckpt, path, device=device, mode=mode, allow_pickle=allow_pickle,
+                            progress=progress), False
+    report = progress or (lambda done, total, label: None)
+    report(0, 1, "/".join(path))
+    value = ckpt.load_leaf(path, device=device, mode=mode)
+    report(1, 1, "/".join(path))
+    return value, True
+
+
 def load(
     ckpt: Checkpoint, source: str, params: dict[str, Any],
     namespace: MutableMapping[str, Any] | None,
@@ -192,18 +210,13 @@ def load(
     'replay = tdview.load_memmap("demo_ckpt", subpath="replay", device="cpu", mode="r")'
     """
     path = params["path"]
-    leaf = bool(path) and ckpt.node(path).is_leaf  # a clear SubpathError before any read
     device = check_device(params["device"])
     variable = params["variable"]
     if variable is not None and namespace is None:
+        if path:
+            ckpt.node(path)  # a clear SubpathError first
         raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
-    if leaf:
-        report = progress or (lambda done, total, label: None)
-        report(0, 1, "/".join(path))
-        value = ckpt.load_leaf(path, device=device, mode=params["mode"])
-        report(1, 1, "/".join(path))
-    else:
-        value = load_subtree(ckpt, path, device=device, mode=params["mode"],
+    value, leaf = load_value(ckpt, path, device=device, mode=params["mode"],
                              allow_pickle=params["allow_pickle"], progress=progress)
     result = {
         "path": list(path),
