@@ -278,6 +278,89 @@ def test_values_of_a_large_leaf_split_among_threads(tmp_path: Path, monkeypatch)
     assert tdview.diff(a, b, level="fingerprint").row("x").fingerprint == DIFFERS
 
 
+def _exact_stats(old: torch.Tensor, new: torch.Tensor) -> dict[str, float]:
+    """The statistics over the positions finite on both sides, from correctly rounded
+    sums (``math.fsum``) of float64 terms that are exact for these dtypes; ``1 - cosine``
+    from the norms' difference, so that it keeps its digits when the two nearly agree."""
+    import math
+
+    a, b = old.double().flatten(), new.double().flatten()
+    both_nan = a.isnan() & b.isnan()
+    fin = a.isfinite() & b.isfinite()
+    x, y = a[fin], b[fin]
+    d = (x - y).abs()
+    a2, b2, d2 = (math.fsum((v * v).tolist()) for v in (x, y, d))
+    na, nb = math.sqrt(a2), math.sqrt(b2)
+    gap = math.fsum((x * x - y * y).tolist()) / (na + nb)  # |a| - |b|
+    return {"differing": int(((a != b) & ~both_nan).sum()), "max_abs": float(d.max()),
+            "mean_abs": math.fsum(d.tolist()) / d.numel(), "rel_l2": math.sqrt(d2) / na,
+            "one_minus_cosine": (d2 - gap * gap) / (2 * na * nb)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16,
+                                   torch.float64, torch.int32])
+@pytest.mark.parametrize("odd", [False, True])
+def test_values_of_a_partly_equal_leaf(tmp_path: Path, dtype: torch.dtype, odd: bool) -> None:
+    """Some chunks byte-equal (their norms take a shortcut), some nearly equal: every
+    statistic against exact sums, the cosine's distance from 1 included; ``odd`` puts a
+    NaN in a changed chunk and an infinity in an equal one."""
+    from tdview.diff._stats import CHUNK
+
+    if odd and not dtype.is_floating_point:
+        pytest.skip("an integer has no NaN")
+    torch.manual_seed(3)
+    n = 4 * CHUNK + 1000
+    if dtype.is_floating_point:
+        old = (torch.randn(n) * 3).to(dtype)
+        new = old.clone()
+        part = slice(CHUNK, 2 * CHUNK)  # one chunk nearly equal, some of it unchanged
+        step = (1e-3 * torch.randn(CHUNK)).to(dtype) * (torch.rand(CHUNK) < 0.9)
+        new[part] = (old[part].double() + step.double()).to(dtype)
+        new[-10:] += 1
+    else:
+        old = torch.randint(-1000, 1000, (n,), dtype=dtype)
+        new = old.clone()
+        new[CHUNK : 2 * CHUNK : 3] += 1
+    if odd:
+        new[CHUNK + 5] = float("nan")
+        old[3 * CHUNK + 7] = new[3 * CHUNK + 7] = float("inf")
+    a = _write(TensorDict(x=old), tmp_path / "a")
+    b = _write(TensorDict(x=new), tmp_path / "b")
+    stats = tdview.diff(a, b, level="values").row("x").values
+    want = _exact_stats(old, new)
+    assert stats is not None and stats.cosine is not None
+    assert stats.differing == want["differing"]
+    assert stats.max_abs == pytest.approx(want["max_abs"], rel=1e-12)
+    assert stats.mean_abs == pytest.approx(want["mean_abs"], rel=1e-9)
+    assert stats.rel_l2 == pytest.approx(want["rel_l2"], rel=1e-7)
+    assert 1 - stats.cosine == pytest.approx(want["one_minus_cosine"], rel=1e-5, abs=1e-15)
+    assert (stats.nan_appeared, stats.inf_a, stats.inf_b) == ((1, 1, 1) if odd else (0, 0, 0))
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e30])
+def test_values_of_equal_chunks_too_small_or_large_for_float32_squares(
+        tmp_path: Path, scale: float) -> None:
+    """Squares of these float32 values underflow or overflow in float32: the equal
+    chunks' norms are taken in float64, and the leaf keeps its cosine and norm."""
+    from tdview.diff._stats import CHUNK
+
+    torch.manual_seed(4)
+    old = torch.randn(2 * CHUNK) * scale
+    new = old.clone()
+    new[-1] *= 1.5
+    a = _write(TensorDict(x=old, same=old[:CHUNK].clone()), tmp_path / "a")
+    b = _write(TensorDict(x=new, same=old[:CHUNK].clone()), tmp_path / "b")
+    result = tdview.diff(a, b, level="values")
+    same = result.row("same").values
+    assert same is not None and same.equal and same.cosine == 1.0 and same.rel_l2 == 0.0
+    stats = result.row("x").values
+    want = _exact_stats(old, new)
+    assert stats is not None and stats.differing == 1
+    assert stats.rel_l2 == pytest.approx(want["rel_l2"], rel=1e-9)
+    assert stats.cosine is not None
+    assert 1 - stats.cosine == pytest.approx(want["one_minus_cosine"], rel=1e-6)
+
+
 def test_values_of_every_corpus_checkpoint_against_its_archives(tmp_path: Path) -> None:
     """Every node kind and dtype (extra dtypes: bytes only), every container."""
     for name, build in corpus.BUILDERS.items():

@@ -53,7 +53,8 @@ class Facts:
 
 @dataclass(slots=True)
 class ValueStats:
-    """Element-wise comparison of two tensors of one shape, computed in float64.
+    """Element-wise comparison of two tensors of one shape, computed in float64 (but for
+    the norms of float32 chunks equal on both sides, in float32: see ``_stats``).
 
     ``differing`` counts elements where ``|a - b| > atol + rtol * |a|`` (a NaN against a
     NaN, or an infinity against the same infinity, is no difference); the statistics

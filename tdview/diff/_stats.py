@@ -2,10 +2,10 @@
 
 Each thread keeps one :class:`Workspace` (float64 buffers of :data:`CHUNK` elements), so
 a chunk costs no allocation and its passes stay in the cache. A chunk whose bytes are
-equal on both sides costs one comparison and one dot product (its norm, for the cosine
-and the relative norm); a chunk without NaN or infinity takes a fast path of a few
-vectorized passes (a finite sum of ``|a - b|`` proves every element finite); only a
-chunk with NaN or infinity is masked.
+equal on both sides costs one comparison and its norm (for the cosine and the relative
+norm; of a float32 chunk in float32, see :func:`_equal_norm2`); a chunk without NaN or
+infinity takes a fast path of a few vectorized passes (a finite sum of ``|a - b|`` proves
+every element finite); only a chunk with NaN or infinity is masked.
 """
 
 from __future__ import annotations
@@ -127,6 +127,13 @@ def compare_chunk(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool
     ws = workspace(complex_)
     x, y, d = ws.x[:k], ws.y[:k], ws.d[:k]
     acc.n += k
+    if same_bytes and ta.dtype == torch.float32:
+        s = _equal_norm2(ta, ws.t)
+        if s is not None:
+            acc.a2 += s
+            acc.b2 += s
+            acc.finite += k
+            return
     x.copy_(ta)
     if same_bytes:
         s = _norm2(x)
@@ -154,6 +161,22 @@ def compare_chunk(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool
     acc.b2 += float(torch.dot(y, y))
     acc.finite += k
     acc.differing += _differing(ta, tb, x, d, ws.t[:k], rtol, atol)
+
+
+def _equal_norm2(ta: torch.Tensor, scratch: torch.Tensor) -> float | None:
+    """``sum(a**2)`` of a float32 chunk equal on both sides, in float32: twice as fast as
+    through float64 (the conversion is half the cost). It adds the same to both norms,
+    so an equal leaf's cosine is still 1 and its relative norm 0; in a leaf that is only
+    partly equal, the relative norm is within 1e-7 (rounded squares and sum), and the
+    cosine barely moves (both norms move alike). None if it underflows or overflows
+    (tiny values, NaN, infinity): the caller takes the float64 path."""
+    squares = scratch.view(torch.float32)[: ta.numel()]
+    s = float(torch.mul(ta, ta, out=squares).sum())
+    return s if _TINY < s < math.inf else None
+
+
+#: Below this, a float32 sum of squares may have lost digits to underflow.
+_TINY = 2.0**-100
 
 
 def _norm2(x: torch.Tensor) -> float:
