@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..index import Checkpoint, rollup
+from ..index import Checkpoint, Collection, rollup
 from ._messages import RequestError
 
 #: Longest ``summary`` text of a load reply.
@@ -45,8 +45,7 @@ def devices() -> dict[str, Any]:
         for index in range(torch.cuda.device_count()):
             try:
                 free, total = torch.cuda.mem_get_info(index)
-                sizes: dict[str, int | None] = {"free_bytes": int(free),
-                                                "total_bytes": int(total)}
+                sizes: dict[str, int | None] = {"free_bytes": int(free), "total_bytes": int(total)}
             except (RuntimeError, AssertionError):
                 sizes = {"free_bytes": None, "total_bytes": None}
             found.append({"name": f"cuda:{index}", **sizes})
@@ -71,8 +70,16 @@ def check_device(device: str) -> str:
         raise ValueError(f"unknown device {device!r}: {error}") from None
 
 
-def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
-              allow_pickle: bool, variable: str | None, *, leaf: bool = False) -> str:
+def load_code(
+    source: str,
+    path: tuple[str, ...],
+    device: str,
+    mode: str | None,
+    allow_pickle: bool,
+    variable: str | None,
+    *,
+    leaf: bool = False,
+) -> str:
     """The Python line that loads the same subtree (or, ``leaf``, tensor) with tdview.
 
     Examples
@@ -91,8 +98,10 @@ def load_code(source: str, path: tuple[str, ...], device: str, mode: str | None,
         where = f"({keys}{',' if len(path) == 1 else ''})"
     elif path:
         where = json.dumps("/".join(path))
-    options = [f"device={json.dumps(device)}",
-               f"mode={json.dumps(mode) if mode is not None else 'None'}"]
+    options = [
+        f"device={json.dumps(device)}",
+        f"mode={json.dumps(mode) if mode is not None else 'None'}",
+    ]
     if leaf:  # a tensor has no pickles
         call = f"tdview.Checkpoint({json.dumps(source)}).load_leaf({', '.join([where, *options])})"
     else:
@@ -122,8 +131,13 @@ def _progress_keyword(load: Callable[..., Any]) -> str | None:
 
 
 def load_subtree(
-    ckpt: Checkpoint, path: tuple[str, ...], *, device: str, mode: str | None,
-    allow_pickle: bool, progress: Callable[[int, int, str], None] | None = None,
+    ckpt: Checkpoint,
+    path: tuple[str, ...],
+    *,
+    device: str,
+    mode: str | None,
+    allow_pickle: bool,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Any:
     """Load the subtree at ``path`` with ``Checkpoint.load``.
 
@@ -136,8 +150,12 @@ def load_subtree(
     label = "/".join(path) or "<root>"
     report = progress or (lambda done, total, label: None)
     report(0, total, label)
-    kwargs: dict[str, Any] = {"subpath": path or None, "device": device, "mode": mode,
-                              "allow_pickle": allow_pickle}
+    kwargs: dict[str, Any] = {
+        "subpath": path or None,
+        "device": device,
+        "mode": mode,
+        "allow_pickle": allow_pickle,
+    }
     keyword = _progress_keyword(ckpt.load)  # type: ignore[attr-defined]
     if keyword is not None and progress is not None:
         done = [0]
@@ -155,16 +173,29 @@ def load_subtree(
 
 
 def load_value(
-    ckpt: Checkpoint, path: tuple[str, ...], *, device: str, mode: str | None,
-    allow_pickle: bool, progress: Callable[[int, int, str], None] | None = None,
+    ckpt: Checkpoint,
+    path: tuple[str, ...],
+    *,
+    device: str,
+    mode: str | None,
+    allow_pickle: bool,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> tuple[Any, bool]:
     """What the widget's Load button and ``TDView.load`` load at ``path``, and whether it
     is a leaf: a tensor leaf's tensor (``Checkpoint.load_leaf``), any other node's
-    subtree (:func:`load_subtree`). ``progress`` as there."""
+    subtree (:func:`load_subtree`). ``progress`` as there. In a folder of checkpoints,
+    a member's node is loaded from that member."""
+    if isinstance(ckpt, Collection):
+        owner, _, inner = ckpt.locate(path)
+        if owner is not ckpt:
+            return load_value(
+                owner, inner, device=device, mode=mode, allow_pickle=allow_pickle, progress=progress
+            )
     leaf = bool(path) and ckpt.node(path).is_leaf  # a clear SubpathError before any read
     if not leaf:
-        return load_subtree(ckpt, path, device=device, mode=mode, allow_pickle=allow_pickle,
-                            progress=progress), False
+        return load_subtree(
+            ckpt, path, device=device, mode=mode, allow_pickle=allow_pickle, progress=progress
+        ), False
     report = progress or (lambda done, total, label: None)
     report(0, 1, "/".join(path))
     value = ckpt.load_leaf(path, device=device, mode=mode)
@@ -173,7 +204,9 @@ def load_value(
 
 
 def load(
-    ckpt: Checkpoint, source: str, params: dict[str, Any],
+    ckpt: Checkpoint,
+    source: str,
+    params: dict[str, Any],
     namespace: MutableMapping[str, Any] | None,
     progress: Callable[[int, int, str], None] | None = None,
     bind: Callable[[Any], None] | None = None,
@@ -216,14 +249,21 @@ def load(
         if path:
             ckpt.node(path)  # a clear SubpathError first
         raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
-    value, leaf = load_value(ckpt, path, device=device, mode=params["mode"],
-                             allow_pickle=params["allow_pickle"], progress=progress)
+    value, leaf = load_value(
+        ckpt,
+        path,
+        device=device,
+        mode=params["mode"],
+        allow_pickle=params["allow_pickle"],
+        progress=progress,
+    )
     result = {
         "path": list(path),
         "summary": short_repr(value),
         "variable": variable,
-        "code": load_code(source, path, device, params["mode"], params["allow_pickle"],
-                          variable, leaf=leaf),
+        "code": load_code(
+            source, path, device, params["mode"], params["allow_pickle"], variable, leaf=leaf
+        ),
     }
     check()  # the last chance to cancel: once bound, the load is reported as done
     if bind is not None:
