@@ -40,6 +40,7 @@ test-python:
 # ruff and mypy (Python), biome and tsc --noEmit (js/), tsc --noEmit (labextension/).
 lint: env
 	$(VENV)/bin/ruff check tdview tests bench
+	$(VENV)/bin/ruff format --check tdview tests bench
 	$(VENV)/bin/mypy tdview
 	cd js && npm run --silent lint
 	cd labextension && npm run --silent lint

@@ -43,13 +43,20 @@ def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
         ck.replay_buffer(rows).memmap(replay)
     rows_out = []
     for label, path, ops in (
-        (f"{leaves} leaves: index vs meta load", flat,
-         ["tdview index", "tdview meta", "tensordict meta"]),
-        ("replay buffer: mapped load, then one row", replay,
-         ["tdview mapped", "tensordict mapped"]),
+        (
+            f"{leaves} leaves: index vs meta load",
+            flat,
+            ["tdview index", "tdview meta", "tensordict meta"],
+        ),
+        (
+            "replay buffer: mapped load, then one row",
+            replay,
+            ["tdview mapped", "tensordict mapped"],
+        ),
     ):
-        rows_out.append({"case": "7 memory", "variant": label,
-                         "sides": {op: measure(path, op) for op in ops}})
+        rows_out.append(
+            {"case": "7 memory", "variant": label, "sides": {op: measure(path, op) for op in ops}}
+        )
     return rows_out
 
 
@@ -70,8 +77,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, under two minutes")
     parser.add_argument("--only", help="run cases whose number is in this list, e.g. 1,4")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON report")
-    parser.add_argument("--readme", action="store_true",
-                        help="only put the table of results/latest.json into README.md")
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="only put the table of results/latest.json into README.md",
+    )
     args = parser.parse_args()
     if args.readme:
         update_readme(json.loads((RESULTS / "latest.json").read_text()))
@@ -82,15 +92,25 @@ def main() -> None:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="tdview-bench-") as tmp:
         root = Path(tmp)
-        for number, run in (("1", structure_cases), ("4", replay_cases), ("5", deflate_cases),
-                            ("6", scaling_cases), ("8", tensorclass_cases),
-                            ("9", replay_dump_cases), ("10", hub_cache_cases),
-                            ("11", module_cases), ("12", search_cases)):
+        for number, run in (
+            ("1", structure_cases),
+            ("4", replay_cases),
+            ("5", deflate_cases),
+            ("6", scaling_cases),
+            ("8", tensorclass_cases),
+            ("9", replay_dump_cases),
+            ("10", hub_cache_cases),
+            ("11", module_cases),
+            ("12", search_cases),
+        ):
             if only is None or number in only or (number == "1" and only & {"2", "3"}):
                 results += run(root, sizes)
                 print(f"… cases {number} done ({time.time() - started:.0f} s)", flush=True)
-        memory = ([] if only is not None and "7" not in only
-                  else memory_cases(root, sizes.scaling[-1], sizes.replay_rows))
+        memory = (
+            []
+            if only is not None and "7" not in only
+            else memory_cases(root, sizes.scaling[-1], sizes.replay_rows)
+        )
     report = {
         "machine": machine_facts(),
         "mode": "quick" if args.quick else "full",

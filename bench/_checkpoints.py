@@ -30,8 +30,10 @@ def moe_state_dict(leaves: int, width: int = 16) -> TensorDict:
 
     layers: dict[str, TensorDict] = {}
     for i in range(max(1, -(-leaves // per_layer))):
-        experts = {str(j): TensorDict({w: weight(width, width) for w in ("w1", "w2", "w3")})
-                   for j in range(experts_per_layer)}
+        experts = {
+            str(j): TensorDict({w: weight(width, width) for w in ("w1", "w2", "w3")})
+            for j in range(experts_per_layer)
+        }
         layers[str(i)] = TensorDict(
             moe=TensorDict(experts=TensorDict(experts), router=weight(experts_per_layer, width)),
             attn=TensorDict({p: weight(width, width) for p in attn_keys}),
@@ -72,9 +74,13 @@ def replay_buffer(rows: int) -> TensorDict:
     obs = lambda: torch.randn(rows, 28, generator=gen)  # noqa: E731
     return TensorDict(
         observation=obs(),
-        next=TensorDict(observation=obs(), reward=torch.randn(rows, 1, generator=gen),
-                        done=torch.zeros(rows, 1, dtype=torch.bool),
-                        terminated=torch.zeros(rows, 1, dtype=torch.bool), batch_size=[rows]),
+        next=TensorDict(
+            observation=obs(),
+            reward=torch.randn(rows, 1, generator=gen),
+            done=torch.zeros(rows, 1, dtype=torch.bool),
+            terminated=torch.zeros(rows, 1, dtype=torch.bool),
+            batch_size=[rows],
+        ),
         action=torch.randn(rows, 7, generator=gen),
         action_log_prob=torch.randn(rows, generator=gen),
         episode=torch.arange(rows) // 1000,
@@ -103,11 +109,13 @@ FRAME_BYTES = 3 * 16 * 16 + 8 * 4 + 4
 def frames(rows: int) -> Frames:
     """``rows`` rows of :class:`Frames` (120 rows: 94 KiB; 229,500 rows: 176 MiB)."""
     gen = torch.Generator().manual_seed(0)
-    return Frames(pixels=torch.randint(0, 256, (rows, 3, 16, 16), dtype=torch.uint8,
-                                       generator=gen),
-                  state=torch.randn(rows, 8, generator=gen),
-                  reward=torch.randn(rows, 1, generator=gen),
-                  label="camera 0", batch_size=[rows])
+    return Frames(
+        pixels=torch.randint(0, 256, (rows, 3, 16, 16), dtype=torch.uint8, generator=gen),
+        state=torch.randn(rows, 8, generator=gen),
+        reward=torch.randn(rows, 1, generator=gen),
+        label="camera 0",
+        batch_size=[rows],
+    )
 
 
 @tensorclass
@@ -127,9 +135,15 @@ def history(turns: int) -> object:
     members = []
     for i in range(turns):
         length = 16 * (i % 4 + 1)
-        members.append(Turn(tokens=torch.arange(length), mask=torch.ones(length, dtype=torch.bool),
-                            role="assistant" if i % 2 else "user",
-                            content=f"message {i}: " + "word " * (i % 7), batch_size=[]))
+        members.append(
+            Turn(
+                tokens=torch.arange(length),
+                mask=torch.ones(length, dtype=torch.bool),
+                role="assistant" if i % 2 else "user",
+                content=f"message {i}: " + "word " * (i % 7),
+                batch_size=[],
+            )
+        )
     return lazy_stack(members)
 
 
@@ -154,14 +168,20 @@ def write_replay_dump(rows: int, path: Path) -> str:
         "rb.dumps(path)\n"
         "import torchrl; print(torchrl.__version__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(rows), str(path)],
-                          capture_output=True, text=True, cwd=Path(__file__).parents[1],
-                          env={**os.environ, "RL_LOGGING_LEVEL": "WARNING"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(rows), str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        env={**os.environ, "RL_LOGGING_LEVEL": "WARNING"},
+    )
     if done.returncode == 0 and (path / "storage" / "meta.json").exists():
         return f"written by torchrl {done.stdout.split()[-1]}"
     mirror_replay_dump(rows, path)
-    return (f"torchrl did not run ({(done.stderr.strip().splitlines() or ['?'])[-1][:80]}): "
-            f"the layout of torchrl {MIRRORED_TORCHRL}'s dumps, written by tensordict")
+    return (
+        f"torchrl did not run ({(done.stderr.strip().splitlines() or ['?'])[-1][:80]}): "
+        f"the layout of torchrl {MIRRORED_TORCHRL}'s dumps, written by tensordict"
+    )
 
 
 def mirror_replay_dump(rows: int, path: Path) -> None:
@@ -173,14 +193,16 @@ def mirror_replay_dump(rows: int, path: Path) -> None:
     data["index"] = torch.arange(rows)
     data.memmap(path / "storage")
     (path / "storage" / "storage_metadata.json").write_text(
-        json.dumps({"metadata": {}, "is_pytree": False, "len": rows}))
+        json.dumps({"metadata": {}, "is_pytree": False, "len": rows})
+    )
     (path / "writer").mkdir()
-    (path / "writer" / "metadata.json").write_text(
-        json.dumps({"cursor": 0, "write_count": rows}))
+    (path / "writer" / "metadata.json").write_text(json.dumps({"cursor": 0, "write_count": rows}))
     (path / "buffer_metadata.json").write_text(
-        json.dumps({"batch_size": None, "consume_after_n_samples": None}))
+        json.dumps({"batch_size": None, "consume_after_n_samples": None})
+    )
     (path / "prefetch.pkl").write_bytes(
-        pickle.dumps({"version": 1, "capacity": 0, "queue": ()}, protocol=4))
+        pickle.dumps({"version": 1, "capacity": 0, "queue": ()}, protocol=4)
+    )
 
 
 def write_hub_cache(td: object, root: Path, name: str) -> Path:
@@ -220,8 +242,12 @@ def deflate_many(leaves: int, leaf_bytes: int) -> TensorDict:
 
 def deflate_one_big(big_bytes: int) -> TensorDict:
     n = big_bytes // 4
-    return TensorDict(big=torch.linspace(0, 1000, n).round(), a=torch.zeros(10),
-                      b=torch.ones(10), c=torch.arange(10.0))
+    return TensorDict(
+        big=torch.linspace(0, 1000, n).round(),
+        a=torch.zeros(10),
+        b=torch.ones(10),
+        c=torch.arange(10.0),
+    )
 
 
 def write_both(

@@ -89,8 +89,16 @@ def compare(
         name: min(_time_once(fn, cold_paths) for _ in range(max(3, reps // 2)))
         for name, fn in (floor or {}).items()
     }
-    return Result(case, variant, "cold" if cold_paths is not None else "warm", times,
-                  baseline, per, floors, note)
+    return Result(
+        case,
+        variant,
+        "cold" if cold_paths is not None else "warm",
+        times,
+        baseline,
+        per,
+        floors,
+        note,
+    )
 
 
 def _time_once(fn: Side, cold: list[Path] | None) -> float:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-_PROBE = r'''
+_PROBE = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import torch, tensordict, tdview
@@ -39,11 +39,12 @@ if "mapped" in op:  # read one row of every leaf
         leaf[0].clone()
 print(json.dumps({"peak_added": rss("VmHWM:") - base, "after_load": loaded - base,
                   "after_one_row": rss("VmRSS:") - base}))
-'''
+"""
 
 
 def measure(path: Path, op: str) -> dict[str, int]:
     """Bytes of resident memory the operation added, in a fresh interpreter."""
-    out = subprocess.run([sys.executable, "-c", _PROBE, str(path), op],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(path), op], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -76,15 +76,18 @@ def write_module_tree(leaves: int, path: Path) -> Path:
     :func:`bench._checkpoints.write_flat_tree` does).
     """
     layers = layer_count(leaves)
-    head = dict(embed_tokens=TensorDict.from_module(nn.Embedding(16, HIDDEN).bfloat16()),
-                norm=TensorDict.from_module(nn.RMSNorm(HIDDEN).bfloat16()),
-                lm_head=TensorDict.from_module(nn.Linear(HIDDEN, 16, bias=False).bfloat16()))
+    head = dict(
+        embed_tokens=TensorDict.from_module(nn.Embedding(16, HIDDEN).bfloat16()),
+        norm=TensorDict.from_module(nn.RMSNorm(HIDDEN).bfloat16()),
+        lm_head=TensorDict.from_module(nn.Linear(HIDDEN, 16, bias=False).bfloat16()),
+    )
     if layers <= 1000:
         blocks = TensorDict({str(i): block(i) for i in range(layers)})
         TensorDict(model=TensorDict(layers=blocks, **head)).detach().memmap(path)
         return path
-    TensorDict(model=TensorDict(layers=TensorDict({str(i): TensorDict() for i in range(layers)}),
-                                **head)).detach().memmap(path)
+    TensorDict(
+        model=TensorDict(layers=TensorDict({str(i): TensorDict() for i in range(layers)}), **head)
+    ).detach().memmap(path)
     for i in range(layers):
         block(i).memmap(path / "model" / "layers" / str(i), existsok=True)
     return path
@@ -102,6 +105,9 @@ def meta_files(path: Path) -> list[str]:
         found.append(file)
         with open(file, "rb") as handle:
             meta = json.loads(handle.read())
-        todo.extend(f"{folder}/{key}" for key, value in meta.items()
-                    if isinstance(value, dict) and "type" in value)
+        todo.extend(
+            f"{folder}/{key}"
+            for key, value in meta.items()
+            if isinstance(value, dict) and "type" in value
+        )
     return found

@@ -22,21 +22,31 @@ def render_markdown(report: dict) -> str:
         per = row["per"]
         for side, stat in row["stats"].items():
             ratio = "baseline" if side == row["baseline"] else f"{row['ratios'][side]:.2f}×"
-            lines.append(f"| {row['case']} | {row['variant']} | {row['cache']} | {side} | "
-                         f"{_ms(stat['min'], per)} | {_ms(stat['median'], per)} | {ratio} |")
+            lines.append(
+                f"| {row['case']} | {row['variant']} | {row['cache']} | {side} | "
+                f"{_ms(stat['min'], per)} | {_ms(stat['median'], per)} | {ratio} |"
+            )
         for name, seconds in row["floor"].items():
-            lines.append(f"| {row['case']} | {row['variant']} | {row['cache']} | floor: {name} | "
-                         f"{_ms(seconds, per)} | | |")
-    notes = dict.fromkeys(f"{row['case']}: {row['note']}." for row in report["timing"]
-                          if row.get("note"))
+            lines.append(
+                f"| {row['case']} | {row['variant']} | {row['cache']} | floor: {name} | "
+                f"{_ms(seconds, per)} | | |"
+            )
+    notes = dict.fromkeys(
+        f"{row['case']}: {row['note']}." for row in report["timing"] if row.get("note")
+    )
     if notes:
         lines += ["", *(f"Note, case {note}" for note in notes)]
     if report["memory"]:
-        lines += ["", "| memory case | side | peak added | after load | after one row |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| memory case | side | peak added | after load | after one row |",
+            "|---|---|---|---|---|",
+        ]
         for row in report["memory"]:
             for side, m in row["sides"].items():
-                lines.append(f"| {row['variant']} | {side} | {m['peak_added'] / 2**20:.1f} MiB | "
-                             f"{m['after_load'] / 2**20:.1f} MiB | "
-                             f"{m['after_one_row'] / 2**20:.1f} MiB |")
+                lines.append(
+                    f"| {row['variant']} | {side} | {m['peak_added'] / 2**20:.1f} MiB | "
+                    f"{m['after_load'] / 2**20:.1f} MiB | "
+                    f"{m['after_one_row'] / 2**20:.1f} MiB |"
+                )
     return "\n".join(lines)

@@ -41,16 +41,39 @@ class Sizes:
     load_reps: int  # cases 8, 9: timed calls per side
 
 
-FULL = Sizes(10_000, 1_000_000, 64, 3 << 20, 180 << 20, (1_000, 100_000), 5, 15_000,
-             frame_rows=(120, 229_500), history_turns=64, dump_rows=100_000, loads=40,
-             load_reps=15)
-QUICK = Sizes(600, 20_000, 8, 256 << 10, 8 << 20, (100, 2_000), 3, 1_000,
-              frame_rows=(120, 10_400), history_turns=8, dump_rows=5_000, loads=10,
-              load_reps=5)
+FULL = Sizes(
+    10_000,
+    1_000_000,
+    64,
+    3 << 20,
+    180 << 20,
+    (1_000, 100_000),
+    5,
+    15_000,
+    frame_rows=(120, 229_500),
+    history_turns=64,
+    dump_rows=100_000,
+    loads=40,
+    load_reps=15,
+)
+QUICK = Sizes(
+    600,
+    20_000,
+    8,
+    256 << 10,
+    8 << 20,
+    (100, 2_000),
+    3,
+    1_000,
+    frame_rows=(120, 10_400),
+    history_turns=8,
+    dump_rows=5_000,
+    loads=10,
+    load_reps=5,
+)
 
 
-def load_loop(load: Callable[..., object], path: Path, loads: int,
-              **kwargs: object) -> object:
+def load_loop(load: Callable[..., object], path: Path, loads: int, **kwargs: object) -> object:
     """``loads`` loads of ``path`` one after the other (warnings ignored around all of
     them, the same for both sides): a side of the per-load cases."""
     with warnings.catch_warnings():
@@ -60,15 +83,22 @@ def load_loop(load: Callable[..., object], path: Path, loads: int,
     return result
 
 
-def per_load(case: str, variant: str, path: Path, sizes: Sizes, note: str = "",
-             **kwargs: object) -> Result:
+def per_load(
+    case: str, variant: str, path: Path, sizes: Sizes, note: str = "", **kwargs: object
+) -> Result:
     """tdview's and tensordict's load of ``path`` with ``kwargs``, timed ``sizes.loads``
     loads at a time (small loads: the fixed cost of one load is what is measured)."""
     return compare(
-        case, f"{variant} (time per load)",
-        {"tensordict": lambda: load_loop(TensorDict.load_memmap, path, sizes.loads, **kwargs),
-         "tdview": lambda: load_loop(tdview.load_memmap, path, sizes.loads, **kwargs)},
-        baseline="tensordict", reps=sizes.load_reps, per=sizes.loads, note=note,
+        case,
+        f"{variant} (time per load)",
+        {
+            "tensordict": lambda: load_loop(TensorDict.load_memmap, path, sizes.loads, **kwargs),
+            "tdview": lambda: load_loop(tdview.load_memmap, path, sizes.loads, **kwargs),
+        },
+        baseline="tensordict",
+        reps=sizes.load_reps,
+        per=sizes.loads,
+        note=note,
     )
 
 
@@ -83,15 +113,27 @@ def tensorclass_cases(root: Path, sizes: Sizes) -> list[Result]:
         paths = ck.write_both(ck.frames(rows), root, f"frames{rows}")
         for kind, path in paths.items():
             for device in (None, "meta"):
-                results.append(per_load(
-                    "8 tensorclass", f"{size}, {kind}, {device or 'mapped'}", path, sizes,
-                    device=device))
+                results.append(
+                    per_load(
+                        "8 tensorclass",
+                        f"{size}, {kind}, {device or 'mapped'}",
+                        path,
+                        sizes,
+                        device=device,
+                    )
+                )
     paths = ck.write_both(ck.history(sizes.history_turns), root, "history")
     for kind, path in paths.items():
         for device in (None, "meta"):
-            results.append(per_load(
-                "8 tensorclass", f"lazy stack of {sizes.history_turns}, {kind}, "
-                f"{device or 'mapped'}", path, sizes, device=device))
+            results.append(
+                per_load(
+                    "8 tensorclass",
+                    f"lazy stack of {sizes.history_turns}, {kind}, {device or 'mapped'}",
+                    path,
+                    sizes,
+                    device=device,
+                )
+            )
     return results
 
 
@@ -102,9 +144,17 @@ def replay_dump_cases(root: Path, sizes: Sizes) -> list[Result]:
     note = ck.write_replay_dump(sizes.dump_rows, dump)
     path = dump / "storage"
     nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
-    return [per_load("9 replay dump", f"storage/ of {nbytes / 1e6:.0f} MB, {device or 'mapped'}",
-                     path, sizes, note=note, device=device)
-            for device in (None, "meta")]
+    return [
+        per_load(
+            "9 replay dump",
+            f"storage/ of {nbytes / 1e6:.0f} MB, {device or 'mapped'}",
+            path,
+            sizes,
+            note=note,
+            device=device,
+        )
+        for device in (None, "meta")
+    ]
 
 
 def hub_cache_cases(root: Path, sizes: Sizes) -> list[Result]:
@@ -118,9 +168,16 @@ def hub_cache_cases(root: Path, sizes: Sizes) -> list[Result]:
         print(f"… case 10 left out: {type(error).__name__}: {str(error)[:120]}", flush=True)
         return []
     nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
-    return [per_load("10 hub cache", f"{nbytes / 2**10:.0f} KiB tensorclass, "
-                     f"{device or 'mapped'}", path, sizes, device=device)
-            for device in (None, "meta")]
+    return [
+        per_load(
+            "10 hub cache",
+            f"{nbytes / 2**10:.0f} KiB tensorclass, {device or 'mapped'}",
+            path,
+            sizes,
+            device=device,
+        )
+        for device in (None, "meta")
+    ]
 
 
 def reference_load(path: Path, **kwargs: object) -> object:
@@ -174,18 +231,27 @@ def structure_cases(root: Path, sizes: Sizes) -> list[Result]:
     results = []
     for kind, path in paths.items():
         for cold in (False, True):
-            results.append(compare(
-                "1 structure", f"moe {sizes.moe_leaves} leaves, {kind}",
-                {
-                    "tensordict meta": lambda p=path: reference_load(p, device="meta"),
-                    "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
-                    "tdview index": lambda p=path: tdview_structure(p),
-                },
-                baseline="tensordict meta", reps=sizes.reps, cold=[path] if cold else None,
-                floor=floor_for(path),
-            ))
-    return (results + subpath_cases(paths, sizes) + open_list_cases(root, sizes)
-            + mapped_read_cases(paths, sizes))
+            results.append(
+                compare(
+                    "1 structure",
+                    f"moe {sizes.moe_leaves} leaves, {kind}",
+                    {
+                        "tensordict meta": lambda p=path: reference_load(p, device="meta"),
+                        "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
+                        "tdview index": lambda p=path: tdview_structure(p),
+                    },
+                    baseline="tensordict meta",
+                    reps=sizes.reps,
+                    cold=[path] if cold else None,
+                    floor=floor_for(path),
+                )
+            )
+    return (
+        results
+        + subpath_cases(paths, sizes)
+        + open_list_cases(root, sizes)
+        + mapped_read_cases(paths, sizes)
+    )
 
 
 SUBPATH = "model/layers/1/attn"  # 7 leaves
@@ -196,15 +262,19 @@ def subpath_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:
     for kind, path in paths.items():
         opened = Checkpoint(path)
         opened.load(subpath=SUBPATH)  # the browser's first load; later ones are timed
-        results.append(compare(
-            "2 subpath", f"7-leaf subtree, {kind}",
-            {
-                "tensordict": lambda p=path: reference_load(p, subpath=SUBPATH),
-                "tdview first access": lambda p=path: tdview.load_memmap(p, subpath=SUBPATH),
-                "tdview open Checkpoint": lambda c=opened: c.load(subpath=SUBPATH),
-            },
-            baseline="tensordict", reps=sizes.reps,
-        ))
+        results.append(
+            compare(
+                "2 subpath",
+                f"7-leaf subtree, {kind}",
+                {
+                    "tensordict": lambda p=path: reference_load(p, subpath=SUBPATH),
+                    "tdview first access": lambda p=path: tdview.load_memmap(p, subpath=SUBPATH),
+                    "tdview open Checkpoint": lambda c=opened: c.load(subpath=SUBPATH),
+                },
+                baseline="tensordict",
+                reps=sizes.reps,
+            )
+        )
     return results
 
 
@@ -220,15 +290,20 @@ def open_list_cases(root: Path, sizes: Sizes) -> list[Result]:
     path = ck.write_both(ck.moe_state_dict(sizes.big_archive_leaves), root, "moe_big")["archive"]
     with zipfile.ZipFile(path) as archive:
         entries = len(archive.infolist())
-    return [compare(
-        "2 open + list", f"{entries} entries, list {SUBPATH}, archive",
-        {
-            "tensordict subpath meta": lambda: reference_load(path, subpath=SUBPATH,
-                                                              device="meta"),
-            "tdview open + list": lambda: open_and_list(path, SUBPATH),
-        },
-        baseline="tensordict subpath meta", reps=sizes.reps,
-    )]
+    return [
+        compare(
+            "2 open + list",
+            f"{entries} entries, list {SUBPATH}, archive",
+            {
+                "tensordict subpath meta": lambda: reference_load(
+                    path, subpath=SUBPATH, device="meta"
+                ),
+                "tdview open + list": lambda: open_and_list(path, SUBPATH),
+            },
+            baseline="tensordict subpath meta",
+            reps=sizes.reps,
+        )
+    ]
 
 
 def map_every_file(path: Path, *, read_meta: bool = False) -> int:
@@ -253,23 +328,42 @@ def mapped_read_cases(paths: dict[str, Path], sizes: Sizes) -> list[Result]:
     """The memory-mapped load alone (the goal), then the load and a read of every byte."""
     results = []
     for kind, path in paths.items():
-        floor = ({"stat and map every leaf file": lambda p=path: map_every_file(p),
-                  "read every meta.json, stat and map every leaf file":
-                      lambda p=path: map_every_file(p, read_meta=True)}
-                 if kind == "directory" else None)
-        results.append(compare(
-            "3 mapped load", f"moe, {kind}",
-            {"tensordict": lambda p=path: reference_load(p),
-             "tdview": lambda p=path: tdview.load_memmap(p)},
-            baseline="tensordict", reps=sizes.reps, floor=floor,
-        ))
+        floor = (
+            {
+                "stat and map every leaf file": lambda p=path: map_every_file(p),
+                "read every meta.json, stat and map every leaf file": lambda p=path: map_every_file(
+                    p, read_meta=True
+                ),
+            }
+            if kind == "directory"
+            else None
+        )
+        results.append(
+            compare(
+                "3 mapped load",
+                f"moe, {kind}",
+                {
+                    "tensordict": lambda p=path: reference_load(p),
+                    "tdview": lambda p=path: tdview.load_memmap(p),
+                },
+                baseline="tensordict",
+                reps=sizes.reps,
+                floor=floor,
+            )
+        )
     for kind, path in paths.items():
-        results.append(compare(
-            "3 mapped load + read", f"moe, {kind}",
-            {"tensordict": lambda p=path: read_every_byte(reference_load(p)),
-             "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p))},
-            baseline="tensordict", reps=sizes.reps,
-        ))
+        results.append(
+            compare(
+                "3 mapped load + read",
+                f"moe, {kind}",
+                {
+                    "tensordict": lambda p=path: read_every_byte(reference_load(p)),
+                    "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p)),
+                },
+                baseline="tensordict",
+                reps=sizes.reps,
+            )
+        )
     return results
 
 
@@ -279,14 +373,19 @@ def replay_cases(root: Path, sizes: Sizes) -> list[Result]:
     results = []
     for kind, path in paths.items():
         for cold in (False, True):
-            results.append(compare(
-                "4 replay buffer", f"{nbytes / 1e6:.0f} MB, {kind}",
-                {
-                    "tensordict": lambda p=path: read_every_byte(reference_load(p)),
-                    "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p)),
-                },
-                baseline="tensordict", reps=sizes.reps, cold=[path] if cold else None,
-            ))
+            results.append(
+                compare(
+                    "4 replay buffer",
+                    f"{nbytes / 1e6:.0f} MB, {kind}",
+                    {
+                        "tensordict": lambda p=path: read_every_byte(reference_load(p)),
+                        "tdview": lambda p=path: read_every_byte(tdview.load_memmap(p)),
+                    },
+                    baseline="tensordict",
+                    reps=sizes.reps,
+                    cold=[path] if cold else None,
+                )
+            )
     return results
 
 
@@ -305,28 +404,42 @@ def _inflate_all(path: Path) -> int:
 
 
 def deflate_cases(root: Path, sizes: Sizes) -> list[Result]:
-    many = ck.write_both(ck.deflate_many(sizes.many_leaves, sizes.many_leaf_bytes), root,
-                         "deflate_many", compression="deflate")["archive"]
-    big = ck.write_both(ck.deflate_one_big(sizes.big_leaf_bytes), root, "deflate_big",
-                        compression="deflate")["archive"]
-    labels = {many: f"{sizes.many_leaves} x {sizes.many_leaf_bytes >> 20 or 0.25} MB",
-              big: f"one {sizes.big_leaf_bytes >> 20} MB + 3 small"}
+    many = ck.write_both(
+        ck.deflate_many(sizes.many_leaves, sizes.many_leaf_bytes),
+        root,
+        "deflate_many",
+        compression="deflate",
+    )["archive"]
+    big = ck.write_both(
+        ck.deflate_one_big(sizes.big_leaf_bytes), root, "deflate_big", compression="deflate"
+    )["archive"]
+    labels = {
+        many: f"{sizes.many_leaves} x {sizes.many_leaf_bytes >> 20 or 0.25} MB",
+        big: f"one {sizes.big_leaf_bytes >> 20} MB + 3 small",
+    }
     results = []
     for read in (False, True):  # the load (the goal), then the load and a read of it all
         for path in (many, big):
             for threads in (0, 2):
-                results.append(compare(
-                    "5 deflate load + read" if read else "5 deflate load",
-                    f"{labels[path]}, num_threads={threads}",
-                    {
-                        "tensordict": lambda p=path, t=threads, r=read: _then_read(
-                            reference_load(p, num_threads=t), r),
-                        "tdview": lambda p=path, t=threads, r=read: _then_read(
-                            tdview.load_memmap(p, num_threads=t), r),
-                    },
-                    baseline="tensordict", reps=sizes.reps,
-                    floor=None if read else {"raw zlib inflate": lambda p=path: _inflate_all(p)},
-                ))
+                results.append(
+                    compare(
+                        "5 deflate load + read" if read else "5 deflate load",
+                        f"{labels[path]}, num_threads={threads}",
+                        {
+                            "tensordict": lambda p=path, t=threads, r=read: _then_read(
+                                reference_load(p, num_threads=t), r
+                            ),
+                            "tdview": lambda p=path, t=threads, r=read: _then_read(
+                                tdview.load_memmap(p, num_threads=t), r
+                            ),
+                        },
+                        baseline="tensordict",
+                        reps=sizes.reps,
+                        floor=None
+                        if read
+                        else {"raw zlib inflate": lambda p=path: _inflate_all(p)},
+                    )
+                )
     return results
 
 
@@ -338,14 +451,19 @@ def scaling_cases(root: Path, sizes: Sizes) -> list[Result]:
     results = []
     for leaves in sizes.scaling:
         path = ck.write_flat_tree(leaves, root / f"flat{leaves}")
-        results.append(compare(
-            "6 scaling", f"{leaves} leaves, directory (time per leaf)",
-            {
-                "tensordict meta": lambda p=path: reference_load(p, device="meta"),
-                "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
-                "tdview index": lambda p=path: tdview_structure(p),
-            },
-            baseline="tensordict meta", reps=max(3, sizes.reps - 2), per=leaves,
-            floor=floor_for(path),
-        ))
+        results.append(
+            compare(
+                "6 scaling",
+                f"{leaves} leaves, directory (time per leaf)",
+                {
+                    "tensordict meta": lambda p=path: reference_load(p, device="meta"),
+                    "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
+                    "tdview index": lambda p=path: tdview_structure(p),
+                },
+                baseline="tensordict meta",
+                reps=max(3, sizes.reps - 2),
+                per=leaves,
+                floor=floor_for(path),
+            )
+        )
     return results

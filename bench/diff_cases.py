@@ -40,8 +40,7 @@ RESULTS = Path(__file__).parent / "results"
 
 def _write_pair_meta(root: Path, leaves: int) -> dict[str, Path]:
     a, b = root / f"meta{leaves}_a", root / f"meta{leaves}_b"
-    paths = {"dir_a": a, "dir_b": b, "tdz_a": a.with_suffix(".tdz"),
-             "tdz_b": b.with_suffix(".tdz")}
+    paths = {"dir_a": a, "dir_b": b, "tdz_a": a.with_suffix(".tdz"), "tdz_b": b.with_suffix(".tdz")}
     if all(path.exists() for path in paths.values()):  # kept from a run with --root
         return paths
     ck.write_flat_tree(leaves, a)
@@ -66,9 +65,16 @@ def metadata_cases(root: Path, leaves: int, reps: int) -> list[Result]:
         assert check.rollup().changed == 100 and check.rollup().added == 1, check
         del check
         variant = f"{leaves} leaves, {'directories' if kind == 'dir' else 'archives'}"
-        out.append(compare("diff metadata", variant, {"tdview diff": lambda a=a, b=b: _diff(a, b)},
-                           baseline="tdview diff", reps=reps,
-                           note=f"goal: under {goal} s"))
+        out.append(
+            compare(
+                "diff metadata",
+                variant,
+                {"tdview diff": lambda a=a, b=b: _diff(a, b)},
+                baseline="tdview diff",
+                reps=reps,
+                note=f"goal: under {goal} s",
+            )
+        )
     return out
 
 
@@ -144,13 +150,21 @@ def value_cases(paths: dict[str, Path], reps: int) -> list[Result]:
             "tdview diff values": lambda a=a, b=b: _diff(a, b, level="values"),
         }
         floor = {"floor: read both in 1 MiB chunks": lambda files=files: read_chunked(files)}
-        out.append(compare("diff values", f"{size / 1e9:.2f} GB, {variant}", sides,
-                           baseline="read both whole", reps=reps, floor=floor,
-                           note="goal: tdview time <= 1/0.7 of the baseline (ratio <= 1.43)"))
+        out.append(
+            compare(
+                "diff values",
+                f"{size / 1e9:.2f} GB, {variant}",
+                sides,
+                baseline="read both whole",
+                reps=reps,
+                floor=floor,
+                note="goal: tdview time <= 1/0.7 of the baseline (ratio <= 1.43)",
+            )
+        )
     return out
 
 
-_PROBE = r'''
+_PROBE = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import torch, tdview, tdview.diff._api, tdview.diff._tiers
@@ -168,38 +182,56 @@ result = tdview.diff(sys.argv[1], sys.argv[2], level="values")
 assert not result.equal
 print(json.dumps({"peak_added": status("VmHWM:") - base,
                   "after": status("VmRSS:") - base}))
-'''
+"""
 
 
 def memory_cases(paths: dict[str, Path]) -> list[dict[str, object]]:
     rows = []
-    for variant, a, b in (("directories", paths["a"], paths["step"]),
-                          ("archives", paths["a.tdz"], paths["step.tdz"])):
-        done = subprocess.run([sys.executable, "-c", _PROBE, str(a), str(b)],
-                              capture_output=True, text=True, check=True)
-        rows.append({"case": "diff values memory", "variant": variant,
-                     **json.loads(done.stdout.strip().splitlines()[-1])})
+    for variant, a, b in (
+        ("directories", paths["a"], paths["step"]),
+        ("archives", paths["a.tdz"], paths["step.tdz"]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(a), str(b)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.append(
+            {
+                "case": "diff values memory",
+                "variant": variant,
+                **json.loads(done.stdout.strip().splitlines()[-1]),
+            }
+        )
     return rows
 
 
 def render(report: dict) -> str:
-    lines = ["| case | variant | side | min | median | ratio vs baseline | note |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | variant | side | min | median | ratio vs baseline | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in report["timing"]:
         for side, stats in row["stats"].items():
             ratio = "baseline" if side == row["baseline"] else f"{row['ratios'][side]:.2f}×"
             if len(row["stats"]) == 1:
                 ratio = ""
-            lines.append(f"| {row['case']} | {row['variant']} | {side} | "
-                         f"{stats['min'] * 1e3:.0f} ms | {stats['median'] * 1e3:.0f} ms | "
-                         f"{ratio} | {row['note']} |")
+            lines.append(
+                f"| {row['case']} | {row['variant']} | {side} | "
+                f"{stats['min'] * 1e3:.0f} ms | {stats['median'] * 1e3:.0f} ms | "
+                f"{ratio} | {row['note']} |"
+            )
         for side, seconds in row["floor"].items():
-            lines.append(f"| {row['case']} | {row['variant']} | {side} | {seconds * 1e3:.0f} ms"
-                         " | | | |")
+            lines.append(
+                f"| {row['case']} | {row['variant']} | {side} | {seconds * 1e3:.0f} ms | | | |"
+            )
     lines += ["", "| memory case | variant | peak added | after |", "|---|---|---|---|"]
     for row in report["memory"]:
-        lines.append(f"| {row['case']} | {row['variant']} | {row['peak_added'] / 2**20:.1f} MiB"
-                     f" | {row['after'] / 2**20:.1f} MiB |")
+        lines.append(
+            f"| {row['case']} | {row['variant']} | {row['peak_added'] / 2**20:.1f} MiB"
+            f" | {row['after'] / 2**20:.1f} MiB |"
+        )
     return "\n".join(lines)
 
 
@@ -209,8 +241,9 @@ def main() -> None:
     parser.add_argument("--root", type=Path, help="keep the checkpoints in this folder")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    leaves, big_leaves, leaf_bytes, reps = ((2_000, 8, 1 << 20, 3) if args.quick
-                                            else (100_000, 64, 16 << 20, 5))
+    leaves, big_leaves, leaf_bytes, reps = (
+        (2_000, 8, 1 << 20, 3) if args.quick else (100_000, 64, 16 << 20, 5)
+    )
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="tdview-diff-bench-") as tmp:
         root = args.root or Path(tmp)
@@ -221,9 +254,13 @@ def main() -> None:
         timing += value_cases(big, max(3, reps - 2))
         print(f"… values done ({time.time() - started:.0f} s)", flush=True)
         memory = memory_cases(big)
-    report = {"machine": machine_facts(), "mode": "quick" if args.quick else "full",
-              "seconds": round(time.time() - started, 1),
-              "timing": [r.as_json() for r in timing], "memory": memory}
+    report = {
+        "machine": machine_facts(),
+        "mode": "quick" if args.quick else "full",
+        "seconds": round(time.time() - started, 1),
+        "timing": [r.as_json() for r in timing],
+        "memory": memory,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     name = "diff-latest-quick.json" if args.quick else "diff-latest.json"
     (args.out / name).write_text(json.dumps(report, indent=1))

@@ -44,37 +44,67 @@ def module_cases(root: Path, sizes: object) -> list[Result]:
     floors = _floors(files)
     results = []
     for kind, path in (("directory", directory), ("archive", archive)):
-        results.append(compare(
-            "11 module tree", f"{label}, {kind}, meta",
-            {"tensordict meta": lambda p=path: reference_load(p, device="meta"),
-             "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta")},
-            baseline="tensordict meta", reps=reps,
-            floor=floors if kind == "directory" else None))
-        results.append(compare(
-            "11 module tree", f"{label}, {kind}, mapped",
-            {"tensordict": lambda p=path: reference_load(p),
-             "tdview": lambda p=path: tdview.load_memmap(p)},
-            baseline="tensordict", reps=reps))
+        results.append(
+            compare(
+                "11 module tree",
+                f"{label}, {kind}, meta",
+                {
+                    "tensordict meta": lambda p=path: reference_load(p, device="meta"),
+                    "tdview meta": lambda p=path: tdview.load_memmap(p, device="meta"),
+                },
+                baseline="tensordict meta",
+                reps=reps,
+                floor=floors if kind == "directory" else None,
+            )
+        )
+        results.append(
+            compare(
+                "11 module tree",
+                f"{label}, {kind}, mapped",
+                {
+                    "tensordict": lambda p=path: reference_load(p),
+                    "tdview": lambda p=path: tdview.load_memmap(p),
+                },
+                baseline="tensordict",
+                reps=reps,
+            )
+        )
     for kind, path in (("directory", directory), ("archive", archive)):
-        results.append(compare(
-            "11 module tree", f"subpath {md.SUBPATH} (7 leaves), {kind}, first access",
-            {"tensordict": lambda p=path: reference_load(p, subpath=md.SUBPATH),
-             "tdview": lambda p=path: tdview.load_memmap(p, subpath=md.SUBPATH)},
-            baseline="tensordict", reps=reps))
+        results.append(
+            compare(
+                "11 module tree",
+                f"subpath {md.SUBPATH} (7 leaves), {kind}, first access",
+                {
+                    "tensordict": lambda p=path: reference_load(p, subpath=md.SUBPATH),
+                    "tdview": lambda p=path: tdview.load_memmap(p, subpath=md.SUBPATH),
+                },
+                baseline="tensordict",
+                reps=reps,
+            )
+        )
     with added_latency(LATENCY):
         for device in ("meta", None):
-            results.append(compare(
-                "11 module tree", f"{label}, directory, {device or 'mapped'}, "
-                f"+{LATENCY * 1e3:.1f} ms per file-system call",
-                {"tensordict": lambda d=device: reference_load(directory, device=d),
-                 "tdview": lambda d=device: tdview.load_memmap(directory, device=d)},
-                baseline="tensordict", reps=max(3, reps - 2), warmup=0))
+            results.append(
+                compare(
+                    "11 module tree",
+                    f"{label}, directory, {device or 'mapped'}, "
+                    f"+{LATENCY * 1e3:.1f} ms per file-system call",
+                    {
+                        "tensordict": lambda d=device: reference_load(directory, device=d),
+                        "tdview": lambda d=device: tdview.load_memmap(directory, device=d),
+                    },
+                    baseline="tensordict",
+                    reps=max(3, reps - 2),
+                    warmup=0,
+                )
+            )
     return results
 
 
 def _floors(files: list[str]) -> dict[str, Callable[[], object]]:
     """Reading every ``meta.json`` by its known path (no listing), and parsing the bytes
     read with ``json`` (and with ``msgspec``, where it is installed)."""
+
     def read() -> int:
         total = 0
         for file in files:
@@ -122,6 +152,7 @@ def added_latency(seconds: float) -> Iterator[None]:
             if not (call is saved["readlink"] and str(args[0]).startswith("/proc/self/")):
                 time.sleep(seconds)
             return call(*args, **kwargs)
+
         return wrapped
 
     try:

@@ -39,11 +39,19 @@ from tests.remote_servers import RangeServer  # noqa: E402
 
 def _write(path: Path, blocks: int) -> None:
     g = torch.Generator().manual_seed(0)
-    td = TensorDict({
-        f"block{i:03d}": TensorDict({
-            f"layer{j}": TensorDict({f"w{k}": torch.randn(25_000, generator=g)
-                                     for k in range(7)}) for j in range(10)})
-        for i in range(blocks)})
+    td = TensorDict(
+        {
+            f"block{i:03d}": TensorDict(
+                {
+                    f"layer{j}": TensorDict(
+                        {f"w{k}": torch.randn(25_000, generator=g) for k in range(7)}
+                    )
+                    for j in range(10)
+                }
+            )
+            for i in range(blocks)
+        }
+    )
     td.save(path)
 
 
@@ -58,8 +66,12 @@ def _facts(path: Path) -> dict[str, Any]:
                 e = store._file(key)
                 meta_data += e.size
                 meta_entries += 30 + len(e.raw_name) + e.stored_size
-        return {"central_directory": cd, "meta_json_bytes": meta_data,
-                "meta_json_entry_bytes": meta_entries, "entries": len(store.keys())}
+        return {
+            "central_directory": cd,
+            "meta_json_bytes": meta_data,
+            "meta_json_entry_bytes": meta_entries,
+            "entries": len(store.keys()),
+        }
 
 
 def _sent(log: list[Any]) -> int:
@@ -70,13 +82,15 @@ def run(quick: bool) -> dict[str, Any]:
     blocks = 14 if quick else 143
     # in memory when the machine has a tmpfs: the server's disk is not what is measured
     shm = Path("/dev/shm")
-    work = Path(tempfile.mkdtemp(prefix="tdview-bench-remote-",
-                                 dir=shm if shm.is_dir() else None))
+    work = Path(tempfile.mkdtemp(prefix="tdview-bench-remote-", dir=shm if shm.is_dir() else None))
     path = work / "ckpt.tdz"
     t = time.perf_counter()
     _write(path, blocks)
-    out: dict[str, Any] = {"write_s": round(time.perf_counter() - t, 1),
-                           "archive_bytes": path.stat().st_size, "leaves": blocks * 70}
+    out: dict[str, Any] = {
+        "write_s": round(time.perf_counter() - t, 1),
+        "archive_bytes": path.stat().st_size,
+        "leaves": blocks * 70,
+    }
     facts = _facts(path)
     out.update(facts)
     server = RangeServer(str(work))
@@ -90,9 +104,13 @@ def run(quick: bool) -> dict[str, Any]:
         first = time.perf_counter() - t
         transport = ckpt.store.transport  # type: ignore[attr-defined]
         log = server.take()
-        out["browse_first_page"] = {"round_trips": transport.batches, "requests": len(log),
-                                    "bytes": _sent(log), "seconds": round(first, 3),
-                                    "children": len(page.items)}
+        out["browse_first_page"] = {
+            "round_trips": transport.batches,
+            "requests": len(log),
+            "bytes": _sent(log),
+            "seconds": round(first, 3),
+            "children": len(page.items),
+        }
         t = time.perf_counter()
         total = tdview.index.rollup(ckpt, ckpt.root)
         nodes = sum(1 for _ in tdview.index.walk(ckpt, ckpt.root))
@@ -100,10 +118,16 @@ def run(quick: bool) -> dict[str, Any]:
         browsed = _sent(log)
         bound = facts["central_directory"] + facts["meta_json_entry_bytes"] + (64 << 10)
         out["browse_whole_tree"] = {
-            "nodes": nodes, "leaves": total.leaves, "requests": len(log),
-            "round_trips": transport.batches, "bytes": browsed, "bound": bound,
-            "within_bound": browsed <= bound, "seconds": round(first + time.perf_counter() - t, 3),
-            "payload_bytes_read": 0}
+            "nodes": nodes,
+            "leaves": total.leaves,
+            "requests": len(log),
+            "round_trips": transport.batches,
+            "bytes": browsed,
+            "bound": bound,
+            "within_bound": browsed <= bound,
+            "seconds": round(first + time.perf_counter() - t, 3),
+            "payload_bytes_read": 0,
+        }
         # -- subpath load ---------------------------------------------------------------
         sub = "block007/layer3"
         t = time.perf_counter()
@@ -113,15 +137,22 @@ def run(quick: bool) -> dict[str, Any]:
         payload = sum(v.numel() * v.element_size() for v in got.values())
         with ArchiveStore(path) as opened:
             store: Any = opened
-            metadata = sum(store._file(k).size for k in store.keys()
-                           if k.startswith(sub + "/") and not k.endswith(".memmap"))
+            metadata = sum(
+                store._file(k).size
+                for k in store.keys()
+                if k.startswith(sub + "/") and not k.endswith(".memmap")
+            )
         read = _sent(log)
-        out["subpath_load"] = {"leaves": len(got.keys()), "payload": payload,
-                               "metadata": metadata, "bytes": read, "requests": len(log),
-                               "ratio_to_payload_plus_metadata":
-                                   round(read / (payload + metadata), 4),
-                               "within_1_05": read <= 1.05 * payload + metadata,
-                               "seconds": round(dt, 4)}
+        out["subpath_load"] = {
+            "leaves": len(got.keys()),
+            "payload": payload,
+            "metadata": metadata,
+            "bytes": read,
+            "requests": len(log),
+            "ratio_to_payload_plus_metadata": round(read / (payload + metadata), 4),
+            "within_1_05": read <= 1.05 * payload + metadata,
+            "seconds": round(dt, 4),
+        }
         ckpt.close()
         # -- full load ----------------------------------------------------------------------
         out["full_load"] = _throughput(server, url, path)
@@ -152,8 +183,7 @@ def _throughput(server: RangeServer, url: str, path: Path) -> dict[str, Any]:
         ckpt.close()
         fs = fsspec.filesystem("http")
         t = time.perf_counter()
-        data = fs.cat_ranges([url] * len(ranges), [a for a, _ in ranges],
-                             [b for _, b in ranges])
+        data = fs.cat_ranges([url] * len(ranges), [a for a, _ in ranges], [b for _, b in ranges])
         rows["fsspec_cat_ranges"].append(time.perf_counter() - t)
         assert sum(len(d) for d in data) == nbytes
         del data
@@ -165,10 +195,13 @@ def _throughput(server: RangeServer, url: str, path: Path) -> dict[str, Any]:
         del local
     best = {k: min(v) for k, v in rows.items()}
     mb = nbytes / 1e6
-    return {"bytes": nbytes, "requests": len(ranges),
-            "seconds": {k: round(v, 3) for k, v in best.items()},
-            "MB_per_s": {k: round(mb / v, 1) for k, v in best.items()},
-            "tdview_vs_fsspec_cat": round(best["fsspec_cat_ranges"] / best["tdview"], 3)}
+    return {
+        "bytes": nbytes,
+        "requests": len(ranges),
+        "seconds": {k: round(v, 3) for k, v in best.items()},
+        "MB_per_s": {k: round(mb / v, 1) for k, v in best.items()},
+        "tdview_vs_fsspec_cat": round(best["fsspec_cat_ranges"] / best["tdview"], 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

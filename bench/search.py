@@ -83,18 +83,30 @@ def flat_spec(keys: int) -> Spec:
 def model_spec(keys: int) -> Spec:
     """A transformer's layers and their Adam state: 75 keys (23 folders) a layer."""
     pair: Spec = {"weight": None, "bias": None}
-    layer: Spec = {"attn": {p: pair for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
-                   "mlp": {"fc1": pair, "fc2": pair}, "norm1": pair, "norm2": pair}
+    layer: Spec = {
+        "attn": {p: pair for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "mlp": {"fc1": pair, "fc2": pair},
+        "norm1": pair,
+        "norm2": pair,
+    }
     state: Spec = {"exp_avg": None, "exp_avg_sq": None, "step": None}
     layers = max(1, keys // 75)
-    return {"model": {"layers": {str(i): layer for i in range(layers)}},
-            "optimizer": {"state": {str(j): state for j in range(12 * layers)}}}
+    return {
+        "model": {"layers": {str(i): layer for i in range(layers)}},
+        "optimizer": {"state": {str(j): state for j in range(12 * layers)}},
+    }
 
 
 PATTERNS = {
     "flat": ("t042", "g00100/t001", "g0*/t04?", "*"),
-    "model": ("fc1.weight", "model/layers/100", "layers/*/norm1/*", "**/exp_avg", "*.bias",
-              "weight"),
+    "model": (
+        "fc1.weight",
+        "model/layers/100",
+        "layers/*/norm1/*",
+        "**/exp_avg",
+        "*.bias",
+        "weight",
+    ),
 }
 #: The pattern of the first search of a fresh checkpoint (every ``meta.json`` parsed).
 COLD = {"flat": "t042", "model": "weight"}
@@ -116,8 +128,16 @@ def _fresh(run: Callable[[Checkpoint, str], int], path: Path, pattern: str) -> i
 
 
 def _reply(session: Session, pattern: str) -> int:
-    reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1, "method": "search",
-                                "params": {"pattern": pattern, "limit": PAGE}})
+    reply, _ = handle(
+        session,
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "search",
+            "params": {"pattern": pattern, "limit": PAGE},
+        },
+    )
     assert reply is not None and reply["ok"], reply
     return int(reply["result"]["total"])
 
@@ -126,8 +146,10 @@ def _fresh_reply(path: Path, pattern: str, count: bool) -> int:
     """The ``search`` reply of a fresh checkpoint, counted or the first page only."""
     with Checkpoint(path) as ckpt:
         params = {"pattern": pattern, "limit": PAGE, "count": count}
-        reply, _ = handle(Session(ckpt, str(path)), {
-            "kind": "tdview:request", "v": 1, "id": 1, "method": "search", "params": params})
+        reply, _ = handle(
+            Session(ckpt, str(path)),
+            {"kind": "tdview:request", "v": 1, "id": 1, "method": "search", "params": params},
+        )
     assert reply is not None and reply["ok"], reply
     assert reply["result"]["counted"] is count and len(reply["result"]["matches"]) == PAGE
     return int(reply["result"]["total"])
@@ -142,26 +164,49 @@ def _rows(name: str, path: Path, reps: int) -> list[Result]:
     for pattern in PATTERNS[name]:
         found = search_page(warm, pattern, limit=PAGE).total
         assert _node_walk(warm, pattern) == found, pattern
-        rows.append(compare(
-            "12 search", f"{name}, {keys:,} keys: {pattern!r} ({found:,} matches)",
-            {"node walk": partial(_node_walk, warm, pattern),
-             "search": partial(_count, warm, pattern),
-             "protocol reply": partial(_reply, session, pattern)},
-            baseline="node walk", reps=reps,
-            note="warm index: the first page of 50 and the count of every match"))
+        rows.append(
+            compare(
+                "12 search",
+                f"{name}, {keys:,} keys: {pattern!r} ({found:,} matches)",
+                {
+                    "node walk": partial(_node_walk, warm, pattern),
+                    "search": partial(_count, warm, pattern),
+                    "protocol reply": partial(_reply, session, pattern),
+                },
+                baseline="node walk",
+                reps=reps,
+                note="warm index: the first page of 50 and the count of every match",
+            )
+        )
     pattern = COLD[name]
-    rows.append(compare(
-        "12 search", f"{name}, {keys:,} keys: {pattern!r}, a fresh checkpoint",
-        {"node walk": partial(_fresh, _node_walk, path, pattern),
-         "search": partial(_fresh, _count, path, pattern)},
-        baseline="node walk", reps=reps, warmup=0,
-        note="cold index: every meta.json read and parsed (the files in the page cache)"))
-    rows.append(compare(
-        "12 search", f"{name}, {keys:,} keys: {pattern!r}, a fresh checkpoint's first page",
-        {"counted reply": partial(_fresh_reply, path, pattern, True),
-         "count off": partial(_fresh_reply, path, pattern, False)},
-        baseline="counted reply", reps=reps, warmup=0,
-        note="cold index: the protocol reply of 50 matches, counting all or count: false"))
+    rows.append(
+        compare(
+            "12 search",
+            f"{name}, {keys:,} keys: {pattern!r}, a fresh checkpoint",
+            {
+                "node walk": partial(_fresh, _node_walk, path, pattern),
+                "search": partial(_fresh, _count, path, pattern),
+            },
+            baseline="node walk",
+            reps=reps,
+            warmup=0,
+            note="cold index: every meta.json read and parsed (the files in the page cache)",
+        )
+    )
+    rows.append(
+        compare(
+            "12 search",
+            f"{name}, {keys:,} keys: {pattern!r}, a fresh checkpoint's first page",
+            {
+                "counted reply": partial(_fresh_reply, path, pattern, True),
+                "count off": partial(_fresh_reply, path, pattern, False),
+            },
+            baseline="counted reply",
+            reps=reps,
+            warmup=0,
+            note="cold index: the protocol reply of 50 matches, counting all or count: false",
+        )
+    )
     return rows
 
 

@@ -22,11 +22,23 @@ if TYPE_CHECKING:
     from .storage import remote, trust_paths
     from .widget import TDView
 
-_LAZY = {"Checkpoint": ".index", "TDView": ".widget", "trust_paths": ".storage",
-         "remote": ".storage"}
+_LAZY = {
+    "Checkpoint": ".index",
+    "TDView": ".widget",
+    "trust_paths": ".storage",
+    "remote": ".storage",
+}
 
-__all__ = ["Checkpoint", "TDView", "__version__", "diff", "load", "load_memmap",
-           "remote", "trust_paths"]
+__all__ = [
+    "Checkpoint",
+    "TDView",
+    "__version__",
+    "diff",
+    "load",
+    "load_memmap",
+    "remote",
+    "trust_paths",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -62,8 +62,9 @@ def _tree(args: argparse.Namespace) -> int:
 
     path = parse_cli_subpath(args.subpath) if args.subpath else ()
     depth = None if args.depth < 0 else args.depth
-    options = TreeOptions(depth=depth, pattern=args.filter, limit=args.limit,
-                          rollups=not args.no_rollups)
+    options = TreeOptions(
+        depth=depth, pattern=args.filter, limit=args.limit, rollups=not args.no_rollups
+    )
     with Checkpoint(args.path, robust_key=False if args.legacy_keys else None) as ckpt:
         if isinstance(ckpt, Collection):
             if not holds_checkpoints(ckpt):
@@ -90,17 +91,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--replay-rows", type=int, default=100_000, help=argparse.SUPPRESS)
     demo.set_defaults(run=_demo)
     tree = commands.add_parser("tree", help="print the tree of a checkpoint from its metadata")
-    tree.add_argument("path", help="checkpoint directory or archive (.tdz), or a folder "
-                      "holding checkpoints")
-    tree.add_argument("subpath", nargs="?", metavar="SUBPATH",
-                      help='start at this nested key: "a/b"; a "/" inside a key is written '
-                      '"\\/" (a backslash "\\\\"), or give the keys as a JSON list: '
-                      '\'["openai/clip-vit-large-patch14", "weight"]\'')
+    tree.add_argument(
+        "path", help="checkpoint directory or archive (.tdz), or a folder holding checkpoints"
+    )
+    tree.add_argument(
+        "subpath",
+        nargs="?",
+        metavar="SUBPATH",
+        help='start at this nested key: "a/b"; a "/" inside a key is written '
+        '"\\/" (a backslash "\\\\"), or give the keys as a JSON list: '
+        '\'["openai/clip-vit-large-patch14", "weight"]\'',
+    )
     tree.add_argument("--depth", type=int, default=2, help="levels to show (-1: all)")
-    tree.add_argument("--filter", metavar="PATTERN",
-                      help="show only the keys matching, at any depth, and the way to them "
-                      "(a substring of a key, or a glob with * ? [ over the key or the a/b "
-                      'path); prints "no matches" when none does')
+    tree.add_argument(
+        "--filter",
+        metavar="PATTERN",
+        help="show only the keys matching, at any depth, and the way to them "
+        "(a substring of a key, or a glob with * ? [ over the key or the a/b "
+        'path); prints "no matches" when none does',
+    )
     tree.add_argument("--limit", type=int, default=50, help="children shown per level")
     tree.add_argument("--no-rollups", action="store_true", help="skip subtree totals")
     tree.add_argument("--legacy-keys", action="store_true", help="read raw key names only")
@@ -135,8 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - a bug: said as one, never a raw traceback
         if os.environ.get("TDVIEW_DEBUG"):
             raise
-        print(f"tdview: internal error ({type(error).__name__}: {error_text(error)}); "
-              "please report it (TDVIEW_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(
+            f"tdview: internal error ({type(error).__name__}: {error_text(error)}); "
+            "please report it (TDVIEW_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
         return 3
 
 

@@ -16,25 +16,37 @@ from .protocol._diff import open_view
 MAX_LINES = 60
 
 
-def open_comparison(a: str, b: str | os.PathLike[str], *, level: str = "metadata",
-                    subpath_a: object = None, subpath_b: object = None, rtol: float = 0.0,
-                    atol: float = 0.0) -> tuple[Comparison | None, str]:
+def open_comparison(
+    a: str,
+    b: str | os.PathLike[str],
+    *,
+    level: str = "metadata",
+    subpath_a: object = None,
+    subpath_b: object = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+) -> tuple[Comparison | None, str]:
     """``(comparison, "")``, or ``(None, why)`` when a side cannot be opened or diffed
     (the widget shows why instead of raising)."""
     source_b = os.fspath(b)
     try:
-        view = open_view(a, source_b, level=level, subpath_a=subpath_a, subpath_b=subpath_b,
-                         rtol=rtol, atol=atol)
+        view = open_view(
+            a, source_b, level=level, subpath_a=subpath_a, subpath_b=subpath_b, rtol=rtol, atol=atol
+        )
     except Exception as error:  # noqa: BLE001 - shown in the widget, not raised
         message = error_text(error)
-        where = "" if a in message or source_b in message else (
-            f"{printable(a)} against {printable(source_b)}: ")
+        where = (
+            ""
+            if a in message or source_b in message
+            else (f"{printable(a)} against {printable(source_b)}: ")
+        )
         return None, f"{type(error).__name__}: {where}{message}"
     return Comparison(view, a, source_b), ""
 
 
-def static_text(comparison: Comparison | None, source_a: str, source_b: str,
-                error: str = "") -> str:
+def static_text(
+    comparison: Comparison | None, source_a: str, source_b: str, error: str = ""
+) -> str:
     """``text/plain`` of a compare view: the differing keys as ``tdview diff`` says them."""
     head = f"tdview: {source_a} -> {source_b}"
     if comparison is None:

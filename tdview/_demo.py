@@ -91,8 +91,7 @@ def _replay_buffer(rows: int) -> TensorDict:
 def _episodes() -> LazyStackedTensorDict:
     lengths = (5, 9, 3)
     members = [
-        TensorDict(observation=torch.randn(n, 4), action=torch.randint(0, 4, (n,)))
-        for n in lengths
+        TensorDict(observation=torch.randn(n, 4), action=torch.randint(0, 4, (n,))) for n in lengths
     ]
     return LazyStackedTensorDict(*members, stack_dim=0)
 

@@ -70,8 +70,7 @@ def printable(text: str, limit: int | None = None) -> str:
     if text.isprintable():  # no control, format, surrogate or separator other than " "
         return text
     return "".join(
-        _escape(c) if c in _INVISIBLE or unicodedata.category(c) in _CATEGORIES else c
-        for c in text
+        _escape(c) if c in _INVISIBLE or unicodedata.category(c) in _CATEGORIES else c for c in text
     )
 
 
@@ -108,8 +107,10 @@ class _Echo(reprlib.Repr):
             return "{}"
         if level <= 0:
             return "{...}"
-        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
-                  for k, v in islice(x.items(), self.maxdict)]
+        pieces = [
+            f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+            for k, v in islice(x.items(), self.maxdict)
+        ]
         return "{" + ", ".join(pieces) + (", ...}" if len(x) > self.maxdict else "}")
 
     def repr_instance(self, x: object, level: int) -> str:

@@ -123,11 +123,20 @@ class TDView(anywidget.AnyWidget):
     _static_html = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
-        self, path: str | os.PathLike[str], *, device: str = "cpu", allow_pickle: bool = False,
-        robust_key: bool | None = None, mode: str | None = "r",
-        compare: str | os.PathLike[str] | None = None, level: str = "metadata",
-        subpath_a: object = None, subpath_b: object = None, rtol: float = 0.0,
-        atol: float = 0.0, **kwargs: Any,
+        self,
+        path: str | os.PathLike[str],
+        *,
+        device: str = "cpu",
+        allow_pickle: bool = False,
+        robust_key: bool | None = None,
+        mode: str | None = "r",
+        compare: str | os.PathLike[str] | None = None,
+        level: str = "metadata",
+        subpath_a: object = None,
+        subpath_b: object = None,
+        rtol: float = 0.0,
+        atol: float = 0.0,
+        **kwargs: Any,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'r', 'r+' or None, not {mode!r}")
@@ -136,8 +145,14 @@ class TDView(anywidget.AnyWidget):
         comparison = None
         if compare is not None:  # no one checkpoint: the comparison owns both
             comparison, error = open_comparison(
-                source, compare, level=level, subpath_a=subpath_a, subpath_b=subpath_b,
-                rtol=rtol, atol=atol)
+                source,
+                compare,
+                level=level,
+                subpath_a=subpath_a,
+                subpath_b=subpath_b,
+                rtol=rtol,
+                atol=atol,
+            )
         try:
             if compare is None:
                 ckpt = Checkpoint(source, robust_key=robust_key)
@@ -149,19 +164,34 @@ class TDView(anywidget.AnyWidget):
         except Exception as exc:  # noqa: BLE001 - shown in the widget, not raised
             ckpt, error = None, _open_error(source, exc)
         namespace = _user_namespace()
-        options = {"device": check_device(device), "mode": mode,
-                   "allow_pickle": bool(allow_pickle), "robust_key": robust_key is not False,
-                   "can_bind": namespace is not None}
-        super().__init__(source=source, root=root, options=options, error=error,
-                         compare=compare_state(comparison), **kwargs)
+        options = {
+            "device": check_device(device),
+            "mode": mode,
+            "allow_pickle": bool(allow_pickle),
+            "robust_key": robust_key is not False,
+            "can_bind": namespace is not None,
+        }
+        super().__init__(
+            source=source,
+            root=root,
+            options=options,
+            error=error,
+            compare=compare_state(comparison),
+            **kwargs,
+        )
         self.checkpoint: Checkpoint | None = ckpt
         self.comparison = comparison
         self._compare_source = None if compare is None else os.fspath(compare)
         self.value: Any = None
         self._static: list[_html.Row] | None = None
-        self._session = Session(ckpt, source, namespace=namespace,
-                                error=error if ckpt is None else "", on_load=self._loaded,
-                                diff=comparison)
+        self._session = Session(
+            ckpt,
+            source,
+            namespace=namespace,
+            error=error if ckpt is None else "",
+            on_load=self._loaded,
+            diff=comparison,
+        )
         if comparison is not None:
             comparison.on_refine = self._refined
         self._dispatcher = Dispatcher(self._session, self._send_message)
@@ -246,8 +276,12 @@ class TDView(anywidget.AnyWidget):
         options = self.options
         # what the Load button loads: a tensor leaf's tensor, or the subtree
         self.value, _ = load_value(
-            self.checkpoint, path, device=check_device(device or options["device"]),
-            mode=options["mode"], allow_pickle=options["allow_pickle"])
+            self.checkpoint,
+            path,
+            device=check_device(device or options["device"]),
+            mode=options["mode"],
+            allow_pickle=options["allow_pickle"],
+        )
         self.loaded = {"path": list(path), "count": int(self.loaded.get("count", 0)) + 1}
         return self.value
 
@@ -265,17 +299,18 @@ class TDView(anywidget.AnyWidget):
         if self._compare_source is not None:
             text = static_text(self.comparison, self.source, self._compare_source, self.error)
             data["text/plain"], data["text/html"] = text, static_html(text)
-            self._static_html = static_html(text[:_html.STATE_HTML // 6])  # escaped: ≤ 6×
+            self._static_html = static_html(text[: _html.STATE_HTML // 6])  # escaped: ≤ 6×
             return data, metadata
         try:
             data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
             data["text/html"] = _html.render_html(self.source, self._table(), self.error)
             self._static_html = (
-                data["text/html"] if len(data["text/html"]) <= _html.STATE_HTML else
-                _html.render_html(self.source, self._table(), self.error, _html.STATE_HTML))
+                data["text/html"]
+                if len(data["text/html"]) <= _html.STATE_HTML
+                else _html.render_html(self.source, self._table(), self.error, _html.STATE_HTML)
+            )
         except Exception as error:  # noqa: BLE001 - a repr must not raise
-            text = printable(f"tdview: {self.source}: {type(error).__name__}: "
-                             f"{error_text(error)}")
+            text = printable(f"tdview: {self.source}: {type(error).__name__}: {error_text(error)}")
             data["text/plain"], data["text/html"] = text, f"<pre>{html.escape(text)}</pre>"
             self._static_html = data["text/html"]
         return data, metadata

@@ -48,9 +48,14 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def _same_tensor_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_nested or b.is_nested:
-        return a.is_nested and b.is_nested and len(a.unbind(0)) == len(b.unbind(0)) and all(
-            x.shape == y.shape and torch.equal(_bits(x), _bits(y))
-            for x, y in zip(a.unbind(0), b.unbind(0), strict=True)
+        return (
+            a.is_nested
+            and b.is_nested
+            and len(a.unbind(0)) == len(b.unbind(0))
+            and all(
+                x.shape == y.shape and torch.equal(_bits(x), _bits(y))
+                for x, y in zip(a.unbind(0), b.unbind(0), strict=True)
+            )
         )
     if a.device.type == "meta" or b.device.type == "meta":
         return True
@@ -139,8 +144,9 @@ def _compare_tensor(got: torch.Tensor, ref: torch.Tensor, where: str, values: bo
         assert got._mode == ref._mode, where
         assert got._handler is None, where
         # a member of a lazy stack given as ``out`` gets the saved leaf indexed: (0,) ...
-        assert same_python_value(_index_repr(got._index, values),
-                                 _index_repr(ref._index, values)), where
+        assert same_python_value(
+            _index_repr(got._index, values), _index_repr(ref._index, values)
+        ), where
     if values:
         assert _same_tensor_values(got, ref), f"{where}: values differ"
 

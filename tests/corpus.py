@@ -25,12 +25,34 @@ from tensordict import (
 
 #: Dtypes tensordict 0.15.3's own loader reads back (the rest load only in tdview).
 REFERENCE_DTYPES = [
-    "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128",
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex32",
+    "complex64",
+    "complex128",
 ]
 #: Dtypes tensordict writes but its loader rejects.
-EXTRA_DTYPES = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits16"]
+EXTRA_DTYPES = [
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "bits8",
+    "bits16",
+]
 
 
 @tensorclass
@@ -59,9 +81,11 @@ def plain_nested() -> TensorDict:
     return TensorDict(
         obs=torch.randn(2, 3, 4),
         step=torch.arange(6).reshape(2, 3),
-        nested=TensorDict(reward=torch.randn(2, 3, 1),
-                          deeper=TensorDict(flag=torch.ones(2, 3, dtype=torch.bool),
-                                            batch_size=[2, 3]), batch_size=[2, 3]),
+        nested=TensorDict(
+            reward=torch.randn(2, 3, 1),
+            deeper=TensorDict(flag=torch.ones(2, 3, dtype=torch.bool), batch_size=[2, 3]),
+            batch_size=[2, 3],
+        ),
         empty_level=TensorDict(batch_size=[2, 3]),
         batch_size=[2, 3],
         names=["batch", "time"],
@@ -73,8 +97,9 @@ def dtypes(names: list[str] = REFERENCE_DTYPES) -> TensorDict:
 
 
 def edge_leaves() -> TensorDict:
-    nested = torch.nested.nested_tensor([torch.arange(6.0).reshape(2, 3),
-                                         torch.arange(4.0).reshape(1, 4)])
+    nested = torch.nested.nested_tensor(
+        [torch.arange(6.0).reshape(2, 3), torch.arange(4.0).reshape(1, 4)]
+    )
     return TensorDict(
         scalar=torch.tensor(3.5),
         empty_rows=torch.zeros(0, 5),
@@ -84,21 +109,43 @@ def edge_leaves() -> TensorDict:
     )
 
 
-TRICKY_KEYS = ["a b", "a/b", "%", "", ".", "ключ", "emoji😀", "x.memmap", "meta.json",
-               "_class", "tab\there", "q?*<>|:\"\\"]
+TRICKY_KEYS = [
+    "a b",
+    "a/b",
+    "%",
+    "",
+    ".",
+    "ключ",
+    "emoji😀",
+    "x.memmap",
+    "meta.json",
+    "_class",
+    "tab\there",
+    'q?*<>|:"\\',
+]
 
 
 def tricky_keys() -> TensorDict:
     leaves = {key: torch.full((2,), float(i)) for i, key in enumerate(TRICKY_KEYS)}
-    collections = {"sub dir": TensorDict(v=torch.ones(1)), "..": TensorDict(w=torch.ones(1)),
-                   ".": TensorDict(z=torch.zeros(1)), "ключи": TensorDict(u=torch.ones(1))}
+    collections = {
+        "sub dir": TensorDict(v=torch.ones(1)),
+        "..": TensorDict(w=torch.ones(1)),
+        ".": TensorDict(z=torch.zeros(1)),
+        "ключи": TensorDict(u=torch.ones(1)),
+    }
     return TensorDict({**leaves, **collections})
 
 
 def tensorclass_tree() -> TensorDict:
-    point = Point(pos=torch.randn(2, 3), vel=torch.randn(2, 3, dtype=torch.float64),
-                  label="json-string", count=3, tags=["a", "b"],
-                  inner=TensorDict(z=torch.zeros(2, 1), batch_size=[2]), batch_size=[2])
+    point = Point(
+        pos=torch.randn(2, 3),
+        vel=torch.randn(2, 3, dtype=torch.float64),
+        label="json-string",
+        count=3,
+        tags=["a", "b"],
+        inner=TensorDict(z=torch.zeros(2, 1), batch_size=[2]),
+        batch_size=[2],
+    )
     return TensorDict(tc=point, params=TensorDictParams(TensorDict(w=torch.ones(3))))
 
 
@@ -111,20 +158,25 @@ def non_tensor() -> TensorDict:
         meta=MetaData({"width": 64}),
         a_set=NonTensorData({"x", "y"}),
         stack=NonTensorStack(*(NonTensorData(s) for s in "abc")),
-        grid=NonTensorStack(*(NonTensorStack(*(NonTensorData(f"s{i}{j}") for j in range(3)))
-                              for i in range(2))),
+        grid=NonTensorStack(
+            *(NonTensorStack(*(NonTensorData(f"s{i}{j}") for j in range(3))) for i in range(2))
+        ),
         pickled_stack=NonTensorStack(NonTensorData({1, 2}), NonTensorData({3})),
     )
 
 
 def lazy_stacks() -> TensorDict:
-    members = [TensorDict(a=torch.zeros(3, 2), only_first=torch.ones(3), batch_size=[3]),
-               TensorDict(a=torch.ones(3, 2), sub=TensorDict(b=torch.ones(3, 4), batch_size=[3]),
-                          batch_size=[3])]
+    members = [
+        TensorDict(a=torch.zeros(3, 2), only_first=torch.ones(3), batch_size=[3]),
+        TensorDict(
+            a=torch.ones(3, 2), sub=TensorDict(b=torch.ones(3, 4), batch_size=[3]), batch_size=[3]
+        ),
+    ]
     return TensorDict(
         ls=LazyStackedTensorDict(*members, stack_dim=1, stack_dim_name="s"),
-        ls0=LazyStackedTensorDict(TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(2)),
-                                  stack_dim=0),
+        ls0=LazyStackedTensorDict(
+            TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(2)), stack_dim=0
+        ),
     )
 
 
@@ -187,9 +239,11 @@ def write_diff_pair(a_path: Path, b_path: Path) -> tuple[Path, Path]:
     """Two checkpoints of a model before and after a step: ``w`` changed, a key renamed
     (``old`` -> ``new``), one added (``extra``), ``step`` changed, ``same`` unchanged."""
     torch.manual_seed(0)
-    a = TensorDict(model=TensorDict(w=torch.randn(4, 3), b=torch.zeros(3),
-                                    old=torch.arange(6.0)),
-                   step=torch.tensor(1), same=torch.ones(5))
+    a = TensorDict(
+        model=TensorDict(w=torch.randn(4, 3), b=torch.zeros(3), old=torch.arange(6.0)),
+        step=torch.tensor(1),
+        same=torch.ones(5),
+    )
     b = a.clone()
     b["model", "w"] = a["model", "w"] + 0.5
     b["model", "new"] = b["model"].pop("old")

@@ -90,8 +90,9 @@ class RangeServer:
         self._httpd = _Quiet(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name="tdview-test-range-server")
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, daemon=True, name="tdview-test-range-server"
+        )
         self._thread.start()
 
     @property
@@ -162,8 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         mode = self.owner.behaviour.get(path)
         span = _parse_range(header, size) if header and mode != "ignore-range" else None
         if header and mode != "ignore-range" and span is None:
-            self._answer(path, header, 416, [("Content-Range", f"bytes */{size}"),
-                                             ("Content-Length", "0")])
+            self._answer(
+                path, header, 416, [("Content-Range", f"bytes */{size}"), ("Content-Length", "0")]
+            )
             return
         if span is None:
             start, end, status, headers = 0, size, 200, []
@@ -175,8 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = end - start
         send = length // 2 if mode == "short" and status == 206 else length
         headers += [("Content-Length", str(length)), ("Accept-Ranges", "bytes")]
-        request = self._answer(path, header, status, headers, sent=send if body else 0,
-                               span=(start, start + send))
+        request = self._answer(
+            path, header, status, headers, sent=send if body else 0, span=(start, start + send)
+        )
         if body and send:
             with open(file, "rb") as f:
                 try:
@@ -195,9 +198,16 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
 
-    def _answer(self, path: str, header: str | None, status: int,
-                headers: list[tuple[str, str]], *, sent: int = 0,
-                span: tuple[int, int] | None = None) -> Request:
+    def _answer(
+        self,
+        path: str,
+        header: str | None,
+        status: int,
+        headers: list[tuple[str, str]],
+        *,
+        sent: int = 0,
+        span: tuple[int, int] | None = None,
+    ) -> Request:
         request = Request(self.command, path, header, status, sent)
         if span is not None and sent:
             request._span = span  # type: ignore[attr-defined]
@@ -261,14 +271,20 @@ class LoggedMotoServer:
 
                     chunks = list(app(environ, start))
                     query = environ.get("QUERY_STRING")
-                    log.add(Request(environ["REQUEST_METHOD"],
-                                    environ.get("PATH_INFO", "") + ("?" + query if query else ""),
-                                    environ.get("HTTP_RANGE"), status[0],
-                                    sum(len(c) for c in chunks)))
+                    log.add(
+                        Request(
+                            environ["REQUEST_METHOD"],
+                            environ.get("PATH_INFO", "") + ("?" + query if query else ""),
+                            environ.get("HTTP_RANGE"),
+                            status[0],
+                            sum(len(c) for c in chunks),
+                        )
+                    )
                     return chunks
 
-                self._server = make_server(self._ip_address, self._port, logged, True,
-                                           request_handler=MotoRequestHandler)
+                self._server = make_server(
+                    self._ip_address, self._port, logged, True, request_handler=MotoRequestHandler
+                )
                 self._server_ready_event.set()
                 self._server.serve_forever()
 

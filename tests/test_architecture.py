@@ -43,13 +43,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "demo": BASE,  # writes with tensordict's own writers, reads nothing of tdview
     # the command line and the package's lazy re-exports stand on top of everything
     "cli": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol", "demo"},
-    "tdview": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol",
-                      "widget"},
+    "tdview": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol", "widget"},
 }
 
 #: Root modules that are not a layer of their own name.
-ROOT_LAYER = {"_compare_widget": "widget", "_demo": "demo", "__main__": "cli",
-              "__init__": "tdview"}
+ROOT_LAYER = {"_compare_widget": "widget", "_demo": "demo", "__main__": "cli", "__init__": "tdview"}
 
 #: Function-level imports that go right on purpose: (importing file, imported module).
 DEFERRED = {
@@ -127,8 +125,9 @@ def violations(root: Path = PACKAGE) -> list[str]:
                 if id(node) in in_function and (rel, target) in DEFERRED:
                     continue
                 where = "in a function" if id(node) in in_function else "at module level"
-                found.append(f"tdview/{rel}:{node.lineno}: {here} imports {target} "
-                             f"({there}) {where}")
+                found.append(
+                    f"tdview/{rel}:{node.lineno}: {here} imports {target} ({there}) {where}"
+                )
     return found
 
 
@@ -149,34 +148,44 @@ def test_every_deferred_exception_is_still_needed() -> None:
     assert DEFERRED <= used, DEFERRED - used
 
 
-@pytest.mark.parametrize(("file", "line", "expected"), [
-    ("storage/_base.py", "from ..format import DTYPES", "storage imports tdview.format"),
-    ("storage/_zip.py", "from .. import _text", "storage imports tdview._text"),
-    ("format/_keys.py", "import tdview.index", "format imports tdview.index"),
-    ("index/_node.py", "def f():\n    from ..protocol import handle\n",
-     "index imports tdview.protocol (protocol) in a function"),
-    ("index/_walk.py", "def g():\n    from ..load._api import load_checkpoint\n",
-     "index imports tdview.load._api (load) in a function"),
-    ("load/_api.py", "from ..protocol._load import load", "load imports tdview.protocol._load"),
-    ("protocol/_load.py", "from tdview.widget import TDView", "protocol imports tdview.widget"),
-    ("views/_tree.py", "from ..load import load_memmap", "views imports tdview.load"),
-    ("errors.py", "from .storage import Store", "errors imports tdview.storage"),
-])
+@pytest.mark.parametrize(
+    ("file", "line", "expected"),
+    [
+        ("storage/_base.py", "from ..format import DTYPES", "storage imports tdview.format"),
+        ("storage/_zip.py", "from .. import _text", "storage imports tdview._text"),
+        ("format/_keys.py", "import tdview.index", "format imports tdview.index"),
+        (
+            "index/_node.py",
+            "def f():\n    from ..protocol import handle\n",
+            "index imports tdview.protocol (protocol) in a function",
+        ),
+        (
+            "index/_walk.py",
+            "def g():\n    from ..load._api import load_checkpoint\n",
+            "index imports tdview.load._api (load) in a function",
+        ),
+        ("load/_api.py", "from ..protocol._load import load", "load imports tdview.protocol._load"),
+        ("protocol/_load.py", "from tdview.widget import TDView", "protocol imports tdview.widget"),
+        ("views/_tree.py", "from ..load import load_memmap", "views imports tdview.load"),
+        ("errors.py", "from .storage import Store", "errors imports tdview.storage"),
+    ],
+)
 def test_a_forbidden_import_fails(tmp_path: Path, file: str, line: str, expected: str) -> None:
     """The check itself: a copy of the package with one forbidden import added fails."""
     copy = tmp_path / "tdview"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns(
-        "__pycache__", "static", "labextension"))
+    shutil.copytree(
+        PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static", "labextension")
+    )
     target = copy / file
-    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n",
-                      encoding="utf-8")
+    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
     found = violations(copy)
     assert len(found) == 1 and expected in found[0], found
 
 
 def test_a_root_module_of_no_layer_fails(tmp_path: Path) -> None:
     copy = tmp_path / "tdview"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns(
-        "__pycache__", "static", "labextension"))
+    shutil.copytree(
+        PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static", "labextension")
+    )
     (copy / "_helper.py").write_text('"""A new module at the package root."""\n')
     assert violations(copy) == ["tdview/_helper.py: in no layer: name its layer in ROOT_LAYER"]

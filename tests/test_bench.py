@@ -17,14 +17,29 @@ pytestmark = pytest.mark.slow
 
 
 def test_quick_benchmark_reports_every_case(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "latest-quick.json").read_text())
     cases = {row["case"] for row in report["timing"]}
-    assert {"1 structure", "2 subpath", "3 mapped load", "3 mapped load + read",
-            "4 replay buffer", "5 deflate load", "5 deflate load + read", "6 scaling",
-            "8 tensorclass", "9 replay dump", "11 module tree"} <= cases
+    assert {
+        "1 structure",
+        "2 subpath",
+        "3 mapped load",
+        "3 mapped load + read",
+        "4 replay buffer",
+        "5 deflate load",
+        "5 deflate load + read",
+        "6 scaling",
+        "8 tensorclass",
+        "9 replay dump",
+        "11 module tree",
+    } <= cases
     assert [row["case"] for row in report["memory"]] == ["7 memory", "7 memory"]
     for row in report["timing"]:
         assert set(row["ratios"]) == set(row["times"]) - {row["baseline"]}

@@ -90,8 +90,12 @@ def test_a_complete_scan_is_unchanged():
 
 def test_dense_pickle_archive_tree_is_fast_and_says_so(bomb: Path):
     started = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "tdview", "tree", str(bomb)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tdview", "tree", str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stderr
     assert f"({SCAN_STOPPED}; stopped after" in out.stdout
@@ -179,8 +183,9 @@ def test_slow_requests_do_not_freeze_browsing(demo_paths, monkeypatch):
     for rid in range(LANES["walk"]):
         dispatcher.receive(request("search", {"pattern": "x", "limit": 5}, rid=100 + rid))
     dispatcher.receive(request("node", {"path": ["replay"], "totals": False}, rid=200))
-    dispatcher.receive(request("children", {"path": [], "offset": 0, "limit": 5,
-                                            "totals": False}, rid=1))
+    dispatcher.receive(
+        request("children", {"path": [], "offset": 0, "limit": 5, "totals": False}, rid=1)
+    )
     dispatcher.receive(request("node", {"path": ["model"], "totals": False}, rid=2))
 
     def answered(*ids: int) -> bool:
@@ -238,12 +243,15 @@ def _deep(depth: int) -> list:
     return value
 
 
-@pytest.mark.parametrize("params", [
-    {"path": _deep(10_000)},
-    {"path": ["a"], "extra": {"x": _deep(10_000)}},  # unknown keys are bounded too
-    {"path": ["k" * (2 << 20)]},
-    {"path": ["a"] * 5000},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"path": _deep(10_000)},
+        {"path": ["a"], "extra": {"x": _deep(10_000)}},  # unknown keys are bounded too
+        {"path": ["k" * (2 << 20)]},
+        {"path": ["a"] * 5000},
+    ],
+)
 def test_over_deep_or_large_params_get_an_error_reply(demo_paths, params):
     session = Session(Checkpoint(demo_paths["directory"]), "demo")
     reply, _ = handle(session, request("node", params))
@@ -258,8 +266,9 @@ def test_deep_params_through_the_widget_handler(demo_paths):
     view = TDView(demo_paths["directory"])
     sent: list[dict] = []
     view._dispatcher._send = lambda content, buffers: sent.append(content)
-    view._on_custom_msg(view, request("children", {"path": _deep(10_000), "offset": 0,
-                                                   "limit": 1}, rid=5), [])
+    view._on_custom_msg(
+        view, request("children", {"path": _deep(10_000), "offset": 0, "limit": 1}, rid=5), []
+    )
     assert view._dispatcher.drain(30)
     view.close()
     assert sent and sent[0]["id"] == 5 and sent[0]["error"]["type"] == "RequestError"
@@ -269,11 +278,15 @@ def test_a_long_key_is_not_echoed_whole(demo_paths):
     """A key of 900,000 characters (under the message bound): no reply echoes it whole."""
     session = Session(Checkpoint(demo_paths["archive"]), "demo")
     key = "k" * 900_000
-    for method, params in [("node", {"path": [key]}),
-                           ("children", {"path": [key], "offset": 0, "limit": 5}),
-                           ("preview", {"path": [key], "rows": 5}),
-                           ("load", {"path": [key], "device": "cpu", "mode": "r",
-                                     "allow_pickle": False, "variable": None})]:
+    for method, params in [
+        ("node", {"path": [key]}),
+        ("children", {"path": [key], "offset": 0, "limit": 5}),
+        ("preview", {"path": [key], "rows": 5}),
+        (
+            "load",
+            {"path": [key], "device": "cpu", "mode": "r", "allow_pickle": False, "variable": None},
+        ),
+    ]:
         reply, _ = handle(session, request(method, params))
         assert reply is not None and reply["ok"] is False
         assert len(reply["error"]["message"]) <= messages.MAX_MESSAGE + 100, method
@@ -283,8 +296,7 @@ def test_a_long_key_is_not_echoed_whole(demo_paths):
 def test_every_reply_has_a_size_cap(demo_paths, monkeypatch):
     monkeypatch.setattr(messages, "MAX_REPLY_BYTES", 2000)
     session = Session(Checkpoint(demo_paths["directory"]), "demo")
-    reply, buffers = handle(session, request("children", {"path": [], "offset": 0,
-                                                          "limit": 100}))
+    reply, buffers = handle(session, request("children", {"path": [], "offset": 0, "limit": 100}))
     assert reply is not None and reply["ok"] is False and buffers == []
     error = reply["error"]
     assert error["type"] == "LimitExceededError"

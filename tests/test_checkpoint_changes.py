@@ -32,8 +32,7 @@ SECRET = torch.full((6,), 7.0)
 
 
 def _saved(path: Path) -> Path:
-    TensorDict(a=torch.arange(6.0), sub=TensorDict(b=torch.ones(3, dtype=torch.int32))
-               ).memmap(path)
+    TensorDict(a=torch.arange(6.0), sub=TensorDict(b=torch.ones(3, dtype=torch.int32))).memmap(path)
     return path
 
 
@@ -48,7 +47,8 @@ def _secret(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("mode", [None, "r", "r+"])
 def test_a_leaf_swapped_for_a_symlink_out_of_the_root_is_refused(
-        tmp_path: Path, mode: str | None) -> None:
+    tmp_path: Path, mode: str | None
+) -> None:
     root = _saved(tmp_path / "ck")
     secret = _secret(tmp_path)
     leaf = root / "a.memmap"
@@ -94,7 +94,8 @@ def _returns(call, fifo: Path, seconds: float = 20.0) -> BaseException | None:
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 @pytest.mark.parametrize("mode", ["r", None])
 def test_a_leaf_swapped_for_a_fifo_is_refused_without_blocking(
-        tmp_path: Path, mode: str | None) -> None:
+    tmp_path: Path, mode: str | None
+) -> None:
     root = _saved(tmp_path / "ck")
     leaf = root / "sub" / "b.memmap"
     with Checkpoint(root) as ckpt:
@@ -167,8 +168,12 @@ def _archive(tmp_path: Path) -> Path:
         warnings.simplefilter("ignore")
         nt = torch.nested.nested_tensor([torch.arange(3000.0), torch.arange(2000.0)])
     src = tmp_path / "src"
-    TensorDict(a=torch.arange(50_000.0), odd=torch.arange(3000, dtype=torch.float64),
-               nt=nt, z=torch.zeros(20_000)).memmap(src)
+    TensorDict(
+        a=torch.arange(50_000.0),
+        odd=torch.arange(3000, dtype=torch.float64),
+        nt=nt,
+        z=torch.zeros(20_000),
+    ).memmap(src)
     path = tmp_path / "ck.zip"
     with zipfile.ZipFile(path, "w") as zf:  # no alignment: odd.memmap starts anywhere
         for file in sorted(src.rglob("*")):
@@ -178,14 +183,18 @@ def _archive(tmp_path: Path) -> Path:
     return path
 
 
-def test_an_archive_truncated_after_it_was_opened_is_an_error_not_a_signal(
-        tmp_path: Path) -> None:
+def test_an_archive_truncated_after_it_was_opened_is_an_error_not_a_signal(tmp_path: Path) -> None:
     path = _archive(tmp_path)
-    run = subprocess.run([sys.executable, "-c", _TRUNCATED, str(path)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", _TRUNCATED, str(path)], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, (
-        f"killed by {signal.Signals(-run.returncode).name}" if run.returncode < 0 else
-        run.returncode, run.stdout, run.stderr[-3000:])
+        f"killed by {signal.Signals(-run.returncode).name}"
+        if run.returncode < 0
+        else run.returncode,
+        run.stdout,
+        run.stderr[-3000:],
+    )
     lines = run.stdout.splitlines()
     assert len(lines) == 5 + torch.cuda.is_available(), run.stdout
     for line in lines:
@@ -204,7 +213,7 @@ def test_an_archive_replaced_after_it_was_opened_is_not_mapped(tmp_path: Path) -
         assert not ckpt.node("a").problems
         data = bytearray(other.read_bytes())
         offset = ckpt.store.stored_span("a.memmap")[0]  # type: ignore[attr-defined]
-        data[offset:offset + 24] = SECRET.numpy().tobytes()
+        data[offset : offset + 24] = SECRET.numpy().tobytes()
         other.write_bytes(bytes(data))
         os.replace(other, path)
         with pytest.raises(ArchiveError, match=f"{path} changed since it was opened"):
@@ -233,7 +242,8 @@ print("view", float(loaded["a"][-1]), flush=True)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's mmap semantics")
 @pytest.mark.parametrize("how", ["replace", "truncate"])
 def test_what_a_load_returned_outlives_a_replaced_archive_not_a_truncated_one(
-        tmp_path: Path, how: str) -> None:
+    tmp_path: Path, how: str
+) -> None:
     """The documented protection (a file replaced leaves the mapping whole, a clone never
     depends on the file) and the documented hazard (a view read past the end of a file
     truncated in place is a SIGBUS, which ``-X faulthandler`` names)."""
@@ -243,7 +253,10 @@ def test_what_a_load_returned_outlives_a_replaced_archive_not_a_truncated_one(
     pack_memmap(src, path)
     run = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", _AFTER_RETURN, str(path), str(src), how],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.stdout.splitlines()[0] == "clone 49999.0", (run.stdout, run.stderr[-2000:])
     if how == "replace":
         assert run.returncode == 0, run.stderr[-2000:]
@@ -275,16 +288,23 @@ else:
 """
 
 
-def test_an_archive_truncated_during_a_preview_is_an_error_not_a_signal(
-        tmp_path: Path) -> None:
+def test_an_archive_truncated_during_a_preview_is_an_error_not_a_signal(tmp_path: Path) -> None:
     """The preview reads its leaf's view of the mapping chunk by chunk, after the load
     checked the file: each chunk asks again."""
     path = _archive(tmp_path)
-    run = subprocess.run([sys.executable, "-c", _TRUNCATED_IN_PREVIEW, str(path)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", _TRUNCATED_IN_PREVIEW, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, (
-        f"killed by {signal.Signals(-run.returncode).name}" if run.returncode < 0 else
-        run.returncode, run.stdout, run.stderr[-3000:])
+        f"killed by {signal.Signals(-run.returncode).name}"
+        if run.returncode < 0
+        else run.returncode,
+        run.stdout,
+        run.stderr[-3000:],
+    )
     assert run.stdout.startswith("refused:"), run.stdout
     assert f"{path} changed since it was opened: it is now 4096 bytes" in run.stdout
 
@@ -294,7 +314,8 @@ def test_an_archive_truncated_during_a_preview_is_an_error_not_a_signal(
 
 @pytest.mark.parametrize("mode", [None, "r", "r+"])
 def test_a_folder_swapped_for_a_symlink_out_of_the_root_is_refused(
-        tmp_path: Path, mode: str | None) -> None:
+    tmp_path: Path, mode: str | None
+) -> None:
     """The leaf's own name is still a regular file (O_NOFOLLOW passes), but the folder
     holding it now leads out of the root: the descriptor's real name says so."""
     root = _saved(tmp_path / "ck")
@@ -309,4 +330,5 @@ def test_a_folder_swapped_for_a_symlink_out_of_the_root_is_refused(
             got = ckpt.load_leaf("sub/b", mode=mode)
             got += 1  # the outside file mapped shared would change here
     assert (outside / "b.memmap").read_bytes() == torch.full(
-        (3,), 7, dtype=torch.int32).numpy().tobytes()
+        (3,), 7, dtype=torch.int32
+    ).numpy().tobytes()

@@ -29,11 +29,16 @@ TORCHRL_SKIP = "torchrl 0.14.1 is installed by `make test` (scripts/bootstrap.sh
 
 def _model(seed: int) -> TensorDict:
     torch.manual_seed(seed)
-    return TensorDict({
-        "model": {"layers": {"0": {"weight": torch.randn(4, 3), "bias": torch.randn(4)}},
-                  "head": torch.randn(2, 4)},
-        "step": torch.tensor(seed),
-    }, [])
+    return TensorDict(
+        {
+            "model": {
+                "layers": {"0": {"weight": torch.randn(4, 3), "bias": torch.randn(4)}},
+                "head": torch.randn(2, 4),
+            },
+            "step": torch.tensor(seed),
+        },
+        [],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def request(session: Session, method: str, **params) -> dict:
-    reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1, "method": method,
-                                "params": params})
+    reply, _ = handle(
+        session, {"kind": "tdview:request", "v": 1, "id": 1, "method": method, "params": params}
+    )
     json.dumps(reply, allow_nan=False)
     return reply
 
@@ -70,8 +76,12 @@ def test_a_folder_without_meta_json_opens_as_a_collection(run: Path) -> None:
     with Checkpoint(run) as ckpt:
         assert isinstance(ckpt, Collection)
         kinds = {n.key: n.kind for n in ckpt.children()}
-        assert kinds == {"config.json": "json", "logs": "folder", "step_1000": "checkpoint",
-                         "step_2000.tdz": "checkpoint"}
+        assert kinds == {
+            "config.json": "json",
+            "logs": "folder",
+            "step_1000": "checkpoint",
+            "step_2000.tdz": "checkpoint",
+        }
         assert [n.key for n in ckpt.children("logs")] == ["events.json"]
         broken = ckpt.node("logs/events.json")
         assert ckpt.side_value(broken) is None and "is not JSON" in broken.problems[0]
@@ -115,16 +125,24 @@ def test_search_reaches_into_every_member(run: Path) -> None:
     from tdview.index import rollup
 
     with Checkpoint(run) as ckpt:
-        assert search(ckpt, "bias") == ([("step_1000", "model", "layers", "0", "bias"),
-                                         ("step_2000.tdz", "model", "layers", "0", "bias")],
-                                        False)
+        assert search(ckpt, "bias") == (
+            [
+                ("step_1000", "model", "layers", "0", "bias"),
+                ("step_2000.tdz", "model", "layers", "0", "bias"),
+            ],
+            False,
+        )
         assert search(ckpt, "b*s", under="step_2000.tdz/model") == (
-            [("step_2000.tdz", "model", "layers", "0", "bias")], False)
+            [("step_2000.tdz", "model", "layers", "0", "bias")],
+            False,
+        )
         assert rollup(ckpt, ckpt.root) is ckpt.total(ckpt.root)
     session = Session(Checkpoint(run), str(run), namespace={})
     found = ok(session, "search", pattern="bias", limit=10)
-    assert found["matches"] == [["step_1000", "model", "layers", "0", "bias"],
-                                ["step_2000.tdz", "model", "layers", "0", "bias"]]
+    assert found["matches"] == [
+        ["step_1000", "model", "layers", "0", "bias"],
+        ["step_2000.tdz", "model", "layers", "0", "bias"],
+    ]
     assert not found["truncated"]
     one = ok(session, "search", pattern="bias", limit=1)
     assert one["matches"] == found["matches"][:1] and one["truncated"]
@@ -143,7 +161,8 @@ def test_loader_on_a_folder_of_checkpoints_raises_what_tensordict_raises(run: Pa
 
 
 def test_bounded_listing_and_no_walk_through_a_symlink_loop(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(collection_module, "MAX_ENTRIES", 50)
     (tmp_path / "many").mkdir()
     for i in range(60):
@@ -183,8 +202,15 @@ def test_side_pickles_are_described_never_unpickled(tmp_path: Path) -> None:
     details = ok(session, "node", path=["prefetch.pkl"], totals=True)
     assert details["kind"] == "pickle" and details["pickled"]
     assert ["pathlib", "Path.touch"] in details["pickle"]["globals"]
-    refused = request(session, "load", path=["prefetch.pkl"], device="cpu", mode="r",
-                      allow_pickle=True, variable="x")
+    refused = request(
+        session,
+        "load",
+        path=["prefetch.pkl"],
+        device="cpu",
+        mode="r",
+        allow_pickle=True,
+        variable="x",
+    )
     assert refused["error"]["type"] == "SubpathError"
     assert "side file" in refused["error"]["message"]
     assert main(["tree", str(tmp_path)]) == 0
@@ -208,24 +234,41 @@ def test_protocol_routes_into_members_and_back(run: Path) -> None:
     config = next(c for c in root["children"] if c["key"] == "config.json")
     assert config["bytes"] == (run / "config.json").stat().st_size  # even without totals
     member = next(c for c in root["children"] if c["key"] == "step_2000.tdz")
-    assert member["member"] == {"source": os.path.join("run", "step_2000.tdz"), "depth": 1,
-                                "container": "archive"}
-    inner = ok(session, "children", path=["step_2000.tdz", "model"], offset=0, limit=10,
-               totals=True)
+    assert member["member"] == {
+        "source": os.path.join("run", "step_2000.tdz"),
+        "depth": 1,
+        "container": "archive",
+    }
+    inner = ok(
+        session, "children", path=["step_2000.tdz", "model"], offset=0, limit=10, totals=True
+    )
     assert [c["path"] for c in inner["children"]] == [  # leaves first, as tensordict loads
-        ["step_2000.tdz", "model", "head"], ["step_2000.tdz", "model", "layers"]]
+        ["step_2000.tdz", "model", "head"],
+        ["step_2000.tdz", "model", "layers"],
+    ]
     details = ok(session, "node", path=["step_2000.tdz", "model", "head"], totals=True)
     assert details["subpath"] == "model/head" and details["member"]["depth"] == 1
     preview = ok(session, "preview", path=["step_1000", "model", "head"], rows=2)
     assert preview["path"] == ["step_1000", "model", "head"] and preview["shape"] == [2, 4]
-    loaded = ok(session, "load", path=["step_1000", "model"], device="cpu", mode="r",
-                allow_pickle=False, variable="model")
-    assert loaded["code"] == ('model = tdview.load_memmap("run/step_1000", subpath="model", '
-                              'device="cpu", mode="r")')
-    assert_same(session.namespace["model"],
-                TensorDict.load_memmap(run / "step_1000", subpath="model", mode="r"))
-    folder = request(session, "load", path=["logs"], device="cpu", mode="r",
-                     allow_pickle=False, variable="x")
+    loaded = ok(
+        session,
+        "load",
+        path=["step_1000", "model"],
+        device="cpu",
+        mode="r",
+        allow_pickle=False,
+        variable="model",
+    )
+    assert loaded["code"] == (
+        'model = tdview.load_memmap("run/step_1000", subpath="model", device="cpu", mode="r")'
+    )
+    assert_same(
+        session.namespace["model"],
+        TensorDict.load_memmap(run / "step_1000", subpath="model", mode="r"),
+    )
+    folder = request(
+        session, "load", path=["logs"], device="cpu", mode="r", allow_pickle=False, variable="x"
+    )
     assert folder["error"]["type"] == "SubpathError"
     missing = request(session, "node", path=["step_1000", "nope"], totals=False)
     assert missing["error"]["type"] == "SubpathError"
@@ -259,9 +302,17 @@ def test_prioritized_sampler_arrays_are_typed_by_their_json(tmp_path: Path) -> N
     sums = torch.arange(100, dtype=torch.float64)
     (sampler / "sumtree.memmap").write_bytes(sums.numpy().tobytes())
     (sampler / "mintree.memmap").write_bytes(bytes(8 * 99))  # not what the JSON says
-    (sampler / "sampler_metadata.json").write_text(json.dumps(
-        {"_alpha": 0.7, "_beta": 0.5, "_eps": 1e-8, "_max_priority": 1.0,
-         "_max_capacity": 100.0}))
+    (sampler / "sampler_metadata.json").write_text(
+        json.dumps(
+            {
+                "_alpha": 0.7,
+                "_beta": 0.5,
+                "_eps": 1e-8,
+                "_max_priority": 1.0,
+                "_max_capacity": 100.0,
+            }
+        )
+    )
     _model(1).memmap(tmp_path / "storage")
     with Checkpoint(tmp_path) as ckpt:
         sumtree = ckpt.node("sampler/sumtree.memmap")
@@ -290,7 +341,8 @@ def test_torchrl_checkpoint_folder(tmp_path: Path) -> None:
         assert ckpt.side_value(ckpt.node("manifest.json"))["format"] == "torchrl.checkpoint"
         state = ckpt.load("components/0000-policy/state", mode="r")
     reference = TensorDict.load_memmap(
-        tmp_path / "ckpt" / "components" / "0000-policy" / "state", mode="r")
+        tmp_path / "ckpt" / "components" / "0000-policy" / "state", mode="r"
+    )
     assert_same(state, reference)
     weights = sorted(tuple(t.shape) for t in state.values(True, True))
     assert weights == sorted(tuple(p.shape) for p in policy.parameters())
@@ -300,8 +352,9 @@ def test_torchrl_checkpoint_folder(tmp_path: Path) -> None:
 
 
 def _tree(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tdview", "tree", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tdview", "tree", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_tree_of_a_collection(run: Path) -> None:
@@ -320,8 +373,11 @@ def test_cli_filter_matches_at_any_depth_and_says_no_matches(run: Path) -> None:
     deep = _tree(str(run / "step_1000"), "--filter", "bias")  # at depth 4, beyond --depth 2
     assert deep.returncode == 0
     rows = deep.stdout.splitlines()[1:]
-    for row, start in zip(rows, ["└── model  ", "    └── layers  ", "        └── 0  ",
-                                 "            └── bias  "], strict=True):
+    for row, start in zip(
+        rows,
+        ["└── model  ", "    └── layers  ", "        └── 0  ", "            └── bias  "],
+        strict=True,
+    ):
         assert row.startswith(start), rows
     assert rows[-1].endswith("bias  float32  [4]  16 B")
     both = _tree(str(run), "--filter", "bias")
@@ -371,8 +427,9 @@ def test_widget_shows_a_collection_and_its_static_tree(run: Path) -> None:
     html = view._repr_mimebundle_()[0]["text/html"]
     assert "step_1000" in html and "config.json" in html
     layer = view.load("step_1000/model/layers/0")
-    assert torch.equal(layer["weight"], TensorDict.load_memmap(run / "step_1000")[
-        "model", "layers", "0", "weight"])
+    assert torch.equal(
+        layer["weight"], TensorDict.load_memmap(run / "step_1000")["model", "layers", "0", "weight"]
+    )
     view.close()
 
 

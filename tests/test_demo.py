@@ -19,7 +19,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo-cli")
     done = subprocess.run(
         [sys.executable, "-m", "tdview", "demo", "--out", str(out)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert str(out / "demo_ckpt.tdz") in done.stdout
     return out
@@ -43,8 +45,10 @@ def test_demo_checkpoint_loads_in_tensordict(written: Path, name: str) -> None:
 
 
 def test_demo_has_exactly_one_pickled_value(written: Path) -> None:
-    pickles = sorted(p.relative_to(written / "demo_ckpt").as_posix()
-                     for p in (written / "demo_ckpt").rglob("*.pickle"))
+    pickles = sorted(
+        p.relative_to(written / "demo_ckpt").as_posix()
+        for p in (written / "demo_ckpt").rglob("*.pickle")
+    )
     assert pickles == ["tags/other.pickle"]
 
 

@@ -72,8 +72,9 @@ def _statuses(result: Diff) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 @pytest.mark.parametrize("b_name", ["edited", "edited.tdz"])
 @pytest.mark.parametrize("a_name", ["before", "before.tdz"])
-def test_metadata_finds_added_removed_dtype_shape(model: dict[str, Path], a_name: str,
-                                                   b_name: str, monkeypatch) -> None:
+def test_metadata_finds_added_removed_dtype_shape(
+    model: dict[str, Path], a_name: str, b_name: str, monkeypatch
+) -> None:
     from tdview.diff import _pool
 
     monkeypatch.setattr(_pool, "open_source", _no_payload)
@@ -113,8 +114,7 @@ def test_metadata_never_reads_payloads(model: dict[str, Path], monkeypatch) -> N
 # -- fingerprints ---------------------------------------------------------------------
 
 
-def test_fingerprint_of_two_archives_reads_no_payload(model: dict[str, Path],
-                                                      monkeypatch) -> None:
+def test_fingerprint_of_two_archives_reads_no_payload(model: dict[str, Path], monkeypatch) -> None:
     from tdview.diff import _pool
 
     monkeypatch.setattr(_pool, "open_source", _no_payload)
@@ -127,8 +127,9 @@ def test_fingerprint_of_two_archives_reads_no_payload(model: dict[str, Path],
     assert all(row.changes == ("content",) for row in changed if row.is_leaf)
 
 
-def test_equal_crcs_answer_even_when_the_payload_is_corrupted(model: dict[str, Path],
-                                                              tmp_path: Path) -> None:
+def test_equal_crcs_answer_even_when_the_payload_is_corrupted(
+    model: dict[str, Path], tmp_path: Path
+) -> None:
     """Payload bytes overwritten after the central directory was written: the CRCs still
     match the other side's, so the fingerprint tier (which reads no payload) says "CRC
     equal"; the value tier reads the bytes and finds the difference."""
@@ -143,8 +144,9 @@ def test_equal_crcs_answer_even_when_the_payload_is_corrupted(model: dict[str, P
     fingerprint = tdview.diff(model["before.tdz"], corrupted, level="fingerprint")
     assert fingerprint.equal
     assert fingerprint.row("0/weight").fingerprint == CRC_EQUAL
-    assert "CRC equal" in _cli([str(model["before.tdz"]), str(corrupted), "--level",
-                                "fingerprint"])[1]
+    assert (
+        "CRC equal" in _cli([str(model["before.tdz"]), str(corrupted), "--level", "fingerprint"])[1]
+    )
     values = tdview.diff(model["before.tdz"], corrupted, level="values")
     row = values.row("0/weight")
     assert row.status == "changed" and row.values is not None
@@ -153,7 +155,8 @@ def test_equal_crcs_answer_even_when_the_payload_is_corrupted(model: dict[str, P
 
 
 def test_fingerprint_of_a_directory_and_an_archive_reads_only_the_file(
-        model: dict[str, Path], monkeypatch) -> None:
+    model: dict[str, Path], monkeypatch
+) -> None:
     _forbid_archive_payloads(monkeypatch)
     same = tdview.diff(model["before"], model["before.tdz"], level="fingerprint")
     assert same.equal
@@ -191,12 +194,16 @@ def test_renamed_key(model: dict[str, Path], b_name: str, level: str) -> None:
 
 @pytest.mark.parametrize("b_name", ["after", "after.tdz", "after.deflate"])
 @pytest.mark.parametrize("threads", [1, 3])
-def test_values_after_one_optimizer_step(model: dict[str, Path], b_name: str,
-                                         threads: int) -> None:
+def test_values_after_one_optimizer_step(model: dict[str, Path], b_name: str, threads: int) -> None:
     before, after = _model_pair()
     calls: list[tuple[int, int, str]] = []
-    result = tdview.diff(model["before"], model[b_name], level="values", num_threads=threads,
-                         progress=lambda *args: calls.append(args))
+    result = tdview.diff(
+        model["before"],
+        model[b_name],
+        level="values",
+        num_threads=threads,
+        progress=lambda *args: calls.append(args),
+    )
     assert not result.equal
     for key, old in before.items(True, True):
         new = after[key].double()
@@ -292,13 +299,18 @@ def _exact_stats(old: torch.Tensor, new: torch.Tensor) -> dict[str, float]:
     a2, b2, d2 = (math.fsum((v * v).tolist()) for v in (x, y, d))
     na, nb = math.sqrt(a2), math.sqrt(b2)
     gap = math.fsum((x * x - y * y).tolist()) / (na + nb)  # |a| - |b|
-    return {"differing": int(((a != b) & ~both_nan).sum()), "max_abs": float(d.max()),
-            "mean_abs": math.fsum(d.tolist()) / d.numel(), "rel_l2": math.sqrt(d2) / na,
-            "one_minus_cosine": (d2 - gap * gap) / (2 * na * nb)}
+    return {
+        "differing": int(((a != b) & ~both_nan).sum()),
+        "max_abs": float(d.max()),
+        "mean_abs": math.fsum(d.tolist()) / d.numel(),
+        "rel_l2": math.sqrt(d2) / na,
+        "one_minus_cosine": (d2 - gap * gap) / (2 * na * nb),
+    }
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16,
-                                   torch.float64, torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
+)
 @pytest.mark.parametrize("odd", [False, True])
 def test_values_of_a_partly_equal_leaf(tmp_path: Path, dtype: torch.dtype, odd: bool) -> None:
     """Some chunks byte-equal (their norms take a shortcut), some nearly equal: every
@@ -339,7 +351,8 @@ def test_values_of_a_partly_equal_leaf(tmp_path: Path, dtype: torch.dtype, odd: 
 
 @pytest.mark.parametrize("scale", [1e-30, 1e30])
 def test_values_of_equal_chunks_too_small_or_large_for_float32_squares(
-        tmp_path: Path, scale: float) -> None:
+    tmp_path: Path, scale: float
+) -> None:
     """Squares of these float32 values underflow or overflow in float32: the equal
     chunks' norms are taken in float64, and the leaf keeps its cosine and norm."""
     from tdview.diff._stats import CHUNK
@@ -369,7 +382,8 @@ def test_values_of_every_corpus_checkpoint_against_its_archives(tmp_path: Path) 
             td = corpus.dtypes(corpus.REFERENCE_DTYPES + corpus.EXTRA_DTYPES)
         directory = corpus.write(td, tmp_path, name, "dir")
         containers = {"legacy_views": ["dir"], "dtypes": ["packed", "deflate", "lzma"]}.get(
-            name, ["tdz", "deflate", "lzma"])  # td.save refuses the extra dtypes
+            name, ["tdz", "deflate", "lzma"]
+        )  # td.save refuses the extra dtypes
         for container in containers:
             other = corpus.write(td, tmp_path, name, container)
             for level in ("metadata", "fingerprint", "values"):
@@ -377,21 +391,40 @@ def test_values_of_every_corpus_checkpoint_against_its_archives(tmp_path: Path) 
                 assert result.equal, (name, container, level, result.changed())
     bits = tdview.diff(tmp_path / "dtypes.dir", tmp_path / "dtypes.packed.zip", level="values")
     assert bits.row("bits8").values.bytes_only
-    nested = tdview.diff(tmp_path / "edge_leaves.dir", tmp_path / "edge_leaves.deflate.zip",
-                         level="values").row("jagged")
+    nested = tdview.diff(
+        tmp_path / "edge_leaves.dir", tmp_path / "edge_leaves.deflate.zip", level="values"
+    ).row("jagged")
     assert nested.values is not None and nested.values.numel == 10
 
 
 def test_non_tensor_values(tmp_path: Path) -> None:
-    a = _write(TensorDict(text=NonTensorData("hello"), lr=NonTensorData(0.1),
-                          nan=NonTensorData(float("nan")),
-                          obj=NonTensorData({"x", "y"})), tmp_path / "a")
-    b = _write(TensorDict(text=NonTensorData("hello"), lr=NonTensorData(0.2),
-                          nan=NonTensorData(float("nan")),
-                          obj=NonTensorData({"x", "z"})), tmp_path / "b")
-    c = _write(TensorDict(text=NonTensorData("hello"), lr=NonTensorData(0.1),
-                          nan=NonTensorData(float("nan")),
-                          obj=NonTensorData({"y", "x"})), tmp_path / "c")
+    a = _write(
+        TensorDict(
+            text=NonTensorData("hello"),
+            lr=NonTensorData(0.1),
+            nan=NonTensorData(float("nan")),
+            obj=NonTensorData({"x", "y"}),
+        ),
+        tmp_path / "a",
+    )
+    b = _write(
+        TensorDict(
+            text=NonTensorData("hello"),
+            lr=NonTensorData(0.2),
+            nan=NonTensorData(float("nan")),
+            obj=NonTensorData({"x", "z"}),
+        ),
+        tmp_path / "b",
+    )
+    c = _write(
+        TensorDict(
+            text=NonTensorData("hello"),
+            lr=NonTensorData(0.1),
+            nan=NonTensorData(float("nan")),
+            obj=NonTensorData({"y", "x"}),
+        ),
+        tmp_path / "c",
+    )
     meta = tdview.diff(a, b)  # JSON values are metadata
     assert meta.row("lr").changes == ("value",)
     assert meta.row("text").status == meta.row("nan").status == "same"
@@ -411,31 +444,30 @@ def test_non_tensor_values(tmp_path: Path) -> None:
 
 
 def test_subpaths_on_each_side(model: dict[str, Path]) -> None:
-    result = tdview.diff(model["before"], model["after.tdz"], subpath_a="0", subpath_b="0",
-                         level="values")
+    result = tdview.diff(
+        model["before"], model["after.tdz"], subpath_a="0", subpath_b="0", level="values"
+    )
     assert [row.path for row in result] == [(), ("weight",), ("bias",)]
     assert result.a.endswith("::0")
-    leaf = tdview.diff(model["before"], model["before"], subpath_a="0/bias",
-                       subpath_b="2/bias", level="values")
+    leaf = tdview.diff(
+        model["before"], model["before"], subpath_a="0/bias", subpath_b="2/bias", level="values"
+    )
     assert leaf.rows[0].status == "changed" and leaf.rows[0].changes == ("shape",)
     with pytest.raises(SubpathError):
         tdview.diff(model["before"], model["after"], subpath="nope")
 
 
-def test_collections_diff_members_named_by_subpath(model: dict[str, Path],
-                                                   tmp_path: Path) -> None:
+def test_collections_diff_members_named_by_subpath(model: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     shutil.copytree(model["before"], run / "step_1")
     shutil.copyfile(model["after.tdz"], run / "step_2.tdz")
     with pytest.raises(SubpathError, match="folder of checkpoints"):
         tdview.diff(run, run)
-    result = tdview.diff(run, run, subpath_a="step_1", subpath_b="step_2.tdz",
-                         level="fingerprint")
+    result = tdview.diff(run, run, subpath_a="step_1", subpath_b="step_2.tdz", level="fingerprint")
     assert result.rollup().changed == 4
     with tdview.Checkpoint(run) as opened:
-        assert tdview.diff(opened, model["before"], subpath_a="step_1/0",
-                           subpath_b="0").equal
+        assert tdview.diff(opened, model["before"], subpath_a="step_1/0", subpath_b="0").equal
 
 
 def test_result_serializes(model: dict[str, Path]) -> None:
@@ -467,8 +499,7 @@ def test_to_pandas(model: dict[str, Path]) -> None:
 # -- command line ---------------------------------------------------------------------
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str] | None = None
-         ) -> tuple[int, str]:
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str] | None = None) -> tuple[int, str]:
     import contextlib
     import io
 
@@ -487,11 +518,13 @@ def test_cli_exit_codes_and_output(model: dict[str, Path], capsys) -> None:
     assert "+ extra  added: int64 [5] 40 B" in lines
     assert "~ 0/bias  dtype float32 -> float64" in lines
     assert not any(line.startswith("  ") for line in lines)
-    code, text = _cli([str(model["before"]), str(model["edited"]), "--level", "fingerprint",
-                       "--only-changed"])
+    code, text = _cli(
+        [str(model["before"]), str(model["edited"]), "--level", "fingerprint", "--only-changed"]
+    )
     assert code == 1 and "R 2/weight -> head_weight  renamed" in text
-    code, text = _cli([str(model["before"]), str(model["after.tdz"]), "--level", "values",
-                       "--json", "--progress"])
+    code, text = _cli(
+        [str(model["before"]), str(model["after.tdz"]), "--level", "values", "--json", "--progress"]
+    )
     assert code == 1
     data = json.loads(text)
     assert data["summary"]["changed"] == 4
@@ -534,19 +567,30 @@ def test_node_changes_kind_class_batch_size_names(tmp_path: Path) -> None:
     from tensordict import LazyStackedTensorDict
 
     def stack(n: int) -> LazyStackedTensorDict:
-        return LazyStackedTensorDict(*(TensorDict(a=torch.full((2,), float(i)))
-                                       for i in range(n)), stack_dim=0)
+        return LazyStackedTensorDict(
+            *(TensorDict(a=torch.full((2,), float(i))) for i in range(n)), stack_dim=0
+        )
 
-    a = TensorDict(sub=TensorDict(v=torch.zeros(2, 3), batch_size=[2], names=["n"]),
-                   stack=stack(2), was_leaf=torch.zeros(3),
-                   point=corpus.Point(pos=torch.zeros(2, 3), vel=torch.zeros(2, 3),
-                                      label="p", count=1, tags=["t", "u"],
-                                      inner=TensorDict(batch_size=[2]),
-                                      batch_size=[2]))
-    b = TensorDict(sub=TensorDict(v=torch.zeros(2, 3), batch_size=[2, 3], names=["m", "k"]),
-                   stack=stack(3), was_leaf=TensorDict(now=torch.zeros(3)),
-                   point=TensorDict(pos=torch.zeros(2, 3), vel=torch.zeros(2, 3),
-                                    batch_size=[2]))
+    a = TensorDict(
+        sub=TensorDict(v=torch.zeros(2, 3), batch_size=[2], names=["n"]),
+        stack=stack(2),
+        was_leaf=torch.zeros(3),
+        point=corpus.Point(
+            pos=torch.zeros(2, 3),
+            vel=torch.zeros(2, 3),
+            label="p",
+            count=1,
+            tags=["t", "u"],
+            inner=TensorDict(batch_size=[2]),
+            batch_size=[2],
+        ),
+    )
+    b = TensorDict(
+        sub=TensorDict(v=torch.zeros(2, 3), batch_size=[2, 3], names=["m", "k"]),
+        stack=stack(3),
+        was_leaf=TensorDict(now=torch.zeros(3)),
+        point=TensorDict(pos=torch.zeros(2, 3), vel=torch.zeros(2, 3), batch_size=[2]),
+    )
     result = tdview.diff(_write(a, tmp_path / "a"), _write(b, tmp_path / "b"))
     rows = _statuses(result)
     assert rows["sub"] == ("changed", ("batch_size", "names"))

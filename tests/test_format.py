@@ -547,8 +547,16 @@ def test_reference_agrees_on_a_full_tree(tmp_path):
 
 @pytest.mark.parametrize(
     "module",
-    ["_classes", "_dtypes", "_json", "_json_types", "_keys", "_kinds", "_pickle_scan",
-     "_subtd_index"],
+    [
+        "_classes",
+        "_dtypes",
+        "_json",
+        "_json_types",
+        "_keys",
+        "_kinds",
+        "_pickle_scan",
+        "_subtd_index",
+    ],
 )
 def test_docstring_examples(module):
     import doctest

@@ -100,15 +100,16 @@ def test_a_string_that_never_closes_is_scanned_once():
 
 
 def test_escaped_backslashes_before_quotes():
-    text = json.dumps({"a": ["\\", "\\\"[", "[\\\\"], "b": "\\\\\"{{"}).encode()
+    text = json.dumps({"a": ["\\", '\\"[', "[\\\\"], "b": '\\\\"{{'}).encode()
     assert json_depth(text) == 2
-    assert parse_meta_json(text, WHERE)["b"] == "\\\\\"{{"
+    assert parse_meta_json(text, WHERE)["b"] == '\\\\"{{'
 
 
 def test_json_depth_is_the_running_count_of_brackets_outside_strings():
     """The pair-removal passes and the quote shortcuts give what a running count of the
     brackets left outside strings gives, on balanced, deep, unbalanced and unclosed texts
     (an unclosed string's brackets count: the decoder refuses it anyway)."""
+
     def counted(data: bytes) -> int:
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
         if data.count(b'"') % 2:  # a string that never closes: its brackets count
@@ -245,8 +246,7 @@ def test_huge_shape():
 def test_empty_shape_whose_strides_overflow():
     # no elements, but torch cannot make the strides of [2, 0, 2**62, 2**62]
     meta = td_meta(obs=leaf(shape=[2, 0, 2**62, 2**62]))
-    raises(CheckpointFormatError, parse_node, meta, WHERE,
-           names=["'obs'", str(2**62), "strides"])
+    raises(CheckpointFormatError, parse_node, meta, WHERE, names=["'obs'", str(2**62), "strides"])
     assert parse_node(td_meta(obs=leaf(shape=[2, 0, 2**20, 2**20])), WHERE).entries
 
 

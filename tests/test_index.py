@@ -131,14 +131,22 @@ def walked_rollup(ckpt: Checkpoint, top) -> tuple:
 
 
 def totals(total) -> tuple:
-    return (total.bytes, total.numel, total.leaves, total.by_dtype, total.problems,
-            total.pickles, total.pickle_bytes)
+    return (
+        total.bytes,
+        total.numel,
+        total.leaves,
+        total.by_dtype,
+        total.problems,
+        total.pickles,
+        total.pickle_bytes,
+    )
 
 
 @pytest.mark.parametrize("container", ["dir", "tdz"])
 @pytest.mark.parametrize("name", sorted(BUILDERS))
-def test_rollup_equals_the_sum_over_every_node(corpus_root: Path, name: str,
-                                               container: str) -> None:
+def test_rollup_equals_the_sum_over_every_node(
+    corpus_root: Path, name: str, container: str
+) -> None:
     """A rollup totals plain TensorDict folders without making their child nodes: it
     agrees with the node-by-node sum, at the root and at every collection, whether it is
     asked before or after the nodes exist."""
@@ -156,8 +164,9 @@ def test_rollup_equals_the_sum_over_every_node(corpus_root: Path, name: str,
 
 def test_rollup_of_a_damaged_tree_equals_the_sum_over_every_node(tmp_path: Path) -> None:
     td = RefTensorDict(
-        a=torch.ones(3), gone=torch.ones(2), nested=torch.nested.nested_tensor(
-            [torch.ones(2, 3), torch.ones(4, 3)]),
+        a=torch.ones(3),
+        gone=torch.ones(2),
+        nested=torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]),
         sub=RefTensorDict(x=torch.ones(5, dtype=torch.int16), lost=RefTensorDict(y=torch.ones(1))),
         bad=RefTensorDict(z=torch.ones(1)),
     )
@@ -172,21 +181,24 @@ def test_rollup_of_a_damaged_tree_equals_the_sum_over_every_node(tmp_path: Path)
         expected = walked_rollup(walked, walked.root)
         assert expected[4] == 3  # the missing file, the unreadable meta.json, the lost folder
         assert totals(rollup(fresh, fresh.root)) == expected
-        assert totals(rollup(fresh, fresh.node("sub"))) == walked_rollup(walked,
-                                                                        walked.node("sub"))
+        assert totals(rollup(fresh, fresh.node("sub"))) == walked_rollup(walked, walked.node("sub"))
 
 
 def test_identical_meta_files_are_parsed_once(tmp_path: Path) -> None:
     layer = {"w": torch.ones(4, 2), "b": torch.zeros(2)}
-    td = RefTensorDict(layers=RefTensorDict({str(i): RefTensorDict(layer) for i in range(4)}),
-                       other=RefTensorDict(w=torch.ones(3)))
+    td = RefTensorDict(
+        layers=RefTensorDict({str(i): RefTensorDict(layer) for i in range(4)}),
+        other=RefTensorDict(w=torch.ones(3)),
+    )
     td.memmap(tmp_path / "ckpt")
     with Checkpoint(tmp_path / "ckpt") as ckpt:
         metas = [ckpt.node(f"layers/{i}").meta for i in range(4)]
         assert all(meta is metas[0] for meta in metas)  # one parse, shared
         assert ckpt.node("other").meta is not metas[0]
         assert [c.path for c in ckpt.children("layers/2")] == [
-            ("layers", "2", "w"), ("layers", "2", "b")]
+            ("layers", "2", "w"),
+            ("layers", "2", "b"),
+        ]
         assert ckpt.node("layers/3/w").file == "layers/3/w.memmap"
 
 
@@ -247,19 +259,22 @@ def test_child_counts_without_reading_children(corpus_root: Path, name: str) -> 
 
 
 def test_a_level_of_more_folders_than_the_listing_budget_is_listed_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The listings kept are bounded; the parent of the folder being listed must stay
     among them, or a level holding more names than the budget is listed again for each
     of its sub-folders (quadratic: a level of 100,000 folders never finished)."""
     from tdview.storage import _directory
 
     RefTensorDict({f"m{i:03d}": RefTensorDict(w=torch.ones(1)) for i in range(200)}).memmap(
-        tmp_path / "ck")
+        tmp_path / "ck"
+    )
     monkeypatch.setattr(_directory, "_HELD_NAMES", 50)  # fewer names than the level holds
     scans: list[str] = []
     real_scan = _directory._scan
-    monkeypatch.setattr(_directory, "_scan",
-                        lambda real, dirkey: scans.append(dirkey) or real_scan(real, dirkey))
+    monkeypatch.setattr(
+        _directory, "_scan", lambda real, dirkey: scans.append(dirkey) or real_scan(real, dirkey)
+    )
     with Checkpoint(tmp_path / "ck") as ckpt:
         assert rollup(ckpt, ckpt.root).leaves == 200
         assert len(list(walk(ckpt, ckpt.root))) == 400
@@ -268,7 +283,8 @@ def test_a_level_of_more_folders_than_the_listing_budget_is_listed_once(
 
 
 def test_looking_up_stack_members_one_after_the_other_stays_linear(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Member i exists when folders 0..i do: members found before need no check again
     (each lookup checked every folder before it: 40 s for 10,000 members)."""
     from tdview.storage import DirectoryStore
@@ -277,8 +293,9 @@ def test_looking_up_stack_members_one_after_the_other_stays_linear(
     LazyStackedTensorDict(*members, stack_dim=0).memmap(tmp_path / "s")
     probes: list[str] = []
     real = DirectoryStore.is_dir
-    monkeypatch.setattr(DirectoryStore, "is_dir",
-                        lambda self, key: probes.append(key) or real(self, key))
+    monkeypatch.setattr(
+        DirectoryStore, "is_dir", lambda self, key: probes.append(key) or real(self, key)
+    )
     with Checkpoint(tmp_path / "s") as ckpt:
         for i in range(60):
             assert ckpt.node(str(i)).path == (str(i),)
@@ -290,10 +307,15 @@ def test_looking_up_stack_members_one_after_the_other_stays_linear(
 def test_a_tensordict_node_finds_an_entry_by_key() -> None:
     from tdview.format import parse_node
 
-    meta = {"b": {"type": "TensorDict"}, "a": {"device": "cpu", "shape": [2],
-                                                 "dtype": "torch.float32", "is_nested": False},
-            "shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
-            "_format_version": 1, "_class": "tensordict:TensorDict"}
+    meta = {
+        "b": {"type": "TensorDict"},
+        "a": {"device": "cpu", "shape": [2], "dtype": "torch.float32", "is_nested": False},
+        "shape": [],
+        "device": "cpu",
+        "_type": "<class 'tensordict._td.TensorDict'>",
+        "_format_version": 1,
+        "_class": "tensordict:TensorDict",
+    }
     node = parse_node(meta, "meta.json")
     assert [e.key for e in node.entries] == ["b", "a"]
     assert node.entry("a") is node.entries[1] and node.entry("b") is node.entries[0]

@@ -37,8 +37,9 @@ class Episode:
 
 
 def episode(length: int, fill: float = 0.0) -> Episode:
-    return Episode(obs=torch.full((length, 4), fill), reward=torch.full((length, 1), fill),
-                   batch_size=[length])
+    return Episode(
+        obs=torch.full((length, 4), fill), reward=torch.full((length, 1), fill), batch_size=[length]
+    )
 
 
 def write(obj: object, root: Path, name: str, container: str) -> Path:
@@ -72,8 +73,7 @@ def members_of(obj: object) -> list:
 
 
 @pytest.mark.parametrize("container", CONTAINERS)
-def test_tensorclass_over_a_lazy_stack_shows_its_members(tmp_path: Path,
-                                                          container: str) -> None:
+def test_tensorclass_over_a_lazy_stack_shows_its_members(tmp_path: Path, container: str) -> None:
     """Its members, their leaves and sizes are in the index, and search finds its keys
     (the index showed no child and "0 B in 0 leaves", and search found nothing)."""
     stacked = lazy_stack([episode(3, 1.0), episode(3, 2.0)])
@@ -93,8 +93,7 @@ def test_tensorclass_over_a_lazy_stack_shows_its_members(tmp_path: Path,
         total = rollup(ckpt, root)
         leaves = [n for n in walk(ckpt, root) if n.kind == LEAF]
         assert total.leaves == len(leaves) == sum(len(list(m.keys())) for m in members)
-        assert total.bytes == sum(t.numel() * t.element_size() for m in members
-                                  for t in m.values())
+        assert total.bytes == sum(t.numel() * t.element_size() for m in members for t in m.values())
         assert total.numel == sum(t.numel() for m in members for t in m.values())
         matches, _ = search(ckpt, "obs")
         assert matches == [("0", "obs"), ("1", "obs")]
@@ -105,23 +104,26 @@ def _history() -> type:
     torchrl = pytest.importorskip(
         "torchrl.data.llm.history",
         reason="torchrl is not installed: its History is the tensorclass-over-a-lazy-stack "
-               "that real LLM checkpoints hold (the Episode tests cover the layout)")
+        "that real LLM checkpoints hold (the Episode tests cover the layout)",
+    )
     return torchrl.History
 
 
 @pytest.mark.parametrize("container", CONTAINERS)
-def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
-                                                            container: str) -> None:
+def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path, container: str) -> None:
     """torchrl's ``History``, stacked lazily as a batch of conversations, shows each
     conversation and its keys as tensordict loads them."""
     history = _history()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        chats = lazy_stack([
-            history(role=["user", "assistant"], content=["hi", "hello"], batch_size=(2,)),
-            history(role=["user", "assistant", "user"], content=["a", "b", "c"],
-                    batch_size=(3,)),
-        ])
+        chats = lazy_stack(
+            [
+                history(role=["user", "assistant"], content=["hi", "hello"], batch_size=(2,)),
+                history(
+                    role=["user", "assistant", "user"], content=["a", "b", "c"], batch_size=(3,)
+                ),
+            ]
+        )
     path = write(chats, tmp_path, "history", container)
     loaded = reference(path)
     members = members_of(loaded)
@@ -133,15 +135,17 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
             assert sorted(c.key for c in ckpt.children(child)) == sorted(member.keys())
             assert ckpt.batch_size(child) == tuple(member.batch_size)
         assert ckpt.node("1/content").value == ["a", "b", "c"]
-        assert ckpt.batch_size(ckpt.node("1/is_complete")) == tuple(
-            members[1].get("is_complete").batch_size) == (3,)
+        assert (
+            ckpt.batch_size(ckpt.node("1/is_complete"))
+            == tuple(members[1].get("is_complete").batch_size)
+            == (3,)
+        )
         matches, _ = search(ckpt, "role")
         assert matches == [("0", "role"), ("1", "role")]
         schema = {e.key[0]: e for e in stack_schema(ckpt, ckpt.root) or []}
         assert set(schema) == set(loaded._tensordict.keys())  # type: ignore[attr-defined]
         for key, entry in schema.items():
-            assert entry.stacked_shape(2, 0) == tuple(
-                loaded._tensordict.get_item_shape(key)), key  # type: ignore[attr-defined]
+            assert entry.stacked_shape(2, 0) == tuple(loaded._tensordict.get_item_shape(key)), key  # type: ignore[attr-defined]
 
 
 # -- ragged lazy stacks ----------------------------------------------------------------
@@ -149,6 +153,7 @@ def test_a_stacked_torchrl_history_shows_its_conversations(tmp_path: Path,
 
 def _ragged_stacks() -> dict[str, object]:
     """Stacks whose members differ in length, as tensordict writes them."""
+
     def member(*batch: int) -> TensorDict:
         return TensorDict(x=torch.zeros(*batch, 2), batch_size=list(batch))
 
@@ -163,8 +168,9 @@ def _ragged_stacks() -> dict[str, object]:
 
 @pytest.mark.parametrize("container", CONTAINERS)
 @pytest.mark.parametrize("name", sorted(_ragged_stacks()))
-def test_a_ragged_stack_has_the_batch_size_tensordict_gives(tmp_path: Path, name: str,
-                                                            container: str) -> None:
+def test_a_ragged_stack_has_the_batch_size_tensordict_gives(
+    tmp_path: Path, name: str, container: str
+) -> None:
     """-1 in every dim where the members differ, in the index, the protocol and the CLI
     (the first member's batch size was shown: ``[2, 5]`` for ``[2, -1]``)."""
     from tdview.protocol._summaries import summary
@@ -187,8 +193,14 @@ def test_one_leaf_is_a_leaf(tmp_path: Path) -> None:
     """``tdview tree`` says "in 1 leaf" (it said "in 1 leaves")."""
     from tdview.views._tree import describe
 
-    path = write(TensorDict(one=TensorDict(w=torch.ones(3)), two=TensorDict(
-        a=torch.ones(2), b=torch.ones(2))), tmp_path, "words", "dir")
+    path = write(
+        TensorDict(
+            one=TensorDict(w=torch.ones(3)), two=TensorDict(a=torch.ones(2), b=torch.ones(2))
+        ),
+        tmp_path,
+        "words",
+        "dir",
+    )
     with Checkpoint(path) as ckpt:
         assert describe(ckpt, ckpt.node("one")).endswith("12 B in 1 leaf")
         assert describe(ckpt, ckpt.node("two")).endswith("16 B in 2 leaves")
@@ -208,21 +220,25 @@ def _adam_state() -> dict:
 
 
 @pytest.mark.parametrize("container", CONTAINERS)
-def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path,
-                                                          container: str) -> None:
+def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path, container: str) -> None:
     """A torchrl trainer's optimizer part (``_state_dict_to_td(optimizer.state_dict())``):
     its pickled Adam state adds its file's bytes to the rollups, as a pickle, not a leaf
     (it showed "0 B in 0 leaves")."""
     trainers = pytest.importorskip(
         "torchrl.trainers.trainers",
-        reason="torchrl is not installed: its Trainer writes the optimizer part this way")
+        reason="torchrl is not installed: its Trainer writes the optimizer part this way",
+    )
     from tdview._units import human_bytes
     from tdview.protocol._summaries import details, summary
     from tdview.views._tree import describe
 
     part = trainers._state_dict_to_td(_adam_state())
-    path = write(TensorDict(optimizer=part, model=TensorDict(w=torch.ones(3))), tmp_path,
-                 "trainer", container)
+    path = write(
+        TensorDict(optimizer=part, model=TensorDict(w=torch.ones(3))),
+        tmp_path,
+        "trainer",
+        container,
+    )
     assert set(reference(path)["optimizer"].keys()) == {"state", "param_groups"}  # type: ignore[index]
     with Checkpoint(path) as ckpt:
         state = ckpt.node("optimizer/state")
@@ -258,9 +274,11 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
         size = ckpt.store.entry("state/other.pickle").size
         line = describe(ckpt, node)
         assert "locked" not in line
-        assert line.endswith(f"pickled {size} B (imports collections.deque): "
-                             "unpickled only on load with allow_pickle=True, or None with "
-                             "a warning"), line
+        assert line.endswith(
+            f"pickled {size} B (imports collections.deque): "
+            "unpickled only on load with allow_pickle=True, or None with "
+            "a warning"
+        ), line
         assert PICKLE_POLICY in PICKLE_PROBLEM and PICKLE_PROBLEM in details(ckpt, node)["problems"]
     # what it says is what the loader does
     with pytest.warns(FutureWarning, match="pickled"):
@@ -275,9 +293,13 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
 
 def _schema_stacks() -> dict[str, object]:
     def member(n: int, *, extra: bool = False, wide: bool = False) -> TensorDict:
-        td = TensorDict(obs=torch.zeros(n, 4), done=torch.zeros(n, dtype=torch.bool),
-                        next=TensorDict(obs=torch.zeros(n, 4), batch_size=[n]),
-                        info=NonTensorData("x"), batch_size=[n])
+        td = TensorDict(
+            obs=torch.zeros(n, 4),
+            done=torch.zeros(n, dtype=torch.bool),
+            next=TensorDict(obs=torch.zeros(n, 4), batch_size=[n]),
+            info=NonTensorData("x"),
+            batch_size=[n],
+        )
         if extra:
             td["extra"] = torch.zeros(n, 2)
         if wide:
@@ -287,20 +309,26 @@ def _schema_stacks() -> dict[str, object]:
     return {
         "ragged": lazy_stack([member(3), member(5, extra=True), member(3)]),
         "ranks": lazy_stack([member(3), member(3, wide=True)]),
-        "dim1": lazy_stack([TensorDict(a=torch.zeros(2, 3, 7), batch_size=[2, 3]),
-                            TensorDict(a=torch.zeros(2, 5, 7), batch_size=[2, 5])], dim=1),
+        "dim1": lazy_stack(
+            [
+                TensorDict(a=torch.zeros(2, 3, 7), batch_size=[2, 3]),
+                TensorDict(a=torch.zeros(2, 5, 7), batch_size=[2, 5]),
+            ],
+            dim=1,
+        ),
         "episodes": lazy_stack([episode(3), episode(5)]),
         # a stacked tensorclass in each member: its keys too, stacked twice
-        "nested": lazy_stack([TensorDict(a=torch.zeros(n), eps=lazy_stack([episode(2),
-                                                                           episode(n)]))
-                              for n in (3, 4)]),
+        "nested": lazy_stack(
+            [TensorDict(a=torch.zeros(n), eps=lazy_stack([episode(2), episode(n)])) for n in (3, 4)]
+        ),
     }
 
 
 @pytest.mark.parametrize("container", CONTAINERS)
 @pytest.mark.parametrize("name", sorted(_schema_stacks()))
-def test_the_schema_of_a_lazy_stack_is_what_tensordict_sees(tmp_path: Path, name: str,
-                                                            container: str) -> None:
+def test_the_schema_of_a_lazy_stack_is_what_tensordict_sees(
+    tmp_path: Path, name: str, container: str
+) -> None:
     """Each key's dtype, and its shape with -1 where the members differ: stacked, it is
     tensordict's ``get_item_shape``; a key only some members hold says how many."""
     from tdview.index import stack_members
@@ -315,8 +343,9 @@ def test_the_schema_of_a_lazy_stack_is_what_tensordict_sees(tmp_path: Path, name
         entries = stack_schema(ckpt, node)
         assert entries is not None
         every = [e for e in entries if e.members == len(members)]
-        assert {e.key for e in every} == {k if isinstance(k, tuple) else (k,)
-                                          for k in stack.keys(True)}
+        assert {e.key for e in every} == {
+            k if isinstance(k, tuple) else (k,) for k in stack.keys(True)
+        }
         for entry in every:
             key = entry.key if len(entry.key) > 1 else entry.key[0]
             stacked = entry.stacked_shape(len(members), dim)
@@ -352,17 +381,39 @@ def test_the_schema_is_in_the_details_of_a_lazy_stack_only(tmp_path: Path) -> No
     tensorclass over one), with the subtree totals; absent for other nodes."""
     from tdview.protocol._summaries import details
 
-    path = write(TensorDict(stack=lazy_stack([episode(3), episode(5)]),
-                            plain=TensorDict(a=torch.ones(2))), tmp_path, "d", "dir")
+    path = write(
+        TensorDict(stack=lazy_stack([episode(3), episode(5)]), plain=TensorDict(a=torch.ones(2))),
+        tmp_path,
+        "d",
+        "dir",
+    )
     with Checkpoint(path) as ckpt:
         first = details(ckpt, ckpt.node("stack"), totals=False)
         assert first["schema"] is None  # not walked for the first paint
         schema = details(ckpt, ckpt.node("stack"))["schema"]
-        assert schema == {"members": 2, "stack_dim": 0, "truncated": False, "entries": [
-            {"key": ["obs"], "kind": "leaf", "class_name": "Tensor", "dtype": "float32",
-             "shape": [-1, 4], "members": 2},
-            {"key": ["reward"], "kind": "leaf", "class_name": "Tensor", "dtype": "float32",
-             "shape": [-1, 1], "members": 2}]}
+        assert schema == {
+            "members": 2,
+            "stack_dim": 0,
+            "truncated": False,
+            "entries": [
+                {
+                    "key": ["obs"],
+                    "kind": "leaf",
+                    "class_name": "Tensor",
+                    "dtype": "float32",
+                    "shape": [-1, 4],
+                    "members": 2,
+                },
+                {
+                    "key": ["reward"],
+                    "kind": "leaf",
+                    "class_name": "Tensor",
+                    "dtype": "float32",
+                    "shape": [-1, 1],
+                    "members": 2,
+                },
+            ],
+        }
         assert "schema" not in details(ckpt, ckpt.node("plain"))
         assert "schema" not in details(ckpt, ckpt.node("stack/0"))
 
@@ -371,8 +422,12 @@ def test_the_schema_is_in_the_details_of_a_lazy_stack_only(tmp_path: Path) -> No
 def test_a_non_tensor_value_has_its_parents_batch_size(tmp_path: Path, container: str) -> None:
     """A NonTensorData saves no batch size; tensordict gives it its parent's on load (the
     index said ``[]``)."""
-    td = TensorDict(x=torch.zeros(4), s=NonTensorData("hi"),
-                    sub=TensorDict(t=NonTensorData(1), batch_size=[4, 2]), batch_size=[4])
+    td = TensorDict(
+        x=torch.zeros(4),
+        s=NonTensorData("hi"),
+        sub=TensorDict(t=NonTensorData(1), batch_size=[4, 2]),
+        batch_size=[4],
+    )
     path = write(TensorDict(td=td, top=NonTensorData(2.5)), tmp_path, "values", container)
     loaded = reference(path)
     with Checkpoint(path) as ckpt:

@@ -22,9 +22,10 @@ from .test_index_safety import visit_everything
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz-src")
     td = TensorDict(
-        a=torch.arange(6.0).reshape(2, 3), b=TensorDict(c=torch.ones(2, 1), batch_size=[2]),
-        s=NonTensorData("x"), ls=LazyStackedTensorDict(TensorDict(x=torch.zeros(1)),
-                                                      TensorDict(x=torch.ones(1))),
+        a=torch.arange(6.0).reshape(2, 3),
+        b=TensorDict(c=torch.ones(2, 1), batch_size=[2]),
+        s=NonTensorData("x"),
+        ls=LazyStackedTensorDict(TensorDict(x=torch.zeros(1)), TensorDict(x=torch.ones(1))),
         batch_size=[2],
     )
     td.memmap(root / "dir")
@@ -42,8 +43,12 @@ def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes
 
 edits = st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=6)
 cuts = st.one_of(st.none(), st.integers(0, 4096))
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 def _survives(path: Path) -> None:
@@ -56,8 +61,11 @@ def _survives(path: Path) -> None:
 
 
 @SETTINGS
-@given(which=st.sampled_from(["meta.json", "b/meta.json", "ls/0/meta.json", "s/meta.json"]),
-       edits=edits, cut=cuts)
+@given(
+    which=st.sampled_from(["meta.json", "b/meta.json", "ls/0/meta.json", "s/meta.json"]),
+    edits=edits,
+    cut=cuts,
+)
 def test_damaged_meta_json(source: Path, tmp_path_factory, which: str, edits, cut) -> None:
     work = tmp_path_factory.mktemp("fuzz")
     shutil.copytree(source / "dir", work / "dir")

@@ -68,6 +68,7 @@ def test_never_reads_a_payload_byte(demo_paths, kind, monkeypatch) -> None:
         def guarded(self, key, *args, **kwargs):
             assert not key.endswith(".memmap"), f"the index read the payload of {key}"
             return method(self, key, *args, **kwargs)
+
         return guarded
 
     monkeypatch.setattr(builtins, "open", spy_open)
@@ -86,9 +87,15 @@ def test_never_unpickles_or_imports(tmp_path, monkeypatch) -> None:
     # A NonTensorData whose pickle names a module that must never be imported.
     node = tmp_path / "ckpt" / "evil"
     node.mkdir()
-    (node / "meta.json").write_text(json.dumps({
-        "_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": None,
-        "_is_non_tensor": True}))
+    (node / "meta.json").write_text(
+        json.dumps(
+            {
+                "_type": "<class 'tensordict.tensorclass.NonTensorData'>",
+                "_metadata": None,
+                "_is_non_tensor": True,
+            }
+        )
+    )
     payload = b"\x80\x04\x95" + (0).to_bytes(8, "little")
     payload += b"\x8c\x0etdview_evil_xy\x94\x8c\x03run\x94\x93\x94)R\x94."
     (node / "other.pickle").write_bytes(payload)
@@ -136,9 +143,13 @@ def test_read_only_checkpoint_is_left_untouched(demo_paths, tmp_path, kind) -> N
 def damaged(tmp_path: Path) -> Path:
     """A checkpoint with one problem per node and healthy siblings around each."""
     td = TensorDict(
-        ok=torch.arange(4.0), missing=torch.ones(3), short=torch.ones(6),
-        bad_json=TensorDict(x=torch.ones(1)), future=TensorDict(y=torch.ones(1)),
-        gone=TensorDict(z=torch.ones(1)), fine=TensorDict(w=torch.ones(2)),
+        ok=torch.arange(4.0),
+        missing=torch.ones(3),
+        short=torch.ones(6),
+        bad_json=TensorDict(x=torch.ones(1)),
+        future=TensorDict(y=torch.ones(1)),
+        gone=TensorDict(z=torch.ones(1)),
+        fine=TensorDict(w=torch.ones(2)),
     )
     root = tmp_path / "ckpt"
     td.memmap(root)
@@ -153,8 +164,10 @@ def damaged(tmp_path: Path) -> Path:
 
 def test_problems_are_reported_on_their_own_nodes(damaged: Path) -> None:
     with Checkpoint(damaged) as ckpt:
-        problems = {n.key: n.problems + (size_problems(ckpt.store, n) if n.is_leaf else [])
-                    for n in ckpt.children()}
+        problems = {
+            n.key: n.problems + (size_problems(ckpt.store, n) if n.is_leaf else [])
+            for n in ckpt.children()
+        }
         assert problems["ok"] == [] and problems["fine"] == []
         assert "missing.memmap is missing" in problems["missing"][0]
         assert "10 bytes" in problems["short"][0] and "24 bytes" in problems["short"][0]
@@ -171,9 +184,12 @@ def test_symlink_loops_end_as_problems(tmp_path: Path) -> None:
     make never end (tensordict recurses until it fails). The index shows each loop as a
     problem of its node and walks the rest; the loader refuses the key with the loop."""
     root = tmp_path / "ckpt"
-    TensorDict(a=torch.arange(4.0), sub=TensorDict(s=torch.ones(1)),
-               p=TensorDict(l=TensorDict(x=torch.ones(1))),
-               q=TensorDict(m=TensorDict(x=torch.ones(1)))).memmap(root)
+    TensorDict(
+        a=torch.arange(4.0),
+        sub=TensorDict(s=torch.ones(1)),
+        p=TensorDict(l=TensorDict(x=torch.ones(1))),
+        q=TensorDict(m=TensorDict(x=torch.ones(1))),
+    ).memmap(root)
     shutil.rmtree(root / "sub")
     (root / "sub").symlink_to(".")
     # p/l and q/m: each the other's parent (p/l/m is q/m/... is p/...)
@@ -208,8 +224,12 @@ def test_archive_entry_with_a_bad_local_header_is_a_leaf_problem(tmp_path: Path)
 
 def test_tree_command(demo_paths) -> None:
     run = [sys.executable, "-m", "tdview", "tree", str(demo_paths["archive"])]
-    out = subprocess.run(run + ["model", "--depth", "-1", "--filter", "head"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        run + ["model", "--depth", "-1", "--filter", "head"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.splitlines()[0].startswith("model  TensorDict")
     assert "head  TensorDict" in out and "weight  float32  [512, 64]  131 KB" in out
     assert "layers" not in out
@@ -226,15 +246,27 @@ def test_tree_lines_are_drawn_alike_by_the_command_and_the_static_view(tmp_path:
     from tdview.views._html import render_text, rows
     from tdview.views._tree import TreeOptions, render_tree
 
-    td = TensorDict(a=TensorDict(x=torch.ones(2), y=TensorDict(z=torch.ones(1))),
-                    b=torch.zeros(3), c=TensorDict({f"k{i}": torch.ones(1) for i in range(4)}))
+    td = TensorDict(
+        a=TensorDict(x=torch.ones(2), y=TensorDict(z=torch.ones(1))),
+        b=torch.zeros(3),
+        c=TensorDict({f"k{i}": torch.ones(1) for i in range(4)}),
+    )
     td.memmap(tmp_path / "ckpt")
     with Checkpoint(tmp_path / "ckpt") as ckpt:
-        lines = list(render_tree(ckpt, ckpt.root, TreeOptions(depth=None, limit=3,
-                                                              rollups=False)))
+        lines = list(render_tree(ckpt, ckpt.root, TreeOptions(depth=None, limit=3, rollups=False)))
         keys = [_drawn_key(line) for line in lines[1:]]
-        assert keys == ["├── b", "├── a", "│   ├── x", "│   └── y", "│       └── z", "└── c",
-                        "    ├── k0", "    ├── k1", "    ├── k2", "    └── … 1 more"]
+        assert keys == [
+            "├── b",
+            "├── a",
+            "│   ├── x",
+            "│   └── y",
+            "│       └── z",
+            "└── c",
+            "    ├── k0",
+            "    ├── k1",
+            "    ├── k2",
+            "    └── … 1 more",
+        ]
         static = render_text("ckpt", list(rows(ckpt, depth=3, limit=3))).splitlines()[1:]
     assert [_drawn_key(line) for line in static] == keys
 

@@ -60,11 +60,16 @@ class OldPoint:
 
 def tensorclass_fields() -> TensorDict:
     inner = Sample(obs=torch.arange(4.0).reshape(2, 2), note="inner", batch_size=[2])
-    outer = Sample(obs=torch.ones(2, 3), note="outer", extra={"a", "b"}, child=inner,
-                   batch_size=[2])
-    return TensorDict(sample=outer, none_field=Sample(obs=torch.zeros(2), note="n",
-                                                      batch_size=[2]),
-                      typed=MetaData[str]("typed"), meta=MetaData({"lr": 0.1}), batch_size=[2])
+    outer = Sample(
+        obs=torch.ones(2, 3), note="outer", extra={"a", "b"}, child=inner, batch_size=[2]
+    )
+    return TensorDict(
+        sample=outer,
+        none_field=Sample(obs=torch.zeros(2), note="n", batch_size=[2]),
+        typed=MetaData[str]("typed"),
+        meta=MetaData({"lr": 0.1}),
+        batch_size=[2],
+    )
 
 
 def stacks_more() -> TensorDict:
@@ -72,21 +77,38 @@ def stacks_more() -> TensorDict:
     dicts = NonTensorStack(NonTensorData({"k": 1}), NonTensorData({"k": [2, 3]}))
     jagged = NonTensorStack(NonTensorData([1]), NonTensorData([2, 3]))
     member0 = TensorDict(a=torch.zeros(2), text=NonTensorData("m0"), batch_size=[2])
-    member1 = TensorDict(a=torch.ones(2), deep=LazyStackedTensorDict(
-        TensorDict(z=torch.zeros(2, 1), batch_size=[2]),
-        TensorDict(z=torch.ones(2, 1), w=torch.ones(2), batch_size=[2]), stack_dim=1),
-        batch_size=[2])
-    return TensorDict(lists=lists, dicts=dicts, jagged=jagged,
-                      hetero=LazyStackedTensorDict(member0, member1, stack_dim=0))
+    member1 = TensorDict(
+        a=torch.ones(2),
+        deep=LazyStackedTensorDict(
+            TensorDict(z=torch.zeros(2, 1), batch_size=[2]),
+            TensorDict(z=torch.ones(2, 1), w=torch.ones(2), batch_size=[2]),
+            stack_dim=1,
+        ),
+        batch_size=[2],
+    )
+    return TensorDict(
+        lists=lists,
+        dicts=dicts,
+        jagged=jagged,
+        hetero=LazyStackedTensorDict(member0, member1, stack_dim=0),
+    )
 
 
 def views_more() -> TensorDict:
-    source = TensorDict(a=torch.arange(24.0).reshape(2, 3, 4), b=torch.arange(6).reshape(2, 3),
-                        batch_size=[2, 3], names=["x", "y"])
+    source = TensorDict(
+        a=torch.arange(24.0).reshape(2, 3, 4),
+        b=torch.arange(6).reshape(2, 3),
+        batch_size=[2, 3],
+        names=["x", "y"],
+    )
     flat = TensorDict(c=torch.arange(6.0).reshape(1, 6), batch_size=[1, 6])
     with set_lazy_legacy(True):
-        views = {"transposed": source.transpose(0, 1), "squeezed": flat.squeeze(0),
-                 "viewed": flat.view(2, 3), "unsq2": source.unsqueeze(-1)}
+        views = {
+            "transposed": source.transpose(0, 1),
+            "squeezed": flat.squeeze(0),
+            "viewed": flat.view(2, 3),
+            "unsq2": source.unsqueeze(-1),
+        }
     views["sub_int"] = source._get_sub_tensordict(1)
     views["sub_bool"] = source._get_sub_tensordict(torch.tensor([True, False]))
     return TensorDict(views)
@@ -94,17 +116,25 @@ def views_more() -> TensorDict:
 
 def names_and_levels() -> TensorDict:
     named = TensorDict(
-        level=TensorDict(deeper=TensorDict(batch_size=[2, 0]), row=torch.tensor([1.5, 2.5]),
-                         batch_size=[2], names=["n"]),
+        level=TensorDict(
+            deeper=TensorDict(batch_size=[2, 0]),
+            row=torch.tensor([1.5, 2.5]),
+            batch_size=[2],
+            names=["n"],
+        ),
         both=TensorDict(v=torch.zeros(2, 3), batch_size=[2, 3], names=["n", "m"]),
-        batch_size=[2], names=["n"],
+        batch_size=[2],
+        names=["n"],
     )
     return TensorDict(zero_dim=torch.tensor(7, dtype=torch.int16), named=named, empty=TensorDict())
 
 
 def pytree() -> TensorDict:
-    return TensorDict(tree=TensorDict.from_pytree({"a": torch.ones(2), "b": [torch.zeros(1)],
-                                                   "c": (torch.ones(3),)}))
+    return TensorDict(
+        tree=TensorDict.from_pytree(
+            {"a": torch.ones(2), "b": [torch.zeros(1)], "c": (torch.ones(3),)}
+        )
+    )
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -119,43 +149,71 @@ def _leaf(shape: list[int], dtype: str) -> dict:
 def write_legacy(root: Path) -> Path:
     """A 0.4-era directory, by hand: no format version, raw names, old class paths."""
     td_type = "<class 'tensordict.tensordict.TensorDict'>"
-    _write_json(root, {
-        "obs": _leaf([2, 3], "torch.float32"), "a b": _leaf([2], "torch.int64"),
-        "sub dir": {"type": "TensorDict"}, "tc": {"type": "OldPoint"},
-        "nd": {"type": "NonTensorData"}, "ls": {"type": "LazyStackedTensorDict"},
-        "nts": {"type": "NonTensorStack"}, "shape": [2], "device": "cpu", "_type": td_type})
+    _write_json(
+        root,
+        {
+            "obs": _leaf([2, 3], "torch.float32"),
+            "a b": _leaf([2], "torch.int64"),
+            "sub dir": {"type": "TensorDict"},
+            "tc": {"type": "OldPoint"},
+            "nd": {"type": "NonTensorData"},
+            "ls": {"type": "LazyStackedTensorDict"},
+            "nts": {"type": "NonTensorStack"},
+            "shape": [2],
+            "device": "cpu",
+            "_type": td_type,
+        },
+    )
     torch.arange(6.0).numpy().tofile(root / "obs.memmap")
     torch.tensor([3, 4]).numpy().tofile(root / "a b.memmap")
-    _write_json(root / "sub dir", {"x": _leaf([2], "torch.float64"), "shape": [2],
-                                   "device": "cpu", "_type": td_type})
+    _write_json(
+        root / "sub dir",
+        {"x": _leaf([2], "torch.float64"), "shape": [2], "device": "cpu", "_type": td_type},
+    )
     torch.tensor([0.5, 1.5], dtype=torch.float64).numpy().tofile(root / "sub dir" / "x.memmap")
     _write_json(root / "tc", {"_type": str(OldPoint), "label": "json-field"})
     (root / "tc" / "other.pickle").write_bytes(pickle.dumps({"extra": {1, 2}}))
-    _write_json(root / "tc" / "_tensordict", {"pos": _leaf([2, 2], "torch.float32"),
-                                             "shape": [2], "device": "cpu", "_type": td_type})
+    _write_json(
+        root / "tc" / "_tensordict",
+        {"pos": _leaf([2, 2], "torch.float32"), "shape": [2], "device": "cpu", "_type": td_type},
+    )
     torch.ones(4).numpy().tofile(root / "tc" / "_tensordict" / "pos.memmap")
-    _write_json(root / "nd", {"_type": "<class 'tensordict.tensorclass.NonTensorData'>",
-                              "data": "v"})
+    _write_json(
+        root / "nd", {"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": "v"}
+    )
     _write_json(root / "nd" / "_tensordict", {"shape": [], "device": "cpu", "_type": td_type})
-    _write_json(root / "ls", {"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>",
-                              "stack_dim": 0})
+    _write_json(
+        root / "ls", {"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>", "stack_dim": 0}
+    )
     for i in range(2):
-        _write_json(root / "ls" / str(i), {"y": _leaf([3], "torch.int32"), "shape": [],
-                                           "device": "cpu", "_type": td_type})
+        _write_json(
+            root / "ls" / str(i),
+            {"y": _leaf([3], "torch.int32"), "shape": [], "device": "cpu", "_type": td_type},
+        )
         torch.full((3,), i, dtype=torch.int32).numpy().tofile(root / "ls" / str(i) / "y.memmap")
-    _write_json(root / "nts", {"_type": "<class 'tensordict.tensorclass.NonTensorStack'>",
-                               "stack_dim": 0, "device": "cpu", "data": ["p", "q"]})
+    _write_json(
+        root / "nts",
+        {
+            "_type": "<class 'tensordict.tensorclass.NonTensorStack'>",
+            "stack_dim": 0,
+            "device": "cpu",
+            "data": ["p", "q"],
+        },
+    )
     return root
 
 
 def write_legacy_03(root: Path) -> Path:
     """A 0.3-era node: nested tensordicts are folders that meta.json does not name."""
     td_type = "<class 'tensordict.tensordict.TensorDict'>"
-    _write_json(root, {"a": _leaf([2], "torch.float32"), "shape": [2], "device": "cpu",
-                       "_type": td_type})
+    _write_json(
+        root, {"a": _leaf([2], "torch.float32"), "shape": [2], "device": "cpu", "_type": td_type}
+    )
     torch.ones(2).numpy().tofile(root / "a.memmap")
-    _write_json(root / "old", {"b": _leaf([2], "torch.float32"), "shape": [2], "device": "cpu",
-                               "_type": td_type})
+    _write_json(
+        root / "old",
+        {"b": _leaf([2], "torch.float32"), "shape": [2], "device": "cpu", "_type": td_type},
+    )
     torch.zeros(2).numpy().tofile(root / "old" / "b.memmap")
     return root
 
@@ -224,22 +282,38 @@ def test_same_with_mode_r(corpus, name: str, container: str) -> None:
 
 
 @pytest.mark.parametrize("container", ["dir", "tdz"])
-@pytest.mark.parametrize("subpath", [
-    "nested", ("nested", "deeper"), "nested/deeper", "empty_level",
-])
+@pytest.mark.parametrize(
+    "subpath",
+    [
+        "nested",
+        ("nested", "deeper"),
+        "nested/deeper",
+        "empty_level",
+    ],
+)
 def test_same_subpath(corpus, container: str, subpath: Any) -> None:
     path = corpus("plain_nested", container)
     assert_same(ours(path, subpath=subpath), reference(path, subpath=subpath))
 
 
 @pytest.mark.parametrize("container", ["dir", "lzma"])
-@pytest.mark.parametrize("name, subpath", [
-    ("tensorclass_tree", "tc"), ("tensorclass_tree", ("tc", "inner")),
-    ("tensorclass_tree", "tc/_tensordict/inner"), ("lazy_stacks", "ls/1"),
-    ("lazy_stacks", "ls"), ("non_tensor", "text"), ("non_tensor", "grid"),
-    ("tricky_keys", "sub dir"), ("tensorclass_fields", ("sample", "child")),
-    ("legacy_04", "sub dir"), ("legacy_04", "tc"), ("legacy_views", "permuted"),
-])
+@pytest.mark.parametrize(
+    "name, subpath",
+    [
+        ("tensorclass_tree", "tc"),
+        ("tensorclass_tree", ("tc", "inner")),
+        ("tensorclass_tree", "tc/_tensordict/inner"),
+        ("lazy_stacks", "ls/1"),
+        ("lazy_stacks", "ls"),
+        ("non_tensor", "text"),
+        ("non_tensor", "grid"),
+        ("tricky_keys", "sub dir"),
+        ("tensorclass_fields", ("sample", "child")),
+        ("legacy_04", "sub dir"),
+        ("legacy_04", "tc"),
+        ("legacy_views", "permuted"),
+    ],
+)
 def test_same_subpath_everywhere(corpus, name: str, subpath: Any, container: str) -> None:
     path = corpus(name, container)
     assert_same(ours(path, subpath=subpath), reference(path, subpath=subpath))
@@ -255,13 +329,21 @@ def test_same_with_robust_key_false(corpus, name: str, container: str) -> None:
 @pytest.mark.skipif(WINDOWS_PATHS, reason="such names cannot be files on Windows")
 @pytest.mark.parametrize("robust_key", [False, None])
 @pytest.mark.parametrize("archive", [False, True])
-def test_keys_with_backslash_or_colon_saved_raw(tmp_path: Path, archive: bool,
-                                                robust_key: bool | None) -> None:
+def test_keys_with_backslash_or_colon_saved_raw(
+    tmp_path: Path, archive: bool, robust_key: bool | None
+) -> None:
     """tensordict saves such keys with robust_key=False under their raw names (a colon
     second, like a Windows drive; a backslash); they are names here, not paths."""
-    td = TensorDict({"a:b": torch.arange(3.0), "C:x": torch.ones(2), "a\\b": torch.zeros(4),
-                     "\\lead": torch.arange(2), "ok": torch.ones(1),
-                     "d:sub": TensorDict(v=torch.arange(5))})
+    td = TensorDict(
+        {
+            "a:b": torch.arange(3.0),
+            "C:x": torch.ones(2),
+            "a\\b": torch.zeros(4),
+            "\\lead": torch.arange(2),
+            "ok": torch.ones(1),
+            "d:sub": TensorDict(v=torch.arange(5)),
+        }
+    )
     path = tmp_path / ("raw.tdz" if archive else "raw")
     if archive:
         td.save(path, robust_key=False)
@@ -286,8 +368,9 @@ def test_robust_key_false_never_escapes_the_folder(corpus) -> None:
 
 
 @pytest.mark.parametrize("container", ["dir", "deflate"])
-@pytest.mark.parametrize("name", ["plain_nested", "tensorclass_tree", "lazy_stacks",
-                                  "legacy_views"])
+@pytest.mark.parametrize(
+    "name", ["plain_nested", "tensorclass_tree", "lazy_stacks", "legacy_views"]
+)
 def test_same_under_fake_tensor_mode(corpus, name: str, container: str) -> None:
     path = corpus(name, container)
     with FakeTensorMode():

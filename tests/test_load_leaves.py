@@ -128,8 +128,9 @@ def test_missing_leaf_file_on_its_own_is_an_error(ckpt_dir: Path) -> None:
 def test_archive_leaves_are_views_of_one_mapping(ckpt_tdz: Path, monkeypatch) -> None:
     calls = []
     real = _mapping.map_descriptor  # the archive's file, mapped from a checked descriptor
-    monkeypatch.setattr(_mapping, "map_descriptor",
-                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(
+        _mapping, "map_descriptor", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
     ckpt = Checkpoint(ckpt_tdz)
     first, second = ckpt.load(), ckpt.load(mode="r")
     assert len(calls) == 1  # one mapping per checkpoint and kind of mapping
@@ -141,8 +142,7 @@ def test_archive_leaves_are_views_of_one_mapping(ckpt_tdz: Path, monkeypatch) ->
         key = "/".join(key) if isinstance(key, tuple) else key
         assert type(leaf) is torch.Tensor
         assert leaf.untyped_storage().nbytes() == size
-        assert leaf.storage_offset() * leaf.element_size() == store.payload_offset(
-            f"{key}.memmap")
+        assert leaf.storage_offset() * leaf.element_size() == store.payload_offset(f"{key}.memmap")
         storages.add(leaf.untyped_storage().data_ptr())
     assert len(storages) == 1
     assert second["a"].untyped_storage().data_ptr() in storages
@@ -156,17 +156,25 @@ def test_archive_entry_must_have_exactly_the_leaf_size(tmp_path: Path, shape, si
     edit_meta(tmp_path / "d", "x", shape=shape)
     pack_memmap(tmp_path / "d", tmp_path / "x.tdz")
     need = shape[0] * 4
-    with pytest.raises(LeafDataError, match=rf"x\.tdz::x\.memmap holds {size} bytes.*"
-                                            rf"exactly {need} bytes"):
+    with pytest.raises(
+        LeafDataError,
+        match=rf"x\.tdz::x\.memmap holds {size} bytes.*"
+        rf"exactly {need} bytes",
+    ):
         tdview.load_memmap(tmp_path / "x.tdz")
 
 
 def test_zip_tool_archive_unaligned_entries_are_copied(tmp_path: Path) -> None:
-    td = TensorDict(f64=torch.arange(5, dtype=torch.float64), i16=torch.arange(3,
-                    dtype=torch.int16), ключ=torch.ones(2), sub=TensorDict(z=torch.zeros(3)))
+    td = TensorDict(
+        f64=torch.arange(5, dtype=torch.float64),
+        i16=torch.arange(3, dtype=torch.int16),
+        ключ=torch.ones(2),
+        sub=TensorDict(z=torch.zeros(3)),
+    )
     td.memmap(tmp_path / "d")
-    subprocess.run(["zip", "-q", "-0", "-r", str(tmp_path / "z.zip"), "."], cwd=tmp_path / "d",
-                   check=True)
+    subprocess.run(
+        ["zip", "-q", "-0", "-r", str(tmp_path / "z.zip"), "."], cwd=tmp_path / "d", check=True
+    )
     loaded = tdview.load_memmap(tmp_path / "z.zip")
     store = Checkpoint(tmp_path / "z.zip").store
     assert isinstance(store, ArchiveStore)
@@ -187,8 +195,9 @@ def test_zip_tool_archive_unaligned_entries_are_copied(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_compressed_leaves_are_decompressed_copies(ckpt_dir: Path, tmp_path: Path,
-                                                   compression: str) -> None:
+def test_compressed_leaves_are_decompressed_copies(
+    ckpt_dir: Path, tmp_path: Path, compression: str
+) -> None:
     path = tmp_path / f"c.{compression}.zip"
     pack_memmap(ckpt_dir, path, compression=compression)
     loaded = tdview.load_memmap(path)
@@ -199,8 +208,9 @@ def test_compressed_leaves_are_decompressed_copies(ckpt_dir: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_corrupt_compressed_leaf_is_an_error(ckpt_dir: Path, tmp_path: Path,
-                                             compression: str) -> None:
+def test_corrupt_compressed_leaf_is_an_error(
+    ckpt_dir: Path, tmp_path: Path, compression: str
+) -> None:
     path = tmp_path / "c.zip"
     pack_memmap(ckpt_dir, path, compression=compression)
     offset = Checkpoint(path).store.payload_offset("a.memmap")  # type: ignore[attr-defined]
@@ -218,8 +228,9 @@ def test_corrupt_compressed_leaf_is_an_error(ckpt_dir: Path, tmp_path: Path,
 def nested_td() -> TensorDict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        nt = torch.nested.nested_tensor([torch.arange(6.0).reshape(2, 3),
-                                         torch.arange(4.0).reshape(1, 4)])
+        nt = torch.nested.nested_tensor(
+            [torch.arange(6.0).reshape(2, 3), torch.arange(4.0).reshape(1, 4)]
+        )
     return TensorDict(nt=nt)
 
 
@@ -278,16 +289,28 @@ def test_zero_element_leaves_keep_their_shapes(tmp_path: Path) -> None:
             assert type(loaded["rows"]) is torch.Tensor
 
 
-FLOAT8 = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-          "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits16"]
+FLOAT8 = [
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "bits8",
+    "bits16",
+]
 
 
 @pytest.mark.parametrize("container", ["dir", "tdz", "deflate"])
 def test_float8_and_bits_leaves_load(tmp_path: Path, container: str) -> None:
     """tensordict writes these dtypes but its loader raises KeyError on them."""
     raw = (torch.arange(12) * 37 % 251).to(torch.uint8)
-    td = TensorDict({name: raw[: 6 * getattr(torch, name).itemsize].view(getattr(torch, name))
-                     for name in FLOAT8})
+    td = TensorDict(
+        {
+            name: raw[: 6 * getattr(torch, name).itemsize].view(getattr(torch, name))
+            for name in FLOAT8
+        }
+    )
     td.memmap(tmp_path / "d")
     path = tmp_path / "d"
     if container == "tdz":
@@ -320,6 +343,7 @@ def test_unknown_and_unloadable_dtypes(tmp_path: Path) -> None:
 def _forbid_payload_reads(monkeypatch) -> None:
     """Mapping a file (torch.from_file, or from a descriptor), and reading any ``.memmap``
     entry of an archive, fail the test."""
+
     def boom(*args, **kwargs):
         raise AssertionError("a payload was read")
 
@@ -328,6 +352,7 @@ def _forbid_payload_reads(monkeypatch) -> None:
             if key.endswith(".memmap"):
                 boom()
             return real(self, key, *args, **kwargs)
+
         return read
 
     monkeypatch.setattr(torch, "from_file", boom)
@@ -338,8 +363,9 @@ def _forbid_payload_reads(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("compression", [None, "dir", "deflate"])
-def test_meta_device_reads_no_payload(ckpt_dir: Path, tmp_path: Path, monkeypatch,
-                                      compression) -> None:
+def test_meta_device_reads_no_payload(
+    ckpt_dir: Path, tmp_path: Path, monkeypatch, compression
+) -> None:
     path = ckpt_dir
     if compression != "dir":
         path = tmp_path / "m.zip"
@@ -355,8 +381,9 @@ def test_meta_device_reads_no_payload(ckpt_dir: Path, tmp_path: Path, monkeypatc
 
 
 @pytest.mark.parametrize("container", ["dir", "deflate"])
-def test_fake_tensor_mode_reads_no_payload(ckpt_dir: Path, tmp_path: Path, monkeypatch,
-                                           container) -> None:
+def test_fake_tensor_mode_reads_no_payload(
+    ckpt_dir: Path, tmp_path: Path, monkeypatch, container
+) -> None:
     path = ckpt_dir
     if container != "dir":
         path = tmp_path / "f.zip"
@@ -372,12 +399,18 @@ def test_fake_tensor_mode_reads_no_payload(ckpt_dir: Path, tmp_path: Path, monke
 def test_only_metadata_is_read_through_the_store(ckpt_tdz: Path, monkeypatch) -> None:
     read = []
     real = ArchiveStore.read_bytes
-    monkeypatch.setattr(ArchiveStore, "read_bytes",
-                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    monkeypatch.setattr(
+        ArchiveStore,
+        "read_bytes",
+        lambda self, key, limit: read.append(key) or real(self, key, limit),
+    )
     decompressed = []
     real_decompress = ArchiveStore.decompress
-    monkeypatch.setattr(ArchiveStore, "decompress", lambda self, key, *a, **k: (
-        decompressed.append(key) or real_decompress(self, key, *a, **k)))
+    monkeypatch.setattr(
+        ArchiveStore,
+        "decompress",
+        lambda self, key, *a, **k: decompressed.append(key) or real_decompress(self, key, *a, **k),
+    )
     tdview.load_memmap(ckpt_tdz)
     assert sorted(read) == ["meta.json", "sub/meta.json"]
     # stored meta.json files are copied straight out of the mapping (read_bytes checks

@@ -27,8 +27,9 @@ def sample() -> TensorDict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         nt = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
-    return TensorDict(a=torch.arange(4.0), sub=TensorDict(b=torch.zeros(3, dtype=torch.int32)),
-                      nt=nt)
+    return TensorDict(
+        a=torch.arange(4.0), sub=TensorDict(b=torch.zeros(3, dtype=torch.int32)), nt=nt
+    )
 
 
 def plain() -> TensorDict:
@@ -80,8 +81,7 @@ def read_only(monkeypatch):
 
 
 # mode=None maps a writable directory file shared: see test_default_mode_is_per_file
-@pytest.mark.parametrize("which, mode", [("directory", "r"), ("archive", "r"),
-                                         ("archive", None)])
+@pytest.mark.parametrize("which, mode", [("directory", "r"), ("archive", "r"), ("archive", None)])
 def test_copy_on_write_never_changes_the_files(request, which: str, mode) -> None:
     path = request.getfixturevalue(which)
     before = snapshot(path)
@@ -98,8 +98,9 @@ def test_r_plus_writes_reach_the_directory_files(directory: Path) -> None:
     loaded = tdview.load_memmap(directory, mode="r+")
     loaded["a"][1] = 42
     loaded["sub", "b"][2] = 5
-    assert torch.equal(TensorDict.load_memmap(directory, mode="r")["a"],
-                       torch.tensor([0.0, 42.0, 2.0, 3.0]))
+    assert torch.equal(
+        TensorDict.load_memmap(directory, mode="r")["a"], torch.tensor([0.0, 42.0, 2.0, 3.0])
+    )
     assert (directory / "sub" / "b.memmap").read_bytes()[8:12] == (5).to_bytes(4, "little")
     assert loaded._memmap_prefix == directory and loaded["sub"]._memmap_prefix == directory / "sub"
 
@@ -146,9 +147,14 @@ def test_r_plus_refuses_compressed_entries(tmp_path: Path, compression: str) -> 
     plain().memmap(tmp_path / "p")
     path = tmp_path / "c.zip"
     pack_memmap(tmp_path / "p", path, compression=compression)
-    with pytest.raises(RuntimeError, match=rplus(path) + re.escape(
+    with pytest.raises(
+        RuntimeError,
+        match=rplus(path)
+        + re.escape(
             "entry 'a.memmap' is compressed, so in-place writes cannot propagate to the file. "
-            "Re-save the archive without compression to make it writable.")):
+            "Re-save the archive without compression to make it writable."
+        ),
+    ):
         tdview.load_memmap(path, mode="r+")
     tdview.load_memmap(path, mode="r+", device="meta")  # reads no entry: nothing to refuse
 

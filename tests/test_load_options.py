@@ -85,8 +85,9 @@ def make_out() -> TensorDict:
 
 
 @pytest.mark.parametrize("container", ["dir", "tdz"])
-def test_out_reuses_nested_tensordicts_and_replaces_leaves(saved: Path, tmp_path: Path,
-                                                           container: str) -> None:
+def test_out_reuses_nested_tensordicts_and_replaces_leaves(
+    saved: Path, tmp_path: Path, container: str
+) -> None:
     path = saved if container == "dir" else tmp_path / "o.tdz"
     if container == "tdz":
         pack_memmap(saved, path)
@@ -105,8 +106,9 @@ def test_out_device(saved: Path) -> None:
     out = TensorDict(device="cpu")
     loaded = tdview.load_memmap(saved, out=out)
     assert loaded.device == torch.device("cpu")
-    with pytest.raises(ValueError, match="Cannot load a tensordict on device meta into a "
-                                         "tensordict on device cpu"):
+    with pytest.raises(
+        ValueError, match="Cannot load a tensordict on device meta into a tensordict on device cpu"
+    ):
         tdview.load_memmap(saved, device="meta", out=TensorDict(device="cpu"))
 
 
@@ -128,9 +130,11 @@ def test_out_tensorclass(tmp_path: Path) -> None:
 
 def test_out_lazy_stack(tmp_path: Path) -> None:
     LazyStackedTensorDict(TensorDict(y=torch.ones(2)), TensorDict(y=torch.zeros(2))).memmap(
-        tmp_path / "ls")
-    out = LazyStackedTensorDict(TensorDict(y=torch.full((2,), 5.0)),
-                                TensorDict(y=torch.full((2,), 5.0)))
+        tmp_path / "ls"
+    )
+    out = LazyStackedTensorDict(
+        TensorDict(y=torch.full((2,), 5.0)), TensorDict(y=torch.full((2,), 5.0))
+    )
     members = list(out.tensordicts)
     result = tdview.load_memmap(tmp_path / "ls", out=out)
     assert isinstance(result, LazyStackedTensorDict)
@@ -169,18 +173,22 @@ def test_out_sub_tensordict_needs_a_sub_tensordict(tmp_path: Path) -> None:
 # -- subpath ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("subpath, why", [
-    ("zz", "'<root>' has no entry 'zz'"),
-    (("sub", "zz"), "'sub' has no entry 'zz'"),
-    ("a", "it is a tensor leaf"),
-    ("sub/b", "it is a tensor leaf"),
-    ("pair/left", "it is a tensor leaf"),
-    ("text/data", "'text' has no entry 'data'"),
-])
+@pytest.mark.parametrize(
+    "subpath, why",
+    [
+        ("zz", "'<root>' has no entry 'zz'"),
+        (("sub", "zz"), "'sub' has no entry 'zz'"),
+        ("a", "it is a tensor leaf"),
+        ("sub/b", "it is a tensor leaf"),
+        ("pair/left", "it is a tensor leaf"),
+        ("text/data", "'text' has no entry 'data'"),
+    ],
+)
 def test_subpath_naming_no_tensordict(saved: Path, subpath: Any, why: str) -> None:
     shown = subpath if isinstance(subpath, str) else "/".join(subpath)
-    with pytest.raises(ValueError, match=re.escape(
-            f"No tensordict found under subpath {shown!r} ({why}")) as info:
+    with pytest.raises(
+        ValueError, match=re.escape(f"No tensordict found under subpath {shown!r} ({why}")
+    ) as info:
         tdview.load_memmap(saved, subpath=subpath)
     assert isinstance(info.value, SubpathError)
     with pytest.raises(ValueError, match="No tensordict found"):
@@ -197,8 +205,9 @@ def test_subpath_by_the_folder_name_on_disk(tmp_path: Path, archive: bool) -> No
     path = tmp_path / ("enc.tdz" if archive else "enc")
     td.save(path) if archive else td.memmap(path)
     for subpath in ("sp%20ace", ("sp%20ace", "deep")):
-        assert_same(tdview.load_memmap(path, subpath=subpath),
-                    TensorDict.load_memmap(path, subpath=subpath))
+        assert_same(
+            tdview.load_memmap(path, subpath=subpath), TensorDict.load_memmap(path, subpath=subpath)
+        )
     with pytest.raises(SubpathError, match="has no entry 'sp%20ace'"):
         tdview.load_memmap(path, subpath="sp%20ace", robust_key=False)
 
@@ -209,16 +218,21 @@ def test_subpath_to_a_folder_the_save_does_not_record(tmp_path: Path) -> None:
     TensorDict(old=TensorDict(z=torch.ones(3)), a=torch.ones(1)).memmap(tmp_path / "ck")
     TensorDict(a=torch.zeros(1)).memmap(tmp_path / "ck", existsok=True)
     assert list(tdview.load_memmap(tmp_path / "ck").keys()) == ["a"]
-    with pytest.raises(SubpathError, match=re.escape(
+    with pytest.raises(
+        SubpathError,
+        match=re.escape(
             f"the folder {tmp_path / 'ck' / 'old'} exists, but the saved tensordict does not "
-            "record it")):
+            "record it"
+        ),
+    ):
         tdview.load_memmap(tmp_path / "ck", subpath="old")
 
 
 @pytest.mark.parametrize("subpath", [(), 1, ("a", 2), [("a",)]])
 def test_subpath_of_the_wrong_type(saved: Path, subpath: Any) -> None:
-    with pytest.raises(ValueError, match=re.escape(
-            "subpath must be a string path or a (nested) tuple of strings.")):
+    with pytest.raises(
+        ValueError, match=re.escape("subpath must be a string path or a (nested) tuple of strings.")
+    ):
         tdview.load_memmap(saved, subpath=subpath)
 
 
@@ -226,12 +240,16 @@ def test_subpath_reads_only_its_subtree(saved: Path, monkeypatch) -> None:
     (saved / "other" / "meta.json").write_text("{broken")  # a sibling nobody needs
     read: list[str] = []
     real = DirectoryStore.read_bytes
-    monkeypatch.setattr(DirectoryStore, "read_bytes",
-                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    monkeypatch.setattr(
+        DirectoryStore,
+        "read_bytes",
+        lambda self, key, limit: read.append(key) or real(self, key, limit),
+    )
     probed: list[str] = []
     real_is_file = DirectoryStore.is_file
-    monkeypatch.setattr(DirectoryStore, "is_file",
-                        lambda self, key: probed.append(key) or real_is_file(self, key))
+    monkeypatch.setattr(
+        DirectoryStore, "is_file", lambda self, key: probed.append(key) or real_is_file(self, key)
+    )
     loaded = tdview.load_memmap(saved, subpath="sub/deep")
     assert list(loaded.keys()) == ["c"]
     assert read == ["meta.json", "sub/meta.json", "sub/deep/meta.json"]
@@ -245,14 +263,17 @@ def test_subpath_reads_one_entry_of_each_ancestor(saved: Path) -> None:
     meta = json.loads((saved / "sub" / "meta.json").read_text())
     meta["bogus"] = {"dtype": "torch.nope", "shape": [1]}
     (saved / "sub" / "meta.json").write_text(json.dumps(meta))
-    assert_same(tdview.load_memmap(saved, subpath="sub/deep"),
-                quiet(TensorDict.load_memmap, saved, subpath="sub/deep"))
+    assert_same(
+        tdview.load_memmap(saved, subpath="sub/deep"),
+        quiet(TensorDict.load_memmap, saved, subpath="sub/deep"),
+    )
     for subpath in ("sub", "sub/zz"):
         with pytest.raises(CheckpointFormatError, match="leaf 'bogus': unknown dtype"):
             tdview.load_memmap(saved, subpath=subpath)
     deep = b"[" * 100 + b"]" * 100
     (saved / "sub" / "meta.json").write_bytes(
-        b'{"x": ' + deep + b', "deep": {"type": "TensorDict"}, "_type": "x"}')
+        b'{"x": ' + deep + b', "deep": {"type": "TensorDict"}, "_type": "x"}'
+    )
     with pytest.raises(LimitExceededError, match="JSON nested 101 levels deep"):
         tdview.load_memmap(saved, subpath="sub/deep")
 
@@ -268,8 +289,9 @@ def test_subpath_reaches_tensorclass_fields_and_stack_members(saved: Path) -> No
 
 
 @pytest.mark.parametrize("compression", ["deflate", "bzip2", "lzma"])
-def test_num_threads_decompresses_in_a_pool_up_front(tmp_path: Path, monkeypatch,
-                                                     compression: str) -> None:
+def test_num_threads_decompresses_in_a_pool_up_front(
+    tmp_path: Path, monkeypatch, compression: str
+) -> None:
     td = TensorDict({f"k{i}": torch.randn(1000) for i in range(12)})
     td["sub"] = TensorDict(z=torch.randn(50))
     td.memmap(tmp_path / "d")
@@ -304,9 +326,11 @@ def test_num_threads_must_be_a_count(saved: Path) -> None:
 
 @pytest.fixture
 def pickled(tmp_path: Path) -> Path:
-    TensorDict(s=NonTensorData({1, 2}), stack=NonTensorStack(NonTensorData({3}),
-                                                                NonTensorData({4})),
-               ok=torch.ones(1)).memmap(tmp_path / "p")
+    TensorDict(
+        s=NonTensorData({1, 2}),
+        stack=NonTensorStack(NonTensorData({3}), NonTensorData({4})),
+        ok=torch.ones(1),
+    ).memmap(tmp_path / "p")
     return tmp_path / "p"
 
 
@@ -318,8 +342,11 @@ def test_allow_pickle_none_warns_with_tensordicts_text(pickled: Path) -> None:
 
 
 def test_allow_pickle_false_refuses_and_names_the_file(pickled: Path) -> None:
-    with pytest.raises(PickleRefusedError, match=r"Refusing to load pickled non-tensor data.*"
-                                                 r"s/other\.pickle") as info:
+    with pytest.raises(
+        PickleRefusedError,
+        match=r"Refusing to load pickled non-tensor data.*"
+        r"s/other\.pickle",
+    ) as info:
         tdview.load_memmap(pickled, allow_pickle=False)
     assert isinstance(info.value, RuntimeError)
 
@@ -347,8 +374,7 @@ def test_json_types_restore_containers_without_unpickling(tmp_path: Path, monkey
     assert_same(loaded, quiet(TensorDict.load_memmap, tmp_path / "j", allow_pickle=False))
 
 
-def test_a_pickle_too_large_for_json_types_is_refused_unread(tmp_path: Path,
-                                                            monkeypatch) -> None:
+def test_a_pickle_too_large_for_json_types_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
     """json_types.json describes a pickle of a few classes: a 5 GiB other.pickle beside it
     (sparse here) is never read to check its hash; allow_pickle=False refuses it."""
     TensorDict.from_pytree({"a": torch.ones(2), "b": [torch.zeros(1)]}).memmap(tmp_path / "j")
@@ -359,15 +385,21 @@ def test_a_pickle_too_large_for_json_types_is_refused_unread(tmp_path: Path,
         f.truncate(5 << 30)
     read: list[str] = []
     real = DirectoryStore.read_bytes
-    monkeypatch.setattr(DirectoryStore, "read_bytes",
-                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    monkeypatch.setattr(
+        DirectoryStore,
+        "read_bytes",
+        lambda self, key, limit: read.append(key) or real(self, key, limit),
+    )
     with pytest.raises(PickleRefusedError, match=r"other\.pickle"):
         tdview.load_memmap(tmp_path / "j", allow_pickle=False)
     assert big_key.replace("other.pickle", "json_types.json") in read
     assert big_key not in read
     with Checkpoint(tmp_path / "j") as ckpt:
-        node = next(n for n in walk(ckpt, ckpt.root) if n.dirkey and
-                    (tmp_path / "j" / n.dirkey) == described.parent)
+        node = next(
+            n
+            for n in walk(ckpt, ckpt.root)
+            if n.dirkey and (tmp_path / "j" / n.dirkey) == described.parent
+        )
         assert needs_unpickling(ckpt.store, node)
     assert big_key not in read
 
@@ -383,8 +415,9 @@ def test_pickle_free_data_loads_with_any_value(saved: Path, allow_pickle) -> Non
 
 
 @pytest.mark.parametrize("swap", ["outside", "fifo"])
-def test_a_leaf_file_the_store_refuses_is_an_error_with_its_reason(tmp_path: Path,
-                                                                     swap: str) -> None:
+def test_a_leaf_file_the_store_refuses_is_an_error_with_its_reason(
+    tmp_path: Path, swap: str
+) -> None:
     """A leaf file swapped for a symlink out of the checkpoint, or for a FIFO: an error
     that says why (a model silently missing a weight is worse), not that it is missing;
     the index shows the same reason as the node's problem."""
@@ -420,9 +453,14 @@ def test_a_recorded_device_this_process_lacks(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         assert tdview.load_memmap(root).device == torch.device("cuda:0")
     else:
-        with pytest.raises(DeviceUnavailableError, match=re.escape(
+        with pytest.raises(
+            DeviceUnavailableError,
+            match=re.escape(
                 f"{root}: the saved tensordict records device 'cuda:0', which this process "
-                "cannot use") + ".*Pass device='cpu'"):
+                "cannot use"
+            )
+            + ".*Pass device='cpu'",
+        ):
             tdview.load_memmap(root)
     loaded = tdview.load_memmap(root, device="cpu")
     assert loaded.device == torch.device("cpu") and loaded["sub", "b"].tolist() == [0.0]
@@ -430,8 +468,10 @@ def test_a_recorded_device_this_process_lacks(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="loads there: test_cuda_device")
 def test_an_asked_device_this_process_lacks(saved: Path) -> None:
-    with pytest.raises(DeviceUnavailableError, match=re.escape(
-            f"{saved}: device='cuda' was asked for, which this process cannot use")):
+    with pytest.raises(
+        DeviceUnavailableError,
+        match=re.escape(f"{saved}: device='cuda' was asked for, which this process cannot use"),
+    ):
         tdview.load_memmap(saved, device="cuda")
     with Checkpoint(saved) as ckpt, pytest.raises(DeviceUnavailableError):
         ckpt.load_leaf("a", device="cuda:0")
@@ -439,13 +479,18 @@ def test_an_asked_device_this_process_lacks(saved: Path) -> None:
 
 def test_a_nested_tensordict_that_does_not_fit_its_parent(tmp_path: Path) -> None:
     root = tmp_path / "bs"
-    TensorDict(a=torch.ones(5, 2), sub=TensorDict(b=torch.zeros(5, 3), batch_size=[5]),
-               batch_size=[5]).memmap(root)
+    TensorDict(
+        a=torch.ones(5, 2), sub=TensorDict(b=torch.zeros(5, 3), batch_size=[5]), batch_size=[5]
+    ).memmap(root)
     meta = json.loads((root / "sub" / "meta.json").read_text())
     meta["shape"], meta["b"]["shape"] = [3], [3, 3]
     (root / "sub" / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(CheckpointFormatError, match=re.escape(
-            f"{root / 'sub'}: 'sub' does not fit in its parent '<root>' (batch size [5])")):
+    with pytest.raises(
+        CheckpointFormatError,
+        match=re.escape(
+            f"{root / 'sub'}: 'sub' does not fit in its parent '<root>' (batch size [5])"
+        ),
+    ):
         tdview.load_memmap(root)
     assert tdview.load_memmap(root, subpath="sub").batch_size == (3,)
 
@@ -470,13 +515,21 @@ def _chain(path: Path, depth: int) -> Path:
     """An archive of ``depth`` TensorDicts nested one in the other, "a/a/.../x"."""
     import zipfile
 
-    meta = {"shape": [], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>",
-            "_format_version": 1, "_class": "tensordict:TensorDict"}
+    meta = {
+        "shape": [],
+        "device": "cpu",
+        "_type": "<class 'tensordict._td.TensorDict'>",
+        "_format_version": 1,
+        "_class": "tensordict:TensorDict",
+    }
     with zipfile.ZipFile(path, "w") as z:
         for level in range(depth):
             last = level == depth - 1
-            entries = {"x": {"device": "cpu", "shape": [1], "dtype": "torch.float32",
-                             "is_nested": False}} if last else {"a": {"type": "TensorDict"}}
+            entries = (
+                {"x": {"device": "cpu", "shape": [1], "dtype": "torch.float32", "is_nested": False}}
+                if last
+                else {"a": {"type": "TensorDict"}}
+            )
             z.writestr("a/" * level + "meta.json", json.dumps({**entries, **meta}))
         z.writestr("a/" * (depth - 1) + "x.memmap", torch.ones(1).numpy().tobytes())
     return path
@@ -494,9 +547,12 @@ def test_nesting_deeper_than_one_load_builds(tmp_path: Path) -> None:
     loaded = tdview.load_memmap(_chain(tmp_path / "ok.tdz", room))
     assert loaded[("a",) * (room - 1) + ("x",)].tolist() == [1.0]
     deep = _chain(tmp_path / "deep.tdz", 2 * room)
-    with pytest.raises(LimitExceededError, match=re.escape(f"{deep}::a/a/") + ".*nested more "
-                       r"than \d+ tensordicts deep below the one being loaded, more than "
-                       r"Python's recursion limit"):
+    with pytest.raises(
+        LimitExceededError,
+        match=re.escape(f"{deep}::a/a/") + ".*nested more "
+        r"than \d+ tensordicts deep below the one being loaded, more than "
+        r"Python's recursion limit",
+    ):
         tdview.load_memmap(deep)
     part = tdview.load_memmap(deep, subpath=("a",) * room)
     assert part[("a",) * (room - 1) + ("x",)].tolist() == [1.0]
@@ -572,8 +628,11 @@ def test_missing_collection_folder_is_left_out_with_a_warning(saved: Path) -> No
 
 def test_unknown_class(saved: Path) -> None:
     write_meta(saved / "other", _type="<class 'nowhere.Thing'>", _class="nowhere:Thing")
-    with pytest.raises(RuntimeError, match=r"Could not find the class nowhere\.Thing saved in "
-                                           + re.escape(str(saved / "other"))):
+    with pytest.raises(
+        RuntimeError,
+        match=r"Could not find the class nowhere\.Thing saved in "
+        + re.escape(str(saved / "other")),
+    ):
         tdview.load_memmap(saved)
 
 
@@ -600,8 +659,11 @@ def test_checkpoint_load_reuses_the_index(saved: Path, monkeypatch) -> None:
     first = ckpt.load(allow_pickle=True)
     read: list[str] = []
     real = DirectoryStore.read_bytes
-    monkeypatch.setattr(DirectoryStore, "read_bytes",
-                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    monkeypatch.setattr(
+        DirectoryStore,
+        "read_bytes",
+        lambda self, key, limit: read.append(key) or real(self, key, limit),
+    )
     second = ckpt.load(allow_pickle=True)
     assert read == []  # no meta.json read again
     assert_same(second, first)
@@ -610,8 +672,10 @@ def test_checkpoint_load_reuses_the_index(saved: Path, monkeypatch) -> None:
 
 
 def test_loaded_values_share_nothing_with_the_index(tmp_path: Path) -> None:
-    TensorDict(cfg=NonTensorData({"lr": [0.1]}), st=NonTensorStack(
-        NonTensorData({"a": 1}), NonTensorData({"a": 2}))).memmap(tmp_path / "v")
+    TensorDict(
+        cfg=NonTensorData({"lr": [0.1]}),
+        st=NonTensorStack(NonTensorData({"a": 1}), NonTensorData({"a": 2})),
+    ).memmap(tmp_path / "v")
     ckpt = Checkpoint(tmp_path / "v")
     first = ckpt.load()
     first["cfg"]["lr"].append(9)
@@ -645,8 +709,11 @@ def test_lookup_does_not_read_siblings(saved: Path, monkeypatch) -> None:
     ckpt = Checkpoint(saved)
     read: list[str] = []
     real = DirectoryStore.read_bytes
-    monkeypatch.setattr(DirectoryStore, "read_bytes",
-                        lambda self, key, limit: read.append(key) or real(self, key, limit))
+    monkeypatch.setattr(
+        DirectoryStore,
+        "read_bytes",
+        lambda self, key, limit: read.append(key) or real(self, key, limit),
+    )
     node = ckpt.node("sub/deep/c")
     assert node.is_leaf and read == ["sub/meta.json", "sub/deep/meta.json"]
     # children() later returns the very node lookup() made

@@ -24,8 +24,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("building the wheel needs npm (Node 20)")
     out = tmp_path_factory.mktemp("dist")
     # sdist first, then the wheel from the unpacked sdist: the path a user's build takes.
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (found,) = out.glob("tdview-*.whl")
     return found
@@ -36,15 +39,18 @@ def install_alone(wheel: Path, venv: Path) -> Path:
     environment through a .pth file (no download). Returns its python."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = Path(subprocess.check_output(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        text=True).strip())
+    purelib = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
     # Every site directory this interpreter sees (a venv made with --system-site-packages
     # has two); the .pth files inside them are not read, so no editable tdview leaks in.
     sites = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     (purelib / "_deps.pth").write_text("\n".join(sites) + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
-                   check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True
+    )
     return python
 
 
@@ -68,15 +74,20 @@ def test_wheel_installs_and_imports_without_node(wheel: Path, tmp_path: Path) ->
         "from tdview import TDView\n"
         "print('ok', len(js))\n"
     )
-    done = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
-                          env={"PATH": str(python.parent), "HOME": str(tmp_path)}, cwd=tmp_path)
+    done = subprocess.run(
+        [str(python), "-c", check],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(python.parent), "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
 
 
 def test_wheel_ships_the_extension_as_shared_data(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = [n[len(DATA):] for n in names if n.startswith(DATA)]
+    shipped = [n[len(DATA) :] for n in names if n.startswith(DATA)]
     assert "package.json" in shipped and "install.json" in shipped
     assert "static/style.js" in shipped
     assert any(re.fullmatch(r"static/remoteEntry\.[0-9a-f]+\.js", n) for n in shipped), shipped
@@ -93,8 +104,13 @@ def test_fresh_install_lists_the_extension_enabled_and_ok(wheel: Path, tmp_path:
     # `jupyter labextension list`, run as the fresh environment's module (its bin/ holds
     # no `jupyter` script: jupyter_core came through the .pth). No Node on PATH.
     env = {"PATH": str(venv / "bin"), "HOME": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1"}
-    done = subprocess.run([str(python), "-m", "jupyterlab.labextensions", "list"], env=env,
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [str(python), "-m", "jupyterlab.labextensions", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
     assert done.returncode == 0, text
     line = next((ln for ln in text.splitlines() if EXTENSION in ln), None)
@@ -102,7 +118,7 @@ def test_fresh_install_lists_the_extension_enabled_and_ok(wheel: Path, tmp_path:
     assert "enabled" in line and "OK" in line, text
     assert "(python, tdview)" in line, text
     # Listed from the fresh environment's share/jupyter, not from a development link.
-    section = text[:text.index(line)].rstrip().splitlines()
+    section = text[: text.index(line)].rstrip().splitlines()
     directories = [ln.strip() for ln in section if ln.strip().startswith("/")]
     assert directories and Path(directories[-1]).resolve() == shipped.parent.resolve(), text
 
@@ -113,10 +129,15 @@ def test_jupyterlab_is_an_extra(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
         metadata = archive.read(name).decode()
-    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
-                if line.startswith("Requires-Dist:")]
+    requires = [
+        line.split(":", 1)[1].strip()
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
     plain = [r for r in requires if "extra ==" not in r]
-    assert not any(re.match(r"(jupyterlab|jupyter[-_]server|nbconvert|notebook)\b", r)
-                   for r in plain), plain
-    assert any(re.match(r"jupyterlab\b.*extra == [\"']jupyterlab[\"']", r) for r in requires), \
+    assert not any(
+        re.match(r"(jupyterlab|jupyter[-_]server|nbconvert|notebook)\b", r) for r in plain
+    ), plain
+    assert any(re.match(r"jupyterlab\b.*extra == [\"']jupyterlab[\"']", r) for r in requires), (
         requires
+    )

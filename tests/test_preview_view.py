@@ -50,8 +50,9 @@ def test_index_case(case: dict) -> None:
 
 
 def ask(session: Session, method: str, **params: object) -> tuple[dict, list[bytes]]:
-    reply, buffers = handle(session, {"kind": "tdview:request", "v": 1, "id": 1,
-                                      "method": method, "params": params})
+    reply, buffers = handle(
+        session, {"kind": "tdview:request", "v": 1, "id": 1, "method": method, "params": params}
+    )
     assert reply is not None and reply["ok"], reply
     json.dumps(reply, allow_nan=False)
     return reply["result"], buffers
@@ -71,32 +72,42 @@ def replay(tmp_path_factory: pytest.TempPathFactory) -> Session:
     if not bool((picked == 50_001).any()):
         picked[0] = 50_001  # one True among the rows of the golden view
     done[picked] = True
-    TensorDict(replay=TensorDict(
-        observation=torch.arange(rows * 16, dtype=torch.float32).reshape(rows, 16),
-        done=done, action=torch.arange(rows) % 5 * 1000, batch_size=[rows]),
-        cube=torch.arange(4 * 5 * 6).reshape(4, 5, 6)).memmap(root)
+    TensorDict(
+        replay=TensorDict(
+            observation=torch.arange(rows * 16, dtype=torch.float32).reshape(rows, 16),
+            done=done,
+            action=torch.arange(rows) % 5 * 1000,
+            batch_size=[rows],
+        ),
+        cube=torch.arange(4 * 5 * 6).reshape(4, 5, 6),
+    ).memmap(root)
     return Session(Checkpoint(root), str(root))
 
 
 def test_row_50000_of_a_replay_buffer(replay: Session) -> None:
-    result, buffers = ask(replay, "preview", path=["replay", "observation"], rows=20,
-                          index="[50000:50020, :8]")
+    result, buffers = ask(
+        replay, "preview", path=["replay", "observation"], rows=20, index="[50000:50020, :8]"
+    )
     assert result["slice"]["shape"] == [20, 8]
     table = decode(result["slice"], buffers)
     assert table[0, 0] == 50000 * 16 and table[19, 7] == 50019 * 16 + 7
     assert result["selection"] == {
-        "index": "[50000:50020, 0:8]", "shape": [20, 8],
-        "dims": [{"start": 50000, "stop": 50020, "step": 1, "kept": True},
-                 {"start": 0, "stop": 8, "step": 1, "kept": True}]}
+        "index": "[50000:50020, 0:8]",
+        "shape": [20, 8],
+        "dims": [
+            {"start": 50000, "stop": 50020, "step": 1, "kept": True},
+            {"start": 0, "stop": 8, "step": 1, "kept": True},
+        ],
+    }
     assert result["stats"]["count"] == 100_000 * 16  # over the whole leaf
     paged, buffers = ask(replay, "preview", path=["replay", "observation"], rows=5, offset=99_998)
     assert paged["slice"]["shape"] == [2, 16]
     assert decode(paged["slice"], buffers)[1, 0] == 99_999 * 16
-    strided, buffers = ask(replay, "preview", path=["replay", "observation"], rows=3,
-                           index="[::25000, -1]")
+    strided, buffers = ask(
+        replay, "preview", path=["replay", "observation"], rows=3, index="[::25000, -1]"
+    )
     assert decode(strided["slice"], buffers).tolist() == [15, 25000 * 16 + 15, 50000 * 16 + 15]
-    assert strided["selection"]["dims"][1] == {"start": 15, "stop": 16, "step": 1,
-                                               "kept": False}
+    assert strided["selection"]["dims"][1] == {"start": 15, "stop": 16, "step": 1, "kept": False}
 
 
 def test_a_cube_is_cut_before_it_is_flattened(replay: Session) -> None:
@@ -108,17 +119,25 @@ def test_a_cube_is_cut_before_it_is_flattened(replay: Session) -> None:
 
 
 def test_index_errors_are_replies(replay: Session) -> None:
-    for params, kind in (({"index": "[0, 0, 0]"}, "PreviewIndexError"),
-                         ({"index": "[100000]"}, "PreviewIndexError"),
-                         ({"index": "[::-1]"}, "RequestError"),
-                         ({"index": "__import__('os')"}, "RequestError"),
-                         ({"index": "[0]", "offset": 3}, "RequestError"),
-                         ({"heatmap": {"rows": 2000, "cols": 4}}, "RequestError"),
-                         ({"stats": "no"}, "RequestError")):
-        reply, buffers = handle(replay, {"kind": "tdview:request", "v": 1, "id": 2,
-                                         "method": "preview",
-                                         "params": {"path": ["replay", "observation"],
-                                                    "rows": 4, **params}})
+    for params, kind in (
+        ({"index": "[0, 0, 0]"}, "PreviewIndexError"),
+        ({"index": "[100000]"}, "PreviewIndexError"),
+        ({"index": "[::-1]"}, "RequestError"),
+        ({"index": "__import__('os')"}, "RequestError"),
+        ({"index": "[0]", "offset": 3}, "RequestError"),
+        ({"heatmap": {"rows": 2000, "cols": 4}}, "RequestError"),
+        ({"stats": "no"}, "RequestError"),
+    ):
+        reply, buffers = handle(
+            replay,
+            {
+                "kind": "tdview:request",
+                "v": 1,
+                "id": 2,
+                "method": "preview",
+                "params": {"path": ["replay", "observation"], "rows": 4, **params},
+            },
+        )
         assert reply is not None and not reply["ok"] and buffers == []
         assert reply["error"]["type"] == kind, (params, reply["error"])
 
@@ -144,13 +163,18 @@ def test_integers_with_few_values_have_a_bar_each(replay: Session) -> None:
     assert decode(hist["edges"], buffers).tolist() == [-0.5, 500, 1500, 2500, 3500, 4000.5]
 
 
-@pytest.mark.parametrize("values, per_value", [
-    (torch.arange(64), True), (torch.arange(65), False),
-    (torch.tensor([0, 10**12, -(10**12)] * 7), True),
-    (torch.arange(0, 65 * 10**9, 10**9), False),
-])
-def test_per_value_or_bins(values: torch.Tensor, per_value: bool,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "values, per_value",
+    [
+        (torch.arange(64), True),
+        (torch.arange(65), False),
+        (torch.tensor([0, 10**12, -(10**12)] * 7), True),
+        (torch.arange(0, 65 * 10**9, 10**9), False),
+    ],
+)
+def test_per_value_or_bins(
+    values: torch.Tensor, per_value: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tdview.protocol import _stats
 
     monkeypatch.setattr(_stats, "CHUNK", 5)  # values met chunk after chunk
@@ -168,9 +192,18 @@ def test_the_golden_view_reply(replay: Session) -> None:
     """reply_preview_view.json is this kernel's answer (regenerate it with
     TDVIEW_WRITE_GOLDEN=1): a boolean leaf's rows 50,000 to 50,003, a bar per value, and a
     heatmap of the selection."""
-    request = {"kind": "tdview:request", "v": 1, "id": 8589934593, "method": "preview",
-               "params": {"path": ["replay", "done"], "rows": 4, "index": "[50000:50004]",
-                          "heatmap": {"rows": 2, "cols": 1}}}
+    request = {
+        "kind": "tdview:request",
+        "v": 1,
+        "id": 8589934593,
+        "method": "preview",
+        "params": {
+            "path": ["replay", "done"],
+            "rows": 4,
+            "index": "[50000:50004]",
+            "heatmap": {"rows": 2, "cols": 1},
+        },
+    }
     reply, buffers = handle(replay, request)
     assert reply is not None and reply["ok"], reply
     target = GOLDEN / "reply_preview_view.json"
@@ -178,17 +211,23 @@ def test_the_golden_view_reply(replay: Session) -> None:
         import base64
         import re
 
-        doc = {"description": "Preview of rows 50,000 to 50,003 of a boolean leaf of 100,000 "
-               "rows (989 True), with a heatmap of those rows in 2 x 1 cells (block means: "
-               "the fraction of True). `selection` says what the table shows; statistics "
-               "that mean nothing for a boolean (mean, std, nan, inf) are null; a bar per "
-               "value (`histogram.values`). Buffers: [slice bool 4x1, edges float64 3, "
-               "counts int64 2, values float64 2, heatmap cells float32 2x1].",
-               "method": "preview", "message": reply,
-               "buffers": [base64.b64encode(b).decode() for b in buffers]}
+        doc = {
+            "description": "Preview of rows 50,000 to 50,003 of a boolean leaf of 100,000 "
+            "rows (989 True), with a heatmap of those rows in 2 x 1 cells (block means: "
+            "the fraction of True). `selection` says what the table shows; statistics "
+            "that mean nothing for a boolean (mean, std, nan, inf) are null; a bar per "
+            "value (`histogram.values`). Buffers: [slice bool 4x1, edges float64 3, "
+            "counts int64 2, values float64 2, heatmap cells float32 2x1].",
+            "method": "preview",
+            "message": reply,
+            "buffers": [base64.b64encode(b).decode() for b in buffers],
+        }
         text = json.dumps(doc, indent=2)
-        text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
-                      lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+        text = re.sub(
+            r"\[\s+([^\[\]{}]*?)\s+\]",
+            lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]",
+            text,
+        )
         target.write_text(text + "\n")
     gold = golden("reply_preview_view")
     assert reply == gold["message"] and buffers == gold["buffers"]
@@ -218,8 +257,14 @@ def test_heatmap_block_means() -> None:
 
 
 def test_heatmap_in_a_reply(replay: Session) -> None:
-    result, buffers = ask(replay, "preview", path=["replay", "observation"], rows=1,
-                          heatmap={"rows": 256, "cols": 256}, stats=False)
+    result, buffers = ask(
+        replay,
+        "preview",
+        path=["replay", "observation"],
+        rows=1,
+        heatmap={"rows": 256, "cols": 256},
+        stats=False,
+    )
     cells = decode(result["heatmap"]["cells"], buffers)
     assert cells.dtype == np.float32 and cells.shape == (256, 16)
     assert result["heatmap"]["of"] == [100_000, 16]
@@ -273,8 +318,9 @@ def test_a_slice_of_a_mapped_leaf_reads_only_its_pages(tmp_path: Path) -> None:
     if _resident(leaf) > size // 8:
         pytest.skip("this file system keeps the pages: nothing to measure")
     session = Session(Checkpoint(tmp_path / "ckpt"), "ckpt")
-    result, _ = ask(session, "preview", path=["x"], rows=20, index="[500000:500020, :8]",
-                    stats=False)
+    result, _ = ask(
+        session, "preview", path=["x"], rows=20, index="[500000:500020, :8]", stats=False
+    )
     assert result["slice"]["shape"] == [20, 8] and result["stats"] is None
     touched = _resident(leaf)
     assert touched < size // 4, f"{touched:,} of {size:,} bytes read for a 20-row slice"

@@ -24,12 +24,41 @@ from tdview.protocol import (
     summary,
 )
 
-KINDS = {"tensordict", "tensorclass", "lazy_stack", "non_tensor", "non_tensor_stack", "view",
-         "leaf"}
-SUMMARY_KEYS = {"key", "path", "kind", "class_name", "has_children", "n_children", "shape",
-                "dtype", "batch_size", "stack_dim", "bytes", "numel", "pickled", "problems"}
-DETAIL_KEYS = SUMMARY_KEYS | {"names", "device", "subpath", "storage", "value", "pickle",
-                              "rollup", "rows"}
+KINDS = {
+    "tensordict",
+    "tensorclass",
+    "lazy_stack",
+    "non_tensor",
+    "non_tensor_stack",
+    "view",
+    "leaf",
+}
+SUMMARY_KEYS = {
+    "key",
+    "path",
+    "kind",
+    "class_name",
+    "has_children",
+    "n_children",
+    "shape",
+    "dtype",
+    "batch_size",
+    "stack_dim",
+    "bytes",
+    "numel",
+    "pickled",
+    "problems",
+}
+DETAIL_KEYS = SUMMARY_KEYS | {
+    "names",
+    "device",
+    "subpath",
+    "storage",
+    "value",
+    "pickle",
+    "rollup",
+    "rows",
+}
 
 
 def request(method: str, params: dict, rid: int = 8589934593) -> dict:
@@ -90,8 +119,18 @@ def test_children_of_root(session: Session) -> None:
     result = ok(session, "children", path=[], offset=0, limit=200)
     assert result["path"] == [] and result["offset"] == 0 and result["total"] == 10
     keys = [c["key"] for c in result["children"]]
-    assert keys == ["model", "optimizer", "replay", "rollout", "episodes", "run_name", "step",
-                    "learning_rate", "config", "tags"]
+    assert keys == [
+        "model",
+        "optimizer",
+        "replay",
+        "rollout",
+        "episodes",
+        "run_name",
+        "step",
+        "learning_rate",
+        "config",
+        "tags",
+    ]
     for item in result["children"]:
         check_summary(item)
     by_key = {c["key"]: c for c in result["children"]}
@@ -139,8 +178,12 @@ def test_node_leaf(session: Session) -> None:
 def test_node_collections(session: Session) -> None:
     replay = ok(session, "node", path=["replay"])
     assert replay["names"] == ["row"]
-    assert replay["rollup"]["by_dtype"] == {"float32": 64000, "int64": 8000,
-                                            "bfloat16": 2000, "bool": 1000}
+    assert replay["rollup"]["by_dtype"] == {
+        "float32": 64000,
+        "int64": 8000,
+        "bfloat16": 2000,
+        "bool": 1000,
+    }
     root = ok(session, "node", path=[])
     assert root["key"] == "" and root["path"] == [] and root["subpath"] == ""
     assert root["rollup"]["leaves"] > 100
@@ -168,8 +211,9 @@ def test_node_pickled_is_described_not_unpickled(session: Session) -> None:
 def test_node_value_json_safe(tmp_path: Path) -> None:
     from tensordict import MetaData
 
-    TensorDict(meta=MetaData({"nan": float("nan"), "inf": [float("inf"), -float("inf")]})
-               ).memmap(tmp_path / "ckpt")
+    TensorDict(meta=MetaData({"nan": float("nan"), "inf": [float("inf"), -float("inf")]})).memmap(
+        tmp_path / "ckpt"
+    )
     session = Session(Checkpoint(tmp_path / "ckpt"), "ckpt")
     value = ok(session, "node", path=["meta"])["value"]
     assert value == {"nan": "NaN", "inf": ["Infinity", "-Infinity"]}
@@ -185,8 +229,14 @@ def test_search(session: Session) -> None:
     assert len(limited["matches"]) == 3 and limited["truncated"] is True
     assert ok(session, "search", pattern="", limit=3)["matches"] == []
     assert ok(session, "search", pattern="zzz-none", limit=3) == {
-        "pattern": "zzz-none", "offset": 0, "total": 0, "counted": True, "matches": [],
-        "nodes": [], "truncated": False}
+        "pattern": "zzz-none",
+        "offset": 0,
+        "total": 0,
+        "counted": True,
+        "matches": [],
+        "nodes": [],
+        "truncated": False,
+    }
 
 
 def test_search_first_page_then_count(session: Session) -> None:
@@ -222,19 +272,23 @@ def test_load_code_of_a_leaf() -> None:
     from tdview.protocol._load import load_code
 
     assert load_code("ckpt.tdz", ("replay", "reward"), "cpu", "r", False, "r", leaf=True) == (
-        'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")')
+        'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")'
+    )
     assert load_code("ckpt.tdz", ("a/b",), "cpu", None, True, None, leaf=True) == (
-        'tdview.Checkpoint("ckpt.tdz").load_leaf(("a/b",), device="cpu", mode=None)')
+        'tdview.Checkpoint("ckpt.tdz").load_leaf(("a/b",), device="cpu", mode=None)'
+    )
 
 
 def test_load_code_spells_keys_with_a_slash_as_a_tuple() -> None:
     from tdview.protocol._load import load_code
 
     assert load_code("c.tdz", ("a", "b"), "cpu", "r", False, "x") == (
-        'x = tdview.load_memmap("c.tdz", subpath="a/b", device="cpu", mode="r")')
+        'x = tdview.load_memmap("c.tdz", subpath="a/b", device="cpu", mode="r")'
+    )
     assert load_code("c.tdz", ("a/b", "c"), "cuda:0", None, True, None) == (
         'tdview.load_memmap("c.tdz", subpath=("a/b", "c"), device="cuda:0", mode=None,'
-        ' allow_pickle=True)')
+        " allow_pickle=True)"
+    )
 
 
 # ------------------------------------------------------------------- paging
@@ -254,8 +308,10 @@ def test_paging_5000_keys(wide: Session) -> None:
     assert ok(wide, "children", path=["wide"], offset=0, limit=0)["children"] == []
     seen = []
     for offset in range(0, 5000, 1000):
-        seen += [c["key"] for c in ok(wide, "children", path=["wide"], offset=offset,
-                                      limit=1000)["children"]]
+        seen += [
+            c["key"]
+            for c in ok(wide, "children", path=["wide"], offset=offset, limit=1000)["children"]
+        ]
     assert seen == [f"k{i:04d}" for i in range(5000)]
     node = ok(wide, "node", path=["wide"])
     assert node["n_children"] == 5000 and node["rollup"]["bytes"] == 5000 * 2 * 4
@@ -272,8 +328,11 @@ def test_children_without_totals_walks_nothing(session: Session) -> None:
     leaf = ok(session, "children", path=["replay"], offset=0, limit=50, totals=False)
     assert all(c["bytes"] is not None for c in leaf["children"] if c["kind"] == "leaf")
     full = ok(session, "children", path=[], offset=0, limit=50, totals=True)
-    assert all(c["bytes"] is not None for c in full["children"] if c["has_children"]
-               and c["kind"] != "non_tensor")
+    assert all(
+        c["bytes"] is not None
+        for c in full["children"]
+        if c["has_children"] and c["kind"] != "non_tensor"
+    )
     again = ok(session, "children", path=[], offset=0, limit=50, totals=False)
     assert again == full
     assert ok(session, "children", path=[], offset=0, limit=50) == full  # default: totals
@@ -288,8 +347,7 @@ def test_node_without_totals(session: Session) -> None:
 
 
 def test_page_limit_is_capped(wide: Session) -> None:
-    parsed = parse_request(request("children", {"path": ["wide"], "offset": 0,
-                                                "limit": 10**9}))
+    parsed = parse_request(request("children", {"path": ["wide"], "offset": 0, "limit": 10**9}))
     assert parsed.params["limit"] == MAX_PAGE
 
 
@@ -308,8 +366,11 @@ def test_children_of_a_leaf_is_empty(session: Session) -> None:
 
 
 def test_bad_path(session: Session) -> None:
-    for method, params in [("children", {"offset": 0, "limit": 5}), ("node", {}),
-                           ("preview", {"rows": 4})]:
+    for method, params in [
+        ("children", {"offset": 0, "limit": 5}),
+        ("node", {}),
+        ("preview", {"rows": 4}),
+    ]:
         error = failed(session, method, path=["replay", "nope"], **params)
         assert error["type"] == "SubpathError" and error["path"] == ["replay", "nope"]
         assert "nope" in error["message"]
@@ -318,7 +379,10 @@ def test_bad_path(session: Session) -> None:
 @pytest.mark.parametrize(
     "message",
     [
-        None, [], "x", {},
+        None,
+        [],
+        "x",
+        {},
         {"kind": "tdview:request", "v": 2, "id": 1, "method": "node", "params": {"path": []}},
         {"kind": "tdview:request", "v": 1.0, "id": 1, "method": "node", "params": {"path": []}},
         {"kind": "tdview:request", "v": True, "id": 1, "method": "node", "params": {"path": []}},
@@ -330,28 +394,93 @@ def test_bad_path(session: Session) -> None:
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "node", "params": {}},
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "node", "params": {"path": "a"}},
         {"kind": "tdview:request", "v": 1, "id": 1, "method": "node", "params": {"path": [1]}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
-         "params": {"path": [], "offset": -1, "limit": 5}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
-         "params": {"path": [], "offset": 0, "limit": False}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
-         "params": {"path": [], "offset": 0, "limit": 5, "totals": "no"}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "search",
-         "params": {"pattern": 3, "limit": 5}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "preview",
-         "params": {"path": [], "rows": "4"}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "load",
-         "params": {"path": [], "device": "cpu", "mode": "w", "allow_pickle": False,
-                    "variable": None}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "load",
-         "params": {"path": [], "device": "cpu", "mode": "r", "allow_pickle": 1,
-                    "variable": None}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "load",
-         "params": {"path": [], "device": "cpu", "mode": "r", "allow_pickle": False,
-                    "variable": "not valid"}},
-        {"kind": "tdview:request", "v": 1, "id": 1, "method": "load",
-         "params": {"path": [], "device": "cpu", "mode": "r", "allow_pickle": False,
-                    "variable": "import"}},
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "children",
+            "params": {"path": [], "offset": -1, "limit": 5},
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "children",
+            "params": {"path": [], "offset": 0, "limit": False},
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "children",
+            "params": {"path": [], "offset": 0, "limit": 5, "totals": "no"},
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "search",
+            "params": {"pattern": 3, "limit": 5},
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "preview",
+            "params": {"path": [], "rows": "4"},
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "load",
+            "params": {
+                "path": [],
+                "device": "cpu",
+                "mode": "w",
+                "allow_pickle": False,
+                "variable": None,
+            },
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "load",
+            "params": {
+                "path": [],
+                "device": "cpu",
+                "mode": "r",
+                "allow_pickle": 1,
+                "variable": None,
+            },
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "load",
+            "params": {
+                "path": [],
+                "device": "cpu",
+                "mode": "r",
+                "allow_pickle": False,
+                "variable": "not valid",
+            },
+        },
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "load",
+            "params": {
+                "path": [],
+                "device": "cpu",
+                "mode": "r",
+                "allow_pickle": False,
+                "variable": "import",
+            },
+        },
     ],
 )
 def test_invalid_requests_get_error_replies(session: Session, message: object) -> None:
@@ -374,8 +503,15 @@ def test_unknown_keys_are_ignored(session: Session) -> None:
 
 
 def test_bad_device_is_an_error_reply(session: Session) -> None:
-    error = failed(session, "load", path=["replay"], device="gpu-nine", mode="r",
-                   allow_pickle=False, variable=None)
+    error = failed(
+        session,
+        "load",
+        path=["replay"],
+        device="gpu-nine",
+        mode="r",
+        allow_pickle=False,
+        variable=None,
+    )
     assert error["type"] == "ValueError" and "gpu-nine" in error["message"]
 
 
@@ -483,11 +619,13 @@ def test_dispatcher_survives_a_failing_send(session: Session) -> None:
 
 def _utf8_send(sent: list, done: threading.Event, expected: int):
     """A ``send`` that packs as ipykernel's comm does (strict UTF-8 JSON)."""
+
     def send(content: dict, buffers: list) -> None:
         json.dumps(content, ensure_ascii=False, allow_nan=False).encode("utf-8")
         sent.append(content)
         if len(sent) == expected:
             done.set()
+
     return send
 
 
@@ -497,8 +635,9 @@ def test_dispatcher_answers_odd_requests(session: Session) -> None:
     sent: list[dict] = []
     done = threading.Event()
     dispatcher = Dispatcher(session, _utf8_send(sent, done, 3))
-    dispatcher.receive({"kind": "tdview:request", "v": 1, "id": 1, "method": ["load"],
-                        "params": {}})
+    dispatcher.receive(
+        {"kind": "tdview:request", "v": 1, "id": 1, "method": ["load"], "params": {}}
+    )
     dispatcher.receive(request("node", {"path": ["\ud800"]}, rid=2))
     dispatcher.receive(request("search", {"pattern": "a\udfffb", "limit": 5}, rid=3))
     assert done.wait(30)

@@ -17,9 +17,19 @@ from tdview.protocol import Dispatcher, Session, _preview, _stats, handle, load_
 
 from .test_protocol_golden import check_buffers, golden, same_shape
 
-NUMPY = {"bool": np.uint8, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-         "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
-         "uint64": np.uint64, "float32": np.float32, "float64": np.float64}
+NUMPY = {
+    "bool": np.uint8,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int32": np.int32,
+    "uint32": np.uint32,
+    "int64": np.int64,
+    "uint64": np.uint64,
+    "float32": np.float32,
+    "float64": np.float64,
+}
 
 
 def request(method: str, params: dict, rid: int = 8589934593) -> dict:
@@ -82,8 +92,9 @@ def test_preview_bfloat16_matches_golden(session: Session, reference: TensorDict
 def test_preview_2d_and_int_and_bool(session: Session, reference: TensorDict) -> None:
     obs, buffers = preview(session, ["replay", "observation"], rows=5)
     assert obs["slice"]["shape"] == [5, 8] and obs["display_dtype"] == "float32"
-    np.testing.assert_array_equal(decode(obs["slice"], buffers),
-                                  reference["observation"][:5].numpy())
+    np.testing.assert_array_equal(
+        decode(obs["slice"], buffers), reference["observation"][:5].numpy()
+    )
     action, buffers = preview(session, ["replay", "action"], rows=100)
     assert action["display_dtype"] == "int64" and action["slice"]["shape"] == [100]
     counts = decode(action["histogram"]["counts"], buffers)
@@ -91,14 +102,15 @@ def test_preview_2d_and_int_and_bool(session: Session, reference: TensorDict) ->
     assert counts.tolist() == expected.tolist()  # one bin per integer value
     done, buffers = preview(session, ["replay", "done"], rows=3)
     assert done["display_dtype"] == "bool" and done["slice"]["dtype"] == "bool"
-    assert decode(done["slice"], buffers).tolist() == reference["done"][:3].to(
-        torch.uint8).tolist()
+    assert decode(done["slice"], buffers).tolist() == reference["done"][:3].to(torch.uint8).tolist()
     # a boolean has no mean, std, NaN or Inf; it has a count per value
     assert [done["stats"][k] for k in ("mean", "std", "nan", "inf")] == [None] * 4
     assert decode(done["histogram"]["values"], buffers).tolist() == [0.0, 1.0]
     true = int(reference["done"].sum())
     assert decode(done["histogram"]["counts"], buffers).tolist() == [
-        reference["done"].numel() - true, true]
+        reference["done"].numel() - true,
+        true,
+    ]
 
 
 def test_preview_rows_are_capped(session: Session) -> None:
@@ -118,8 +130,14 @@ def test_preview_scalar_and_nested_collections(session: Session) -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "display"),
-    [(torch.float16, "float32"), (torch.complex64, "float32"), (torch.complex128, "float64"),
-     (torch.uint16, "uint16"), (torch.int8, "int8"), (torch.float8_e4m3fn, "float32")],
+    [
+        (torch.float16, "float32"),
+        (torch.complex64, "float32"),
+        (torch.complex128, "float64"),
+        (torch.uint16, "uint16"),
+        (torch.int8, "int8"),
+        (torch.float8_e4m3fn, "float32"),
+    ],
 )
 def test_preview_dtypes(tmp_path: Path, dtype: torch.dtype, display: str) -> None:
     base = torch.linspace(-3, 3, 60).reshape(3, 4, 5)
@@ -143,11 +161,19 @@ def test_preview_dtypes(tmp_path: Path, dtype: torch.dtype, display: str) -> Non
 def test_preview_nan_inf_and_empty(tmp_path: Path) -> None:
     x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 3.0])
     TensorDict(x=x, empty=torch.zeros(0, 3), nan=torch.full((4,), float("nan"))).memmap(
-        tmp_path / "ckpt")
+        tmp_path / "ckpt"
+    )
     session = Session(Checkpoint(tmp_path / "ckpt"), "ckpt")
     result, buffers = preview(session, ["x"])
-    assert result["stats"] == {"min": 1.0, "max": 3.0, "mean": 2.0,
-                               "std": pytest.approx(2 ** 0.5), "nan": 1, "inf": 2, "count": 5}
+    assert result["stats"] == {
+        "min": 1.0,
+        "max": 3.0,
+        "mean": 2.0,
+        "std": pytest.approx(2**0.5),
+        "nan": 1,
+        "inf": 2,
+        "count": 5,
+    }
     assert decode(result["histogram"]["counts"], buffers).sum() == 2
     empty, _ = preview(session, ["empty"])
     assert empty["slice"]["shape"] == [0, 3] and empty["histogram"] is None
@@ -180,17 +206,21 @@ def test_statistics_are_chunked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stats["nan"] == 11 and int(hist["counts"].sum()) == finite.numel()
 
 
-@pytest.mark.parametrize("values, std", [
-    ([1e200] * 5, 0.0),                      # a first merge multiplied inf by 0
-    ([1e200, 2e200, 3e200], 1e200),          # squared deviations beyond float64
-    ([-1.7e308, 1.7e308, 0.0], 1.7e308),     # and a span beyond it
-])
+@pytest.mark.parametrize(
+    "values, std",
+    [
+        ([1e200] * 5, 0.0),  # a first merge multiplied inf by 0
+        ([1e200, 2e200, 3e200], 1e200),  # squared deviations beyond float64
+        ([-1.7e308, 1.7e308, 0.0], 1.7e308),  # and a span beyond it
+    ],
+)
 def test_statistics_of_huge_values(monkeypatch: pytest.MonkeyPatch, values, std) -> None:
     monkeypatch.setattr(_stats, "CHUNK", 2)  # merges across chunks too
     stats, hist = statistics(torch.tensor(values, dtype=torch.float64))
     assert stats["std"] == pytest.approx(std, rel=1e-12)
-    assert stats["mean"] == pytest.approx(sum(v / 8 for v in values) / len(values) * 8,
-                                          rel=1e-12, abs=1e294)
+    assert stats["mean"] == pytest.approx(
+        sum(v / 8 for v in values) / len(values) * 8, rel=1e-12, abs=1e294
+    )
     edges = hist["edges"]
     assert bool(edges.isfinite().all()) and float(edges[0]) <= min(values)
     assert float(edges[-1]) >= max(values) and int(hist["counts"].sum()) == len(values)
@@ -208,8 +238,14 @@ def test_statistics_stop_when_check_raises() -> None:
 
 
 def load_params(path: list[str], variable: str | None = "x", **extra) -> dict:
-    return {"path": path, "device": "cpu", "mode": "r", "allow_pickle": False,
-            "variable": variable, **extra}
+    return {
+        "path": path,
+        "device": "cpu",
+        "mode": "r",
+        "allow_pickle": False,
+        "variable": variable,
+        **extra,
+    }
 
 
 def test_load_binds_variable_and_matches_golden(session: Session, reference) -> None:
@@ -223,8 +259,10 @@ def test_load_binds_variable_and_matches_golden(session: Session, reference) -> 
     for key in reference.keys(True, True):
         assert torch.equal(loaded.get(key), reference.get(key))
     assert result["summary"].startswith("TensorDict(")
-    assert result["code"] == (f'replay_td = tdview.load_memmap({json.dumps(session.source)}, '
-                              'subpath="replay", device="cpu", mode="r")')
+    assert result["code"] == (
+        f"replay_td = tdview.load_memmap({json.dumps(session.source)}, "
+        'subpath="replay", device="cpu", mode="r")'
+    )
 
 
 def test_load_code_runs(session: Session) -> None:
@@ -259,7 +297,8 @@ def test_load_pickles_need_permission(session: Session) -> None:
     reply, _ = call(session, "load", **load_params(["tags"], "tags", allow_pickle=True))
     assert reply["ok"], reply.get("error")
     assert session.namespace["tags"] in ({"demo", "tdview", "transformer"},) or (
-        getattr(session.namespace["tags"], "data", None) == {"demo", "tdview", "transformer"})
+        getattr(session.namespace["tags"], "data", None) == {"demo", "tdview", "transformer"}
+    )
     assert reply["result"]["code"].endswith("allow_pickle=True)")
 
 
@@ -275,8 +314,9 @@ def test_load_progress_and_bind(session: Session) -> None:
     sent: list[dict] = []
     kept: list[object] = []
     session.on_load = kept.append
-    dispatcher = Dispatcher(session, lambda content, buffers: sent.append(content),
-                            progress_interval=0)
+    dispatcher = Dispatcher(
+        session, lambda content, buffers: sent.append(content), progress_interval=0
+    )
     dispatcher.receive(request("load", load_params(["replay"], "r"), rid=9))
     assert dispatcher.drain(60)
     dispatcher.close()
@@ -317,8 +357,10 @@ def test_cancelled_load_binds_nothing(session: Session) -> None:
 
 def test_a_cancel_that_arrives_while_binding_leaves_a_done_load(session: Session) -> None:
     """Once the value is bound, the reply says so, whatever cancel comes in after."""
+
     def bind(value: object) -> None:
         session.cancel(12)  # arrives between the last check and the binding
+
     session.on_load = bind
     reply, _ = handle(session, request("load", load_params(["replay"], "kept"), rid=12))
     assert reply is not None and reply["ok"], reply
@@ -333,8 +375,24 @@ def test_load_binds_the_name_python_reads(session: Session, name: str, bound: st
     assert reply["result"]["code"].startswith(f"{bound} = tdview.load_memmap(")
 
 
-@pytest.mark.parametrize("name", ["__builtins__", "__name__", "In", "Out", "get_ipython",
-                                  "_", "__", "_i", "_ii", "_i3", "_7", "_oh", "exit"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "__builtins__",
+        "__name__",
+        "In",
+        "Out",
+        "get_ipython",
+        "_",
+        "__",
+        "_i",
+        "_ii",
+        "_i3",
+        "_7",
+        "_oh",
+        "exit",
+    ],
+)
 def test_load_refuses_names_python_and_ipython_use(session: Session, name: str) -> None:
     reply, _ = call(session, "load", **load_params(["replay"], name))
     assert reply["ok"] is False and reply["error"]["type"] == "RequestError"
@@ -356,8 +414,7 @@ def test_preview_nested_leaf(tmp_path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 @pytest.mark.parametrize("archive", [False, True])
-def test_preview_of_a_nested_leaf_reads_its_packed_elements(tmp_path: Path,
-                                                           archive: bool) -> None:
+def test_preview_of_a_nested_leaf_reads_its_packed_elements(tmp_path: Path, archive: bool) -> None:
     """The components lie packed in the leaf's storage: the preview views them there (a
     concatenated copy took as much memory again as the leaf)."""
     parts = [torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(4, 3) + 100]
@@ -374,7 +431,8 @@ def test_preview_of_a_nested_leaf_reads_its_packed_elements(tmp_path: Path,
 
 
 def test_preview_refuses_to_decompress_beyond_the_free_memory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A compressed leaf is decompressed whole for its preview: when that takes more than
     half the memory available, the preview is refused with the sizes; a mapped leaf reads
     only its pages and is previewed."""
@@ -382,15 +440,18 @@ def test_preview_refuses_to_decompress_beyond_the_free_memory(
 
     TensorDict(big=torch.zeros(4096), tiny=torch.ones(2)).memmap(tmp_path / "d")
     pack_memmap(tmp_path / "d", tmp_path / "z.tdz", compression="deflate")
-    monkeypatch.setattr(_preview, "host_memory",
-                        lambda: {"free_bytes": 20_000, "total_bytes": 40_000})
+    monkeypatch.setattr(
+        _preview, "host_memory", lambda: {"free_bytes": 20_000, "total_bytes": 40_000}
+    )
     with Checkpoint(tmp_path / "z.tdz") as ckpt:
         reply, buffers = call(Session(ckpt, "z"), "preview", path=["big"], rows=4)
         assert reply["ok"] is False and buffers == []
         assert reply["error"]["type"] == "LimitExceededError"
-        assert ("z.tdz::big.memmap: a preview of this leaf would decompress all 16,384 bytes "
-                "of it into memory, more than half of the 20,000 bytes available"
-                in reply["error"]["message"])
+        assert (
+            "z.tdz::big.memmap: a preview of this leaf would decompress all 16,384 bytes "
+            "of it into memory, more than half of the 20,000 bytes available"
+            in reply["error"]["message"]
+        )
         assert preview(Session(ckpt, "z"), ["tiny"], rows=4)[0]["stats"]["count"] == 2
     with Checkpoint(tmp_path / "d") as ckpt:
         assert preview(Session(ckpt, "d"), ["big"], rows=4)[0]["stats"]["count"] == 4096

@@ -37,11 +37,11 @@ def test_pages_of_the_union_tree(pair: tuple[Path, Path]) -> None:
         model = page["items"][-1]
         assert model["has_children"] and model["rollup"]["added"] == 1
         assert page["items"][2]["status"] == "added" and page["items"][2]["a"] is None
-        first, _ = handle(view, "diff_children",
-                          {"path": ["model"], "offset": 1, "limit": 2})
+        first, _ = handle(view, "diff_children", {"path": ["model"], "offset": 1, "limit": 2})
         assert first["total"] == 4 and [i["key"] for i in first["items"]] == ["b", "new"]
-        changed, _ = handle(view, "diff_children", {"path": [], "offset": 0, "limit": 10,
-                                                    "only_changed": True})
+        changed, _ = handle(
+            view, "diff_children", {"path": [], "offset": 0, "limit": 10, "only_changed": True}
+        )
         assert [i["key"] for i in changed["items"]] == ["extra", "model"]  # values unread
         node, _ = handle(view, "diff_node", {"path": ["model", "w"]})
         assert _json(node)["rollup"]["same"] == 1 and node["a"]["dtype"] == "float32"
@@ -53,13 +53,16 @@ def test_refine_a_subtree_to_values(pair: tuple[Path, Path]) -> None:
     view = open_view(*pair)
     calls: list[tuple[int, int, str]] = []
     try:
-        state, _ = handle(view, "diff_refine", {"path": ["model"], "level": "values"},
-                          progress=lambda *args: calls.append(args))
+        state, _ = handle(
+            view,
+            "diff_refine",
+            {"path": ["model"], "level": "values"},
+            progress=lambda *args: calls.append(args),
+        )
         state = _json(state)
         assert state["level"] == "mixed"
         assert calls and calls[-1][0] == calls[-1][1]
-        page, _ = handle(view, "diff_children", {"path": ["model"], "offset": 0,
-                                                 "limit": 10})
+        page, _ = handle(view, "diff_children", {"path": ["model"], "offset": 0, "limit": 10})
         by_key = {i["key"]: i for i in _json(page)["items"]}
         assert by_key["w"]["status"] == "changed"
         assert by_key["w"]["values"]["max_abs"] == pytest.approx(0.5)
@@ -72,6 +75,7 @@ def test_refine_a_subtree_to_values(pair: tuple[Path, Path]) -> None:
         top, _ = handle(view, "diff_children", {"path": [], "offset": 0, "limit": 10})
         assert {i["key"]: i["values"] for i in top["items"]}["step"] is None
         with pytest.raises(Cancelled):
+
             def cancel() -> None:
                 raise Cancelled("request 1 was cancelled")
 

@@ -23,14 +23,38 @@ from .test_protocol_golden import NAMES, check_buffers, golden, json_type
 DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview", "diff_load")
 #: Keys of a side's facts: ``kind`` and ``class`` always, a leaf's ``dtype``, ``shape`` and
 #: ``bytes`` too, the others when the side has them.
-FACT_KEYS = {"kind", "class", "dtype", "shape", "nested", "bytes", "batch_size", "names",
-             "value", "pickled"}
+FACT_KEYS = {
+    "kind",
+    "class",
+    "dtype",
+    "shape",
+    "nested",
+    "bytes",
+    "batch_size",
+    "names",
+    "value",
+    "pickled",
+}
 #: Keys whose value may be null in a diff message.
-NULLABLE = {"renamed_from", "kind", "a", "b", "fingerprint", "values", "value_equal", "note",
-            "problem", "rollup", "differing", "max_abs", "mean_abs", "rel_l2", "cosine",
-            "root", "variable"}
-
-
+NULLABLE = {
+    "renamed_from",
+    "kind",
+    "a",
+    "b",
+    "fingerprint",
+    "values",
+    "value_equal",
+    "note",
+    "problem",
+    "rollup",
+    "differing",
+    "max_abs",
+    "mean_abs",
+    "rel_l2",
+    "cosine",
+    "root",
+    "variable",
+}
 
 
 @pytest.fixture
@@ -43,8 +67,9 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def session(pair: tuple[Path, Path]):
     view = open_view(*pair)
-    yield Session(None, "runs/before", namespace={},
-                  diff=Comparison(view, "runs/before", "runs/after.tdz"))
+    yield Session(
+        None, "runs/before", namespace={}, diff=Comparison(view, "runs/before", "runs/after.tdz")
+    )
     view.close()
 
 
@@ -72,8 +97,13 @@ def diff_shape(mine: object, gold: object, where: str = "message", key: str = ""
 
 
 def ask(session: Session, method: str, params: dict) -> tuple[dict, list[bytes]]:
-    message = {"kind": "tdview:request", "v": 1, "id": 8589934593, "method": method,
-               "params": params}
+    message = {
+        "kind": "tdview:request",
+        "v": 1,
+        "id": 8589934593,
+        "method": method,
+        "params": params,
+    }
     reply, buffers = handle(session, message)
     json.dumps(reply, allow_nan=False)
     return reply, buffers
@@ -145,16 +175,35 @@ def test_lanes() -> None:
 
 def test_bad_params_are_request_errors(session: Session) -> None:
     for method, params, where in [
-        ("diff_children", {"path": [], "offset": 0, "limit": 5, "only_changed": 1},
-         "only_changed"),
+        ("diff_children", {"path": [], "offset": 0, "limit": 5, "only_changed": 1}, "only_changed"),
         ("diff_refine", {"path": [], "level": "bytes"}, "level"),
         ("diff_refine", {"path": [], "level": "values", "atol": -1}, "atol"),
         ("diff_refine", {"path": [], "level": "values", "rtol": True}, "rtol"),
         ("diff_preview", {"path": ["extra"]}, "rows"),
-        ("diff_load", {"side": "c", "path": [], "device": "cpu", "mode": "r",
-                       "allow_pickle": False, "variable": None}, "side"),
-        ("diff_load", {"side": "a", "path": [], "device": "cpu", "mode": "r",
-                       "allow_pickle": False, "variable": "__x__"}, "variable"),
+        (
+            "diff_load",
+            {
+                "side": "c",
+                "path": [],
+                "device": "cpu",
+                "mode": "r",
+                "allow_pickle": False,
+                "variable": None,
+            },
+            "side",
+        ),
+        (
+            "diff_load",
+            {
+                "side": "a",
+                "path": [],
+                "device": "cpu",
+                "mode": "r",
+                "allow_pickle": False,
+                "variable": "__x__",
+            },
+            "variable",
+        ),
     ]:
         reply, _ = ask(session, method, params)
         assert not reply["ok"] and reply["error"]["type"] == "RequestError", reply
@@ -163,8 +212,9 @@ def test_bad_params_are_request_errors(session: Session) -> None:
     assert limited["ok"]
 
 
-def test_a_compare_session_answers_diff_methods_only(session: Session,
-                                                     demo_paths: dict[str, Path]) -> None:
+def test_a_compare_session_answers_diff_methods_only(
+    session: Session, demo_paths: dict[str, Path]
+) -> None:
     reply, _ = ask(session, "children", {"path": [], "offset": 0, "limit": 5})
     assert reply["error"]["type"] == "NoCheckpointError"
     devices, _ = ask(session, "devices", {})
@@ -178,12 +228,19 @@ def test_a_compare_session_answers_diff_methods_only(session: Session,
 
 
 def test_diff_load_binds_one_side(session: Session) -> None:
-    params = {"side": "b", "path": ["model", "new"], "device": "cpu", "mode": "r",
-              "allow_pickle": False, "variable": "moved"}
+    params = {
+        "side": "b",
+        "path": ["model", "new"],
+        "device": "cpu",
+        "mode": "r",
+        "allow_pickle": False,
+        "variable": "moved",
+    }
     reply, _ = ask(session, "diff_load", params)
     assert reply["ok"], reply
-    assert reply["result"]["code"] == ('moved = tdview.Checkpoint("runs/after.tdz")'
-                                       '.load_leaf("model/new", device="cpu", mode="r")')
+    assert reply["result"]["code"] == (
+        'moved = tdview.Checkpoint("runs/after.tdz").load_leaf("model/new", device="cpu", mode="r")'
+    )
     assert torch.equal(session.namespace["moved"], torch.arange(6.0))
     old, _ = ask(session, "diff_load", {**params, "side": "a", "path": ["model", "new"]})
     assert old["error"]["type"] == "SubpathError"  # side a has model/old, not model/new
@@ -194,8 +251,13 @@ def test_refine_cancel_and_progress_through_the_widget(pair: tuple[Path, Path]) 
     sent: list[dict] = []
     view.send = lambda content, buffers=None: sent.append(content)  # type: ignore[method-assign]
     try:
-        message = {"kind": "tdview:request", "v": 1, "id": 7, "method": "diff_refine",
-                   "params": {"path": [], "level": "values"}}
+        message = {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 7,
+            "method": "diff_refine",
+            "params": {"path": [], "level": "values"},
+        }
         view._on_custom_msg(view, message, [])
         assert view._dispatcher.drain(60)
         kinds = [m["kind"] for m in sent if m["id"] == 7]
@@ -209,8 +271,7 @@ def test_refine_cancel_and_progress_through_the_widget(pair: tuple[Path, Path]) 
         view.close()
 
 
-def test_an_unopenable_side_is_shown_not_raised(pair: tuple[Path, Path],
-                                                tmp_path: Path) -> None:
+def test_an_unopenable_side_is_shown_not_raised(pair: tuple[Path, Path], tmp_path: Path) -> None:
     view = TDView(str(pair[0]), compare=str(tmp_path / "missing"))
     try:
         assert view.compare is None and view.diff is None

@@ -20,28 +20,46 @@ from tdview.index import Checkpoint
 from tdview.protocol import METHODS, RequestError, Session, handle, parse_request
 from tdview.protocol._messages import MAX_MESSAGE, bound_reply, check_bounds, reply_ok
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
-                    st.text(max_size=20))
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20))
 json_like = st.recursive(
-    scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                     st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=30)
-KEYS = ["path", "offset", "limit", "totals", "pattern", "rows", "rows_scope", "device",
-        "mode", "allow_pickle", "variable"]
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+KEYS = [
+    "path",
+    "offset",
+    "limit",
+    "totals",
+    "pattern",
+    "rows",
+    "rows_scope",
+    "device",
+    "mode",
+    "allow_pickle",
+    "variable",
+]
 params = st.dictionaries(st.sampled_from(KEYS), json_like, max_size=6)
 messages = st.one_of(
     json_like,
-    st.fixed_dictionaries({
-        "kind": st.sampled_from(["tdview:request", "tdview:cancel", "x"]),
-        "v": st.sampled_from([1, 1.0, True, 2]),
-        "id": st.one_of(st.integers(-3, 2**60), st.text(max_size=3)),
-        "method": st.one_of(st.sampled_from(METHODS), json_like),
-        "params": st.one_of(params, json_like),
-    }),
+    st.fixed_dictionaries(
+        {
+            "kind": st.sampled_from(["tdview:request", "tdview:cancel", "x"]),
+            "v": st.sampled_from([1, 1.0, True, 2]),
+            "id": st.one_of(st.integers(-3, 2**60), st.text(max_size=3)),
+            "method": st.one_of(st.sampled_from(METHODS), json_like),
+            "params": st.one_of(params, json_like),
+        }
+    ),
 )
 
 

@@ -19,15 +19,56 @@ GOLDEN = Path(__file__).parent / "protocol"
 NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 
 #: Keys whose value may be null (from protocol.ts); a null elsewhere is a drift.
-NULLABLE = {"shape", "dtype", "batch_size", "stack_dim", "bytes", "numel", "names", "device",
-            "storage", "value", "pickle", "rollup", "offset", "crc32", "min", "max", "mean",
-            "std", "stats", "histogram", "free_bytes", "total_bytes", "variable", "path",
-            "root", "mode", "rows", "stopped", "nan", "inf", "values", "heatmap"}
+NULLABLE = {
+    "shape",
+    "dtype",
+    "batch_size",
+    "stack_dim",
+    "bytes",
+    "numel",
+    "names",
+    "device",
+    "storage",
+    "value",
+    "pickle",
+    "rollup",
+    "offset",
+    "crc32",
+    "min",
+    "max",
+    "mean",
+    "std",
+    "stats",
+    "histogram",
+    "free_bytes",
+    "total_bytes",
+    "variable",
+    "path",
+    "root",
+    "mode",
+    "rows",
+    "stopped",
+    "nan",
+    "inf",
+    "values",
+    "heatmap",
+}
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
 FREE = {"by_dtype", "value"}
 #: Element sizes of the buffer dtypes.
-ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-            "uint32": 4, "int64": 8, "uint64": 8, "float32": 4, "float64": 8}
+ITEMSIZE = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float32": 4,
+    "float64": 8,
+}
 
 
 def golden(name: str) -> dict:
@@ -89,8 +130,7 @@ def check_buffers(result: dict, buffers: list[bytes]) -> None:
 
 
 def request(method: str, params: dict) -> dict:
-    return {"kind": "tdview:request", "v": 1, "id": 8589934593, "method": method,
-            "params": params}
+    return {"kind": "tdview:request", "v": 1, "id": 8589934593, "method": method, "params": params}
 
 
 @pytest.fixture(scope="module")
@@ -227,13 +267,20 @@ def test_collection_children_are_the_golden_reply(collection_session: Session) -
     assert buffers == []
     target = GOLDEN / "reply_children_collection.json"
     if os.environ.get("TDVIEW_WRITE_GOLDEN"):
-        doc = {"description": "The children of a folder of checkpoints (a collection): a JSON "
-               "file, a plain folder, a pickle file, and two member checkpoints, a directory "
-               "and an archive, each with `member` (where the loader finds it).",
-               "method": "children", "message": reply, "buffers": []}
+        doc = {
+            "description": "The children of a folder of checkpoints (a collection): a JSON "
+            "file, a plain folder, a pickle file, and two member checkpoints, a directory "
+            "and an archive, each with `member` (where the loader finds it).",
+            "method": "children",
+            "message": reply,
+            "buffers": [],
+        }
         text = json.dumps(doc, indent=2)  # lists of scalars on one line, as the others
-        text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
-                      lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+        text = re.sub(
+            r"\[\s+([^\[\]{}]*?)\s+\]",
+            lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]",
+            text,
+        )
         target.write_text(text + "\n")
     gold = golden("reply_children_collection")
     assert reply == gold["message"]
@@ -241,10 +288,20 @@ def test_collection_children_are_the_golden_reply(collection_session: Session) -
     assert kinds == {"json", "folder", "pickle", "checkpoint"}
 
 
-@pytest.mark.parametrize("path", [[], ["logs"], ["config.json"], ["prefetch.pkl"],
-                                  ["step_1000"], ["step_2000.tdz", "model", "weight"]])
-def test_collection_node_details_have_the_golden_keys(collection_session: Session,
-                                                      path: list[str]) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        [],
+        ["logs"],
+        ["config.json"],
+        ["prefetch.pkl"],
+        ["step_1000"],
+        ["step_2000.tdz", "model", "weight"],
+    ],
+)
+def test_collection_node_details_have_the_golden_keys(
+    collection_session: Session, path: list[str]
+) -> None:
     """Every node of a collection is a ``NodeDetails`` (the golden keys, each typed), plus
     ``member`` on a member checkpoint and inside it."""
     reply, _ = reply_to(collection_session, "node", path=path)
@@ -255,5 +312,8 @@ def test_collection_node_details_have_the_golden_keys(collection_session: Sessio
     inside = path[:1] in (["step_1000"], ["step_2000.tdz"])
     assert (member is not None) == inside
     if member is not None:
-        assert member == {"source": os.path.join(COLLECTION_SOURCE, path[0]), "depth": 1,
-                          "container": "archive" if path[0].endswith(".tdz") else "directory"}
+        assert member == {
+            "source": os.path.join(COLLECTION_SOURCE, path[0]),
+            "depth": 1,
+            "container": "archive" if path[0].endswith(".tdz") else "directory",
+        }

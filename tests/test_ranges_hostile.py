@@ -42,9 +42,14 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
             transposed = source.transpose(0, 1)
         sub = source._get_sub_tensordict((slice(0, 1), torch.tensor([0, 2])))
         TensorDict(
-            ls=LazyStackedTensorDict(TensorDict(x=torch.zeros(2), batch_size=[2]),
-                                     TensorDict(x=torch.ones(2), batch_size=[2])),
-            permuted=permuted, unsqueezed=unsqueezed, transposed=transposed, sub=sub,
+            ls=LazyStackedTensorDict(
+                TensorDict(x=torch.zeros(2), batch_size=[2]),
+                TensorDict(x=torch.ones(2), batch_size=[2]),
+            ),
+            permuted=permuted,
+            unsqueezed=unsqueezed,
+            transposed=transposed,
+            sub=sub,
             nested=TensorDict(y=torch.zeros(2, 4), batch_size=[2]),
         ).memmap(root)
     return root
@@ -82,8 +87,12 @@ def load_fails(root: Path, *names: str) -> str:
 
 
 def tree(root: Path) -> str:
-    out = subprocess.run([sys.executable, "-m", "tdview", "tree", str(root), "--depth", "1"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tdview", "tree", str(root), "--depth", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -109,8 +118,16 @@ def test_stack_dim_out_of_its_members_range(ckpt_dir: Path, dim: int):
     load_fails(ckpt_dir, "ls/meta.json", "'ls'", f"is {dim}")
     with Checkpoint(ckpt_dir) as ckpt:
         assert ckpt.batch_size(ckpt.node("ls")) is None  # not a made-up batch size
-        summary = handle(Session(ckpt, "c"), {"kind": "tdview:request", "v": 1, "id": 1,
-                                              "method": "node", "params": {"path": ["ls"]}})
+        summary = handle(
+            Session(ckpt, "c"),
+            {
+                "kind": "tdview:request",
+                "v": 1,
+                "id": 1,
+                "method": "node",
+                "params": {"path": ["ls"]},
+            },
+        )
     reply = summary[0]
     assert reply is not None and any("stack_dim" in p for p in reply["result"]["problems"])
 
@@ -125,13 +142,16 @@ def test_stack_dims_in_range_load(ckpt_dir: Path, dim: int):
 # ------------------------------------------------------------------ views and indices
 
 
-@pytest.mark.parametrize("folder, change, shown", [
-    ("permuted", lambda m: m["custom_op_kwargs"].update(dims=[2**62, 0]), "no permutation"),
-    ("permuted", lambda m: m["custom_op_kwargs"].update(dims=[0, 0]), "no permutation"),
-    ("unsqueezed", lambda m: m["custom_op_kwargs"].update(dim=7), "dim 7 is out of range"),
-    ("transposed", lambda m: m["custom_op_kwargs"].update(dim1=-3), "dim -3 is out of range"),
-    ("permuted", lambda m: m.update(shape=[2, 3]), "permute of its source's batch [2, 3]"),
-])
+@pytest.mark.parametrize(
+    "folder, change, shown",
+    [
+        ("permuted", lambda m: m["custom_op_kwargs"].update(dims=[2**62, 0]), "no permutation"),
+        ("permuted", lambda m: m["custom_op_kwargs"].update(dims=[0, 0]), "no permutation"),
+        ("unsqueezed", lambda m: m["custom_op_kwargs"].update(dim=7), "dim 7 is out of range"),
+        ("transposed", lambda m: m["custom_op_kwargs"].update(dim1=-3), "dim -3 is out of range"),
+        ("permuted", lambda m: m.update(shape=[2, 3]), "permute of its source's batch [2, 3]"),
+    ],
+)
 def test_view_dims_against_the_source(ckpt_dir: Path, folder, change, shown):
     edit(ckpt_dir, folder, change)
     (problem,) = problems_of(ckpt_dir, folder)
@@ -139,15 +159,18 @@ def test_view_dims_against_the_source(ckpt_dir: Path, folder, change, shown):
     load_fails(ckpt_dir, f"{folder}/meta.json", shown)
 
 
-@pytest.mark.parametrize("index, shown", [
-    (["tuple", [2**62]], "index 4611686018427387904 is out of range for dim 0 of size 2"),
-    (["tuple", [-3]], "index -3 is out of range for dim 0 of size 2"),
-    (["tuple", [0, ["tensor", [0, 3], None]]], "index 3 is out of range for dim 1 of size 3"),
-    (["tuple", [["range", {"start": 0, "stop": 2**62, "step": 1}]]], "out of range for dim 0"),
-    (["tuple", [["slice", {"start": 0, "stop": 1, "step": -1}]]], "step -1 of dim 0"),
-    (["tuple", [["tensor", [True, False, True], None]]], "a boolean index of shape [3]"),
-    (["tuple", [0, 0, 0]], "3 indices for 2 batch dims"),
-])
+@pytest.mark.parametrize(
+    "index, shown",
+    [
+        (["tuple", [2**62]], "index 4611686018427387904 is out of range for dim 0 of size 2"),
+        (["tuple", [-3]], "index -3 is out of range for dim 0 of size 2"),
+        (["tuple", [0, ["tensor", [0, 3], None]]], "index 3 is out of range for dim 1 of size 3"),
+        (["tuple", [["range", {"start": 0, "stop": 2**62, "step": 1}]]], "out of range for dim 0"),
+        (["tuple", [["slice", {"start": 0, "stop": 1, "step": -1}]]], "step -1 of dim 0"),
+        (["tuple", [["tensor", [True, False, True], None]]], "a boolean index of shape [3]"),
+        (["tuple", [0, 0, 0]], "3 indices for 2 batch dims"),
+    ],
+)
 def test_sub_index_against_the_source(ckpt_dir: Path, index, shown):
     edit(ckpt_dir, "sub", lambda m: m.update(index=index))
     (problem,) = problems_of(ckpt_dir, "sub")
@@ -157,8 +180,17 @@ def test_sub_index_against_the_source(ckpt_dir: Path, index, shown):
 
 def test_index_problem_accepts_what_torch_accepts():
     shape = (2, 3)
-    for index in [(0,), (-2, -3), (slice(None, None, 2),), (Ellipsis, 2), (None, 1, 2),
-                  ([0, 1],), ([True, False],), (range(0, 2),), True]:
+    for index in [
+        (0,),
+        (-2, -3),
+        (slice(None, None, 2),),
+        (Ellipsis, 2),
+        (None, 1, 2),
+        ([0, 1],),
+        ([True, False],),
+        (range(0, 2),),
+        True,
+    ]:
         assert index_problem(index, shape) is None, index
         torch.zeros(shape)[index]  # torch agrees
 
@@ -175,8 +207,11 @@ def test_leaf_shape_must_start_with_the_batch_size(ckpt_dir: Path):
 
 def test_nested_batch_must_start_with_the_parent_batch(ckpt_dir: Path):
     edit(ckpt_dir, "", lambda m: m.update(shape=[3]))  # the root: its children are [2...]
-    edit(ckpt_dir, "", lambda m: [m.pop(k) for k in ("ls", "permuted", "unsqueezed",
-                                                    "transposed", "sub")])
+    edit(
+        ckpt_dir,
+        "",
+        lambda m: [m.pop(k) for k in ("ls", "permuted", "unsqueezed", "transposed", "sub")],
+    )
     with Checkpoint(ckpt_dir) as ckpt:
         (nested,) = ckpt.children(ckpt.root)
         (problem,) = nested.problems

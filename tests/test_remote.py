@@ -34,17 +34,27 @@ def _tree() -> TensorDict:
     layer0 = TensorDict(w=randn(64, 32), b=randn(32), **{f"x{i}": randn(100) for i in range(5)})
     td = TensorDict(
         model=TensorDict(layer0=layer0, layer1=TensorDict(w=randn(16, 8), b=randn(8))),
-        step=torch.tensor(7), mask=torch.rand(50, generator=g) > 0.5,
-        half=randn(10).to(torch.bfloat16), ids=torch.arange(1000), empty=torch.zeros(0, 3),
-        batch_size=[])
+        step=torch.tensor(7),
+        mask=torch.rand(50, generator=g) > 0.5,
+        half=randn(10).to(torch.bfloat16),
+        ids=torch.arange(1000),
+        empty=torch.zeros(0, 3),
+        batch_size=[],
+    )
     td["note"] = "hello"
     return td
 
 
 def _wide() -> TensorDict:
     """1,200 small leaves in 120 folders: a central directory above 64 KiB."""
-    return TensorDict({f"group{i:03d}": TensorDict({f"leaf{j}": torch.full((4,), float(i * 10 + j))
-                                                    for j in range(10)}) for i in range(120)})
+    return TensorDict(
+        {
+            f"group{i:03d}": TensorDict(
+                {f"leaf{j}": torch.full((4,), float(i * 10 + j)) for j in range(10)}
+            )
+            for i in range(120)
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -82,11 +92,19 @@ def s3(remote_root: Path):
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = LoggedMotoServer()
-    options = {"key": "testing", "secret": "testing", "skip_instance_cache": True,
-               "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"}}
-    boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id="testing",
-                 aws_secret_access_key="testing", region_name="us-east-1"
-                 ).create_bucket(Bucket="ckpts")
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "skip_instance_cache": True,
+        "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"},
+    }
+    boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="ckpts")
     fs = s3fs.S3FileSystem(**options)
     for name in ("tree.tdz", "tree-deflate.tdz", "wide.tdz"):
         fs.put(str(remote_root / name), f"ckpts/{name}")
@@ -121,8 +139,10 @@ def _same(got: Any, ref: Any, where: str = "<root>", *, directory: bool) -> None
     assert type(got) is type(ref), where
     if isinstance(ref, torch.Tensor):
         assert got.dtype == ref.dtype and got.shape == ref.shape, where
-        assert torch.equal(got.view(torch.uint8) if got.dtype == torch.bool else got,
-                           ref.view(torch.uint8) if ref.dtype == torch.bool else ref), where
+        assert torch.equal(
+            got.view(torch.uint8) if got.dtype == torch.bool else got,
+            ref.view(torch.uint8) if ref.dtype == torch.bool else ref,
+        ), where
         if isinstance(ref, MemoryMappedTensor):
             with pytest.raises(RuntimeError, match="no file"):
                 _ = got.filename
@@ -133,8 +153,12 @@ def _same(got: Any, ref: Any, where: str = "<root>", *, directory: bool) -> None
         if not directory or got._memmap_prefix is None:
             assert getattr(got, "_memmap_prefix", None) is None, where
         for key in ref.keys():
-            _same(got._get_str(key, None), ref._get_str(key, None), f"{where}/{key}",
-                  directory=directory)
+            _same(
+                got._get_str(key, None),
+                ref._get_str(key, None),
+                f"{where}/{key}",
+                directory=directory,
+            )
         return
     assert got.data == ref.data, where
 
@@ -213,13 +237,17 @@ def test_progress_and_cancel(http_server: RangeServer) -> None:
     ckpt.close()
 
 
-@pytest.mark.parametrize("mode, message", [
-    ("ignore-range", "ignored the Range header"),
-    ("short", "short read"),
-    ("wrong-range", "bytes other than those asked for"),
-])
-def test_misbehaving_server_is_refused(http_server: RangeServer, remote_root: Path, mode: str,
-                                       message: str) -> None:
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("ignore-range", "ignored the Range header"),
+        ("short", "short read"),
+        ("wrong-range", "bytes other than those asked for"),
+    ],
+)
+def test_misbehaving_server_is_refused(
+    http_server: RangeServer, remote_root: Path, mode: str, message: str
+) -> None:
     assert tdview.Checkpoint(f"{http_server.url}/big.tdz").children()  # served well
     http_server.take()
     http_server.behaviour["/big.tdz"] = mode
@@ -276,8 +304,7 @@ def test_file_url_and_filesystem(remote_root: Path) -> None:
     fs = fsspec.filesystem("file")
     where = tdview.remote(str(remote_root / "tree.tdz"), fs=fs)
     assert where.startswith("file://")
-    _same(tdview.load_memmap(where), tdview.load_memmap(remote_root / "tree.tdz"),
-          directory=False)
+    _same(tdview.load_memmap(where), tdview.load_memmap(remote_root / "tree.tdz"), directory=False)
     with open_store(where) as store:
         assert store.kind == "archive" and not store.mappable
 
@@ -291,14 +318,16 @@ def test_s3_archive_and_folder(s3: tuple[LoggedMotoServer, dict], remote_root: P
         ref = tdview.load_memmap(remote_root / ("tree" if directory else "tree.tdz"))
         got = tdview.load_memmap(tdview.remote(f"s3://ckpts/{name}", **options))
         _same(got, ref, directory=directory)
-        sub = tdview.load_memmap(tdview.remote(f"s3://ckpts/{name}", **options),
-                                 subpath="model/layer0")
+        sub = tdview.load_memmap(
+            tdview.remote(f"s3://ckpts/{name}", **options), subpath="model/layer0"
+        )
         _same(sub, ref["model", "layer0"], directory=directory)
     assert server.take()
 
 
-def test_s3_folder_browse_lists_each_folder_once(s3: tuple[LoggedMotoServer, dict],
-                                                 remote_root: Path) -> None:
+def test_s3_folder_browse_lists_each_folder_once(
+    s3: tuple[LoggedMotoServer, dict], remote_root: Path
+) -> None:
     server, options = s3
     with tdview.Checkpoint(remote_root / "tree") as local:
         top = [n.key for n in local.children()]
@@ -337,20 +366,24 @@ def test_cache_is_reused(http_server: RangeServer, tmp_path: Path, cache: str) -
     assert http_server.take() == []  # not a GET, nor a HEAD for the size: the cache has it
 
 
-def test_cached_s3_archive_sends_no_request(s3: tuple[LoggedMotoServer, dict],
-                                            tmp_path: Path) -> None:
+def test_cached_s3_archive_sends_no_request(
+    s3: tuple[LoggedMotoServer, dict], tmp_path: Path
+) -> None:
     server, options = s3
-    first = tdview.load_memmap(tdview.remote("s3://ckpts/tree.tdz", cache="blocks",
-                                             cache_dir=str(tmp_path), **options))
+    first = tdview.load_memmap(
+        tdview.remote("s3://ckpts/tree.tdz", cache="blocks", cache_dir=str(tmp_path), **options)
+    )
     assert server.take()
-    again = tdview.load_memmap(tdview.remote("s3://ckpts/tree.tdz", cache="blocks",
-                                             cache_dir=str(tmp_path), **options))
+    again = tdview.load_memmap(
+        tdview.remote("s3://ckpts/tree.tdz", cache="blocks", cache_dir=str(tmp_path), **options)
+    )
     _same(again, first, directory=False)
     assert server.take() == []
 
 
-def test_cache_that_checks_files_validates_them(s3: tuple[LoggedMotoServer, dict],
-                                                tmp_path: Path) -> None:
+def test_cache_that_checks_files_validates_them(
+    s3: tuple[LoggedMotoServer, dict], tmp_path: Path
+) -> None:
     """A cache of one's own with ``check_files=True`` (here in front of s3fs): its reuse
     costs the requests that check the object against the store, and no read."""
     import fsspec
@@ -359,9 +392,13 @@ def test_cache_that_checks_files_validates_them(s3: tuple[LoggedMotoServer, dict
     server, options = s3
 
     def checking() -> Any:
-        return fsspec.filesystem("blockcache", fs=s3fs.S3FileSystem(**options),
-                                 cache_storage=str(tmp_path), check_files=True,
-                                 skip_instance_cache=True)
+        return fsspec.filesystem(
+            "blockcache",
+            fs=s3fs.S3FileSystem(**options),
+            cache_storage=str(tmp_path),
+            check_files=True,
+            skip_instance_cache=True,
+        )
 
     first = tdview.load_memmap(tdview.remote("ckpts/tree.tdz", checking()))
     server.take()
@@ -454,8 +491,11 @@ def big_leaf(remote_root: Path, s3: tuple[LoggedMotoServer, dict]) -> TensorDict
 
     server, options = s3
     g = torch.Generator().manual_seed(1)
-    td = TensorDict(obs=torch.randn(100_000, 64, generator=g),
-                    cube=torch.randn(2000, 7, 9, generator=g), step=torch.tensor(3))
+    td = TensorDict(
+        obs=torch.randn(100_000, 64, generator=g),
+        cube=torch.randn(2000, 7, 9, generator=g),
+        step=torch.tensor(3),
+    )
     td.save(remote_root / "big-leaf.tdz")
     td.memmap(remote_root / "big-leaf")
     fs = s3fs.S3FileSystem(**options)
@@ -467,14 +507,16 @@ def big_leaf(remote_root: Path, s3: tuple[LoggedMotoServer, dict]) -> TensorDict
 
 def _big_leaf_urls(http_server: RangeServer, s3: tuple[LoggedMotoServer, dict]) -> list:
     server, options = s3
-    return [(http_server, f"{http_server.url}/big-leaf.tdz"),
-            (server, tdview.remote("s3://ckpts/big-leaf.tdz", **options)),
-            (server, tdview.remote("s3://ckpts/big-leaf", **options))]
+    return [
+        (http_server, f"{http_server.url}/big-leaf.tdz"),
+        (server, tdview.remote("s3://ckpts/big-leaf.tdz", **options)),
+        (server, tdview.remote("s3://ckpts/big-leaf", **options)),
+    ]
 
 
-def test_preview_of_rows_reads_only_those_rows(http_server: RangeServer,
-                                               s3: tuple[LoggedMotoServer, dict],
-                                               big_leaf: TensorDict) -> None:
+def test_preview_of_rows_reads_only_those_rows(
+    http_server: RangeServer, s3: tuple[LoggedMotoServer, dict], big_leaf: TensorDict
+) -> None:
     from tdview.protocol._preview import preview
     from tdview.protocol._selection import parse_index
 
@@ -483,8 +525,9 @@ def test_preview_of_rows_reads_only_those_rows(http_server: RangeServer,
         with tdview.Checkpoint(url) as ckpt:
             ckpt.children()
             server.take()
-            result, buffers = preview(ckpt, ("obs",), 100, index=parse_index("[50000:50020]"),
-                                      stats=False)
+            result, buffers = preview(
+                ckpt, ("obs",), 100, index=parse_index("[50000:50020]"), stats=False
+            )
             log = server.take()
         got = torch.frombuffer(bytearray(buffers[0]), dtype=torch.float32).view(20, 50)
         assert torch.equal(got, want), url
@@ -496,26 +539,38 @@ def test_preview_of_rows_reads_only_those_rows(http_server: RangeServer,
         assert sum(r.sent for r in log) <= 20 * ROW + 1024, (url, log)
 
 
-def test_remote_preview_equals_local(http_server: RangeServer, s3: tuple[LoggedMotoServer, dict],
-                                     big_leaf: TensorDict, remote_root: Path) -> None:
+def test_remote_preview_equals_local(
+    http_server: RangeServer,
+    s3: tuple[LoggedMotoServer, dict],
+    big_leaf: TensorDict,
+    remote_root: Path,
+) -> None:
     """Selections with steps and trailing dims, the heatmap and the statistics: the same
     reply as the local archive's; the statistics read the leaf in chunks of at most
     8 MiB per request, twice at most (statistics, then the histogram)."""
     from tdview.protocol._preview import preview
     from tdview.protocol._selection import parse_index
 
-    cases = [("obs", "[50000:50020, ::3]", False), ("cube", "[5:30:2, 1:, ::2]", False),
-             ("obs", "[::1000]", False), ("step", "[]", True), ("obs", "[7:9]", True)]
+    cases = [
+        ("obs", "[50000:50020, ::3]", False),
+        ("cube", "[5:30:2, 1:, ::2]", False),
+        ("obs", "[::1000]", False),
+        ("step", "[]", True),
+        ("obs", "[7:9]", True),
+    ]
     with tdview.Checkpoint(remote_root / "big-leaf.tdz") as local:
-        expected = [preview(local, (leaf,), 100, index=parse_index(index), stats=stats,
-                            heatmap=(8, 8)) for leaf, index, stats in cases]
+        expected = [
+            preview(local, (leaf,), 100, index=parse_index(index), stats=stats, heatmap=(8, 8))
+            for leaf, index, stats in cases
+        ]
     for server, url in _big_leaf_urls(http_server, s3):
         with tdview.Checkpoint(url) as ckpt:
             ckpt.children()
             server.take()
             for (leaf, index, stats), (want, want_buffers) in zip(cases, expected, strict=True):
-                got, buffers = preview(ckpt, (leaf,), 100, index=parse_index(index),
-                                       stats=stats, heatmap=(8, 8))
+                got, buffers = preview(
+                    ckpt, (leaf,), 100, index=parse_index(index), stats=stats, heatmap=(8, 8)
+                )
                 log = server.take()
                 assert {**got, "path": None} == {**want, "path": None}, (url, leaf, index)
                 assert buffers == want_buffers, (url, leaf, index)

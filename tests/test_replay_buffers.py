@@ -38,8 +38,10 @@ def _torchrl():
             warnings.simplefilter("ignore")
             import torchrl.data as data
     except Exception as error:  # noqa: BLE001 - a broken install skips as a missing one
-        message = (f"torchrl does not import ({type(error).__name__}: {error}); "
-                   "scripts/bootstrap.sh installs it with pip install --no-deps torchrl==0.14.1")
+        message = (
+            f"torchrl does not import ({type(error).__name__}: {error}); "
+            "scripts/bootstrap.sh installs it with pip install --no-deps torchrl==0.14.1"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message + ". Under CI=true a missing torchrl is a failure.")
         pytest.skip(message)
@@ -59,11 +61,14 @@ def ask(ckpt: Checkpoint, method: str, **params) -> tuple[dict, list[bytes]]:
 
 def rows_data() -> TensorDict:
     """ROWS rows: step counts 5.., observations, a nested reward."""
-    return TensorDict({
-        "step_count": torch.arange(ROWS) + 5,
-        "observation": torch.linspace(-1, 1, ROWS * 3).reshape(ROWS, 3),
-        "next": {"reward": torch.full((ROWS, 1), 0.5)},
-    }, batch_size=[ROWS])
+    return TensorDict(
+        {
+            "step_count": torch.arange(ROWS) + 5,
+            "observation": torch.linspace(-1, 1, ROWS * 3).reshape(ROWS, 3),
+            "next": {"reward": torch.full((ROWS, 1), 0.5)},
+        },
+        batch_size=[ROWS],
+    )
 
 
 def dump_buffer(path: Path, storage_class: str = "LazyMemmapStorage") -> Path:
@@ -127,7 +132,10 @@ def test_preview_covers_the_written_rows_by_default(buffer_path: Path) -> None:
     stats, _ = statistics(expected["step_count"][:ROWS])
     assert result["stats"] == stats
     assert (result["stats"]["min"], result["stats"]["max"], result["stats"]["count"]) == (
-        5.0, ROWS + 4.0, ROWS)
+        5.0,
+        ROWS + 4.0,
+        ROWS,
+    )
     nested, _ = ask(ckpt, "preview", path=["next", "reward"], rows=4)
     assert nested["stats"]["count"] == ROWS and nested["stats"]["min"] == 0.5
 
@@ -146,12 +154,10 @@ def test_a_buffer_opened_at_its_dump_folder(buffer_path: Path) -> None:
     ``storage`` is the checkpoint: its rows and previews are the same as opened alone,
     and every node of the collection's own tree has ``rows`` (null) in its details."""
     ckpt = Checkpoint(buffer_path)
-    assert ask(ckpt, "node", path=["storage"])[0]["rows"] == {"written": ROWS,
-                                                              "capacity": CAPACITY}
+    assert ask(ckpt, "node", path=["storage"])[0]["rows"] == {"written": ROWS, "capacity": CAPACITY}
     written, _ = ask(ckpt, "preview", path=["storage", "step_count"], rows=100)
     assert written["stats"]["count"] == ROWS and written["rows"]["scope"] == "written"
-    everything, _ = ask(ckpt, "preview", path=["storage", "step_count"], rows=100,
-                        rows_scope="all")
+    everything, _ = ask(ckpt, "preview", path=["storage", "step_count"], rows=100, rows_scope="all")
     assert everything["stats"]["count"] == CAPACITY
     keys = set(golden("reply_node")["message"]["result"])
     for path in ([], ["writer"], ["writer", "metadata.json"], ["buffer_metadata.json"]):
@@ -185,13 +191,19 @@ def write_prioritized_sampler(path: Path, capacity: int, priorities: torch.Tenso
     folder = path / "sampler"
     folder.mkdir()
     for name, values in (("sumtree", priorities), ("mintree", priorities)):
-        tree = MemoryMappedTensor.empty((capacity,), dtype=torch.float64,
-                                        filename=folder / f"{name}.memmap")
+        tree = MemoryMappedTensor.empty(
+            (capacity,), dtype=torch.float64, filename=folder / f"{name}.memmap"
+        )
         tree.copy_(values.to(torch.float64))
     written = int((priorities > 0).sum())
-    metadata = {"_alpha": 0.7, "_beta": 0.9, "_eps": 1e-8,
-                "_max_priority": [float(priorities.max()), float(written - 1)],
-                "_max_capacity": float(capacity), "_schema_version": 1}
+    metadata = {
+        "_alpha": 0.7,
+        "_beta": 0.9,
+        "_eps": 1e-8,
+        "_max_priority": [float(priorities.max()), float(written - 1)],
+        "_max_capacity": float(capacity),
+        "_schema_version": 1,
+    }
     (folder / "sampler_metadata.json").write_text(json.dumps(metadata))
 
 
@@ -201,8 +213,9 @@ def prioritized_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     written are whatever memory held, here made the int64 minimum torch.empty gave the
     demo) and writer, the sampler written as torchrl 0.14.1 does."""
     path = dump_buffer(tmp_path_factory.mktemp("prb") / "buffer", "LazyTensorStorage")
-    step = MemoryMappedTensor.from_filename(path / "storage" / "step_count.memmap",
-                                            dtype=torch.int64, shape=(CAPACITY,))
+    step = MemoryMappedTensor.from_filename(
+        path / "storage" / "step_count.memmap", dtype=torch.int64, shape=(CAPACITY,)
+    )
     step[ROWS:] = torch.iinfo(torch.int64).min  # uninitialised memory, made repeatable
     del step
     priorities = torch.zeros(CAPACITY, dtype=torch.float64)
@@ -214,10 +227,17 @@ def prioritized_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_prioritized_layout_on_disk(prioritized_path: Path) -> None:
     sampler = prioritized_path / "sampler"
     assert sorted(p.name for p in sampler.iterdir()) == [
-        "mintree.memmap", "sampler_metadata.json", "sumtree.memmap"]
+        "mintree.memmap",
+        "sampler_metadata.json",
+        "sumtree.memmap",
+    ]
     assert (sampler / "sumtree.memmap").stat().st_size == CAPACITY * 8
     assert {p.name for p in prioritized_path.iterdir()} >= {
-        "storage", "writer", "sampler", "buffer_metadata.json"}
+        "storage",
+        "writer",
+        "sampler",
+        "buffer_metadata.json",
+    }
 
 
 def test_prioritized_buffer_statistics_leave_out_unwritten_memory(
@@ -241,8 +261,10 @@ def storage_folder(root: Path, text: str | bytes | None, *, batch=(10,), name="s
     n = 1
     for size in batch:
         n *= size
-    td = TensorDict({"a": torch.arange(n).reshape(*batch) + 1,
-                     "sub": {"b": torch.ones(*batch, 2)}}, batch_size=list(batch))
+    td = TensorDict(
+        {"a": torch.arange(n).reshape(*batch) + 1, "sub": {"b": torch.ones(*batch, 2)}},
+        batch_size=list(batch),
+    )
     folder = root / name
     td.memmap(folder)
     if text is not None:
@@ -254,8 +276,9 @@ def storage_folder(root: Path, text: str | bytes | None, *, batch=(10,), name="s
 def test_any_tensordict_folder_can_be_a_storage(tmp_path: Path) -> None:
     """A storage below the checkpoint root (the buffer's folder saved as a tensordict
     entry): the rows hold for the leaves below it, not for its siblings."""
-    td = TensorDict({"buffer": TensorDict({"x": torch.arange(10.0)}, [10]),
-                     "y": torch.arange(10.0)}, [10])
+    td = TensorDict(
+        {"buffer": TensorDict({"x": torch.arange(10.0)}, [10]), "y": torch.arange(10.0)}, [10]
+    )
     td.memmap(tmp_path / "ckpt")
     (tmp_path / "ckpt" / "buffer" / "storage_metadata.json").write_text('{"len": 3}')
     ckpt = Checkpoint(tmp_path / "ckpt")
@@ -410,8 +433,10 @@ def test_rows_scope_is_written_unless_all_is_asked() -> None:
 @pytest.mark.parametrize("scope", ["All", "", None, 1, True, ["all"]])
 def test_a_bad_rows_scope_is_refused(tmp_path: Path, scope: object) -> None:
     ckpt = Checkpoint(storage_folder(tmp_path, '{"len": 4}'))
-    reply, _ = handle(Session(ckpt, ckpt.path, namespace={}),
-                      request("preview", path=["a"], rows=4, rows_scope=scope))
+    reply, _ = handle(
+        Session(ckpt, ckpt.path, namespace={}),
+        request("preview", path=["a"], rows=4, rows_scope=scope),
+    )
     assert not reply["ok"]
     assert reply["error"]["type"] == "RequestError"
     assert "rows_scope" in reply["error"]["message"]
@@ -422,11 +447,13 @@ def test_a_storage_over_a_ragged_stack_makes_no_rows_claim(tmp_path: Path) -> No
     against, so no rows are claimed and no problem is made up."""
     from tensordict import lazy_stack
 
-    ragged = lazy_stack([TensorDict({"obs": torch.zeros(3, 2)}, [3]),
-                         TensorDict({"obs": torch.zeros(5, 2)}, [5])])
+    ragged = lazy_stack(
+        [TensorDict({"obs": torch.zeros(3, 2)}, [3]), TensorDict({"obs": torch.zeros(5, 2)}, [5])]
+    )
     ragged.memmap(tmp_path / "storage")
     (tmp_path / "storage" / "storage_metadata.json").write_text(
-        json.dumps({"metadata": {}, "is_pytree": False, "len": 2}))
+        json.dumps({"metadata": {}, "is_pytree": False, "len": 2})
+    )
     with Checkpoint(tmp_path / "storage") as ckpt:
         assert ckpt.batch_size(ckpt.root) == (2, -1)
         assert storage_rows(ckpt, ckpt.root) is None

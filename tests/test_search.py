@@ -103,11 +103,15 @@ def test_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint) -> None:
 @pytest.mark.parametrize("case", DOC["pages"], ids=lambda c: c["why"][:40])
 def test_page_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint) -> None:
     """A page with the count on or off, as the in-memory data source gives it too."""
-    page = search_page(model_ckpt, case["pattern"], offset=case["offset"],
-                       limit=case["limit"], count=case["count"])
+    page = search_page(
+        model_ckpt, case["pattern"], offset=case["offset"], limit=case["limit"], count=case["count"]
+    )
     assert page.matches == [tuple(p) for p in case["matches"]], case["why"]
     assert (page.total, page.counted, page.truncated) == (
-        case["total"], case["counted"], case["truncated"]), case["why"]
+        case["total"],
+        case["counted"],
+        case["truncated"],
+    ), case["why"]
 
 
 def test_the_record_walk_finds_what_the_node_walk_finds(demo_paths: dict[str, Path]) -> None:
@@ -116,11 +120,23 @@ def test_the_record_walk_finds_what_the_node_walk_finds(demo_paths: dict[str, Pa
     for kind in ("directory", "archive"):
         with Checkpoint(demo_paths[kind]) as ckpt:
             every = [node.path for node in walk(ckpt, ckpt.root)]
-            for pattern in ("o", "*", "weight", "0", "episodes/*", "exp_avg", "**/step",
-                            "layers.0", "replay/next", "model/layers/0/attn"):
+            for pattern in (
+                "o",
+                "*",
+                "weight",
+                "0",
+                "episodes/*",
+                "exp_avg",
+                "**/step",
+                "layers.0",
+                "replay/next",
+                "model/layers/0/attn",
+            ):
                 match = path_matcher(pattern)
                 assert list(iter_matches(ckpt, pattern)) == [p for p in every if match(p)], (
-                    kind, pattern)
+                    kind,
+                    pattern,
+                )
 
 
 def test_counts_and_pages(demo_paths: dict[str, Path]) -> None:
@@ -141,8 +157,9 @@ def test_counts_and_pages(demo_paths: dict[str, Path]) -> None:
 
 def test_a_thousand_matches_are_all_counted(tmp_path: Path) -> None:
     """The issue's case: 1,000 matches are 1,000, not "50+", and every page is reached."""
-    td = TensorDict({f"m{i}": TensorDict(w=torch.zeros(1), bias=torch.zeros(1))
-                     for i in range(500)})
+    td = TensorDict(
+        {f"m{i}": TensorDict(w=torch.zeros(1), bias=torch.zeros(1)) for i in range(500)}
+    )
     td.memmap(tmp_path / "ckpt")
     with Checkpoint(tmp_path / "ckpt") as ckpt:
         pages = [search_page(ckpt, "*", offset=o, limit=300) for o in range(0, 1500, 300)]
@@ -153,8 +170,9 @@ def test_a_thousand_matches_are_all_counted(tmp_path: Path) -> None:
 
 
 def test_a_second_search_reads_no_metadata(tmp_path: Path) -> None:
-    td = TensorDict({f"g{i}": TensorDict({f"k{j}": torch.zeros(1) for j in range(5)})
-                     for i in range(20)})
+    td = TensorDict(
+        {f"g{i}": TensorDict({f"k{j}": torch.zeros(1) for j in range(5)}) for i in range(20)}
+    )
     td.memmap(tmp_path / "ckpt")
     with Checkpoint(tmp_path / "ckpt") as ckpt:
         assert search_page(ckpt, "k3").total == 20
@@ -170,8 +188,7 @@ def test_search_is_cancellable(demo_paths: dict[str, Path]) -> None:
     def stop() -> None:
         raise Cancelled("stop")
 
-    with Checkpoint(demo_paths["directory"]) as ckpt, cancellable(stop), pytest.raises(
-            Cancelled):
+    with Checkpoint(demo_paths["directory"]) as ckpt, cancellable(stop), pytest.raises(Cancelled):
         search_page(ckpt, "*")
 
 
@@ -194,37 +211,63 @@ def test_collection_search_spans_member_names(tmp_path: Path) -> None:
         assert list(iter_matches(run, "step_1000/model")) == [("step_1000", "model")]
         assert list(iter_matches(run, "linear1.weight")) == [
             ("step_1000", "model", "linear1", "weight"),
-            ("step_2000.tdz", "model", "linear1", "weight")]
+            ("step_2000.tdz", "model", "linear1", "weight"),
+        ]
         page = search_page(run, "*", offset=1, limit=2)
         assert page.total == 8 and page.matches == [
-            ("step_1000", "model"), ("step_1000", "model", "linear1")]
+            ("step_1000", "model"),
+            ("step_1000", "model", "linear1"),
+        ]
         assert search_page(run, "weight", under="step_2000.tdz").matches == [
-            ("step_2000.tdz", "model", "linear1", "weight")]
+            ("step_2000.tdz", "model", "linear1", "weight")
+        ]
     from tdview.protocol import Session, handle
 
     session = Session(Checkpoint(tmp_path / "run"), "run")
-    reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1, "method": "search",
-                                "params": {"pattern": "*", "limit": 3}})
+    reply, _ = handle(
+        session,
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "search",
+            "params": {"pattern": "*", "limit": 3},
+        },
+    )
     assert reply is not None and reply["ok"], reply
     nodes = reply["result"]["nodes"]
     assert [(n["path"], n["kind"]) for n in nodes] == [
-        (["step_1000"], "checkpoint"), (["step_1000", "model"], "tensordict"),
-        (["step_1000", "model", "linear1"], "tensordict")]
+        (["step_1000"], "checkpoint"),
+        (["step_1000", "model"], "tensordict"),
+        (["step_1000", "model", "linear1"], "tensordict"),
+    ]
     member = {"source": "run/step_1000", "depth": 1, "container": "directory"}
     assert all(n["member"] == member for n in nodes)
 
 
 def test_cli_filter_takes_a_state_dict_key(model_ckpt: Checkpoint) -> None:
-    out = subprocess.run([sys.executable, "-m", "tdview", "tree", model_ckpt.path,
-                          "--filter", "layers.1.linear1.weight"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tdview",
+            "tree",
+            model_ckpt.path,
+            "--filter",
+            "layers.1.linear1.weight",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     keys = [line.split("── ")[1].split("  ")[0] for line in out.stdout.splitlines()[1:]]
     assert keys == ["model", "layers", "1", "linear1", "weight"]
 
 
 _KEY = st.sampled_from(["a", "b", "A", "a.b", "a/b", "1", "_", "ab"]) | st.text(
-    alphabet="ab.A/_1", min_size=1, max_size=4)
+    alphabet="ab.A/_1", min_size=1, max_size=4
+)
 _PATTERN = st.text(alphabet="ab.A/*?[]!-1 ", max_size=8)
 
 
@@ -246,13 +289,13 @@ def test_the_level_test_is_the_path_test(tree: list[list[str]], pattern: str) ->
         assert fast == [i for i, k in enumerate(keys) if match((*parent, k))], (parent, keys)
 
 
-def test_odd_keys_and_a_broken_folder_are_found_as_the_node_walk_finds_them(
-        tmp_path: Path) -> None:
+def test_odd_keys_and_a_broken_folder_are_found_as_the_node_walk_finds_them(tmp_path: Path) -> None:
     """Keys the writer encodes in folder names, and a sub-folder whose meta.json is not
     JSON: the record walk sees the tree the index sees."""
     odd = ["a b", "x%y", "π", "dots.in.key", "UPPER", "0"]
-    td = TensorDict({k: TensorDict({k: TensorDict(w=torch.zeros(1)), "v": torch.zeros(1)})
-                     for k in odd})
+    td = TensorDict(
+        {k: TensorDict({k: TensorDict(w=torch.zeros(1)), "v": torch.zeros(1)}) for k in odd}
+    )
     td["broken"] = TensorDict(inner=TensorDict(w=torch.zeros(1)))
     td.memmap(tmp_path / "ckpt")
     (tmp_path / "ckpt" / "broken" / "inner" / "meta.json").write_text("{not json")

@@ -25,8 +25,11 @@ def _small_notebook(tmp_path: Path, demo_paths: dict[str, Path]) -> nbformat.Not
     shutil.copy2(demo_paths["archive"], tmp_path / "ckpt.tdz")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell('from tdview import TDView\nTDView("ckpt.tdz")')]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     return notebook
 
 
@@ -43,13 +46,17 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_JS_PRIORITY = (
     '["text/html", "application/vnd.jupyter.widget-view+json", "application/javascript", '
     '"text/markdown", "image/svg+xml", "text/vnd.mermaid", "text/latex", "image/png", '
-    '"image/jpeg", "text/plain"]')
+    '"image/jpeg", "text/plain"]'
+)
 
 
 def _tdview_state(state: dict) -> dict:
     """The saved state of the one TDView model in a widget-state document."""
-    (model,) = [m["state"] for m in state["state"].values()
-                if m["state"].get("_anywidget_id") == "tdview.widget.TDView"]
+    (model,) = [
+        m["state"]
+        for m in state["state"].values()
+        if m["state"].get("_anywidget_id") == "tdview.widget.TDView"
+    ]
     return model
 
 
@@ -61,8 +68,13 @@ def test_saved_notebook_exports_the_static_tree(tmp_path, demo_paths) -> None:
     """A notebook saved as JupyterLab saves it by default (outputs, no widget state):
     nbconvert's HTML (what nbviewer shows) holds the static tree, not an empty widget."""
     notebook = _small_notebook(tmp_path, demo_paths)
-    NotebookClient(notebook, timeout=120, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     output = notebook.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in output  # live front ends: the widget
     assert "text/html" in output and "text/plain" in output
@@ -81,8 +93,13 @@ def test_notebook_saved_with_widget_state_keeps_the_static_tree(tmp_path, demo_p
     which the view shows while no kernel answers; an export that should show it without
     JavaScript puts text/html before the widget view in nbconvert's priority."""
     notebook = _small_notebook(tmp_path, demo_paths)
-    NotebookClient(notebook, timeout=120, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     nbformat.write(notebook, tmp_path / "saved.ipynb")
     saved = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
     output = saved.cells[0].outputs[0]["data"]
@@ -94,8 +111,9 @@ def test_notebook_saved_with_widget_state_keeps_the_static_tree(tmp_path, demo_p
         html = _html(saved, template_name=template)
         assert f'<script type="{WIDGET_VIEW}">' in html, template
         assert 'class="tdview-static"' not in html, template  # nbconvert dropped it
-        found = re.search(rf'<script type="{re.escape(WIDGET_STATE)}">\s*(.*?)</script>',
-                          html, re.S)
+        found = re.search(
+            rf'<script type="{re.escape(WIDGET_STATE)}">\s*(.*?)</script>', html, re.S
+        )
         assert found, template
         state = json.loads(found.group(1))  # JSON reads the "<\/" of escape_html_script
         assert _has_rows(_tdview_state(state)["_static_html"]), template
@@ -112,9 +130,21 @@ def test_notebook_saved_with_widget_state_keeps_the_static_tree(tmp_path, demo_p
 
     default = HTMLExporter().default_config["NbConvertBase"]["display_data_priority"]
     assert sorted(json.loads(NO_JS_PRIORITY)) == sorted(default)  # nothing else dropped
-    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--output", "nojs",
-                    f"--NbConvertBase.display_data_priority={NO_JS_PRIORITY}",
-                    str(tmp_path / "saved.ipynb")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbconvert",
+            "--to",
+            "html",
+            "--output",
+            "nojs",
+            f"--NbConvertBase.display_data_priority={NO_JS_PRIORITY}",
+            str(tmp_path / "saved.ipynb"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     html = (tmp_path / "nojs.html").read_text(encoding="utf-8")
     assert 'class="tdview-static"' in html and _has_rows(html)
     assert f'<script type="{WIDGET_VIEW}">' not in html
@@ -134,8 +164,12 @@ def test_tour_cli_cell_runs_without_the_venv_on_path(tmp_path, demo_paths, monke
     (tmp_path / "demo").mkdir()
     shutil.copy2(demo_paths["archive"], tmp_path / "demo" / "demo_ckpt.tdz")
     notebook = nbformat.v4.new_notebook(cells=[cli], metadata=tour.metadata)
-    NotebookClient(notebook, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     text = "".join(o.get("text", "") for o in notebook.cells[0].outputs)
     assert "command not found" not in text
     assert "replay  TensorDict" in text, text
@@ -153,4 +187,5 @@ def test_static_tree_in_the_state_is_bounded() -> None:
     assert len(clipped) < _html.STATE_HTML + 16 * _html.MAX_SHOWN
     assert re.search(r"… [\d,]+ more rows", clipped)
     assert _html.render_html("c", table[:3], limit=_html.STATE_HTML) == _html.render_html(
-        "c", table[:3])
+        "c", table[:3]
+    )

@@ -38,8 +38,11 @@ LIMIT = 1 << 20
 
 def make_td() -> TensorDict:
     return TensorDict(
-        {"a": torch.arange(3.0), "ключ": torch.ones(2),
-         "nested": TensorDict(b=torch.ones(2, 2), batch_size=[])},
+        {
+            "a": torch.arange(3.0),
+            "ключ": torch.ones(2),
+            "nested": TensorDict(b=torch.ones(2, 2), batch_size=[]),
+        },
         batch_size=[],
     )
 
@@ -68,16 +71,29 @@ def _write_case(kind: str, ref: Path, out: Path) -> Path:
         path.write_bytes(zip_dir(ref, force_zip64=True))
     elif kind == "crafted-zip64":
         files = sorted(p for p in ref.rglob("*") if p.is_file())
-        entries = [(p.relative_to(ref).as_posix(), p.read_bytes(), 8 if i % 2 else 0)
-                   for i, p in enumerate(files)]
+        entries = [
+            (p.relative_to(ref).as_posix(), p.read_bytes(), 8 if i % 2 else 0)
+            for i, p in enumerate(files)
+        ]
         path.write_bytes(craft_zip(entries, zip64=True, prepend=b"stub" * 9, comment=b"c"))
     elif kind == "zip-cli":
         zip_cli(ref, path)
     return path
 
 
-KINDS = ["directory", "tdz", "deflate", "bzip2", "lzma", "zipfile", "zipfile-stream",
-         "zipfile-prepended", "zipfile-zip64", "crafted-zip64", "zip-cli"]
+KINDS = [
+    "directory",
+    "tdz",
+    "deflate",
+    "bzip2",
+    "lzma",
+    "zipfile",
+    "zipfile-stream",
+    "zipfile-prepended",
+    "zipfile-zip64",
+    "crafted-zip64",
+    "zip-cli",
+]
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +169,11 @@ def test_missing_keys(case) -> None:
     store, _ = case
     assert not store.is_file("nope.memmap") and not store.is_dir("nope")
     assert not store.exists("nested/nope")
-    for call in (lambda: store.entry("nope.memmap"), lambda: store.list_dir("nope"),
-                 lambda: store.read_bytes("nested/nope", LIMIT)):
+    for call in (
+        lambda: store.entry("nope.memmap"),
+        lambda: store.list_dir("nope"),
+        lambda: store.read_bytes("nested/nope", LIMIT),
+    ):
         with pytest.raises(FileNotFoundError, match="nope"):
             call()
     with pytest.raises(FileNotFoundError) as info:
@@ -171,8 +190,17 @@ def test_wrong_kind_of_key(case) -> None:
     assert not store.is_file("a.memmap/x") and not store.is_dir("a.memmap/x")
 
 
-UNSAFE_KEYS = ["../x", "nested/../../x", "/etc/passwd", "..", "a\x00b", "./meta.json",
-               "nested//b.memmap", "nested/", "."]
+UNSAFE_KEYS = [
+    "../x",
+    "nested/../../x",
+    "/etc/passwd",
+    "..",
+    "a\x00b",
+    "./meta.json",
+    "nested//b.memmap",
+    "nested/",
+    ".",
+]
 # Unsafe where a backslash separates and a drive prefix escapes (Windows paths), plain
 # characters elsewhere and in every archive.
 WINDOWS_KEYS = ["a\\..\\x", "\\x", "C:/x", "c:x"]
@@ -181,8 +209,14 @@ WINDOWS_KEYS = ["a\\..\\x", "\\x", "C:/x", "c:x"]
 @pytest.mark.parametrize("key", UNSAFE_KEYS)
 def test_unsafe_keys_are_refused(case, key: str) -> None:
     store, _ = case
-    calls = [store.is_file, store.is_dir, store.entry, store.list_dir, store.writable,
-             lambda k: store.read_bytes(k, LIMIT)]
+    calls = [
+        store.is_file,
+        store.is_dir,
+        store.entry,
+        store.list_dir,
+        store.writable,
+        lambda k: store.read_bytes(k, LIMIT),
+    ]
     for call in calls:
         with pytest.raises(UnsafeCheckpointError) as info:
             call(key)
@@ -324,8 +358,11 @@ def test_zip_cli_raw_utf8_name_is_found(written: dict[str, Path]) -> None:
         pytest.skip("the zip command line tool is not installed")
     path = written["zip-cli"]
     with zipfile.ZipFile(path) as zf:
-        (info,) = [i for i in zf.infolist() if i.filename.endswith(".memmap")
-                   and "/" not in i.filename and i.filename != "a.memmap"]
+        (info,) = [
+            i
+            for i in zf.infolist()
+            if i.filename.endswith(".memmap") and "/" not in i.filename and i.filename != "a.memmap"
+        ]
         assert not info.flag_bits & 0x800 and info.filename != "ключ.memmap"  # cp437
     with open_store(path) as store:
         assert store.is_file("ключ.memmap")
@@ -359,8 +396,10 @@ def test_data_descriptors(written: dict[str, Path]) -> None:
 
 
 def test_prepended_bytes_shift_offsets(written: dict[str, Path]) -> None:
-    with ArchiveStore(written["zipfile-prepended"]) as store, \
-         ArchiveStore(written["zipfile"]) as plain:
+    with (
+        ArchiveStore(written["zipfile-prepended"]) as store,
+        ArchiveStore(written["zipfile"]) as plain,
+    ):
         assert store.file_size > plain.file_size
         offset = store.payload_offset("a.memmap")
         assert offset > len(b"#!/bin/sh\nexit 0\n" * 7)
@@ -369,16 +408,16 @@ def test_prepended_bytes_shift_offsets(written: dict[str, Path]) -> None:
 
 def test_lzma_without_end_marker(tmp_path: Path) -> None:
     path = tmp_path / "lz.zip"
-    path.write_bytes(craft_zip([("meta.json", b"{}"), ("a.memmap", b"q" * 1000, 14)],
-                               lzma_eos=False))
+    path.write_bytes(
+        craft_zip([("meta.json", b"{}"), ("a.memmap", b"q" * 1000, 14)], lzma_eos=False)
+    )
     with open_store(path) as store:
         assert bytes(store.decompress("a.memmap")) == b"q" * 1000
 
 
 def test_empty_entries(tmp_path: Path) -> None:
     path = tmp_path / "empty.zip"
-    path.write_bytes(craft_zip([("meta.json", b"{}"), ("e.memmap", b"", 8),
-                                ("f.memmap", b"", 0)]))
+    path.write_bytes(craft_zip([("meta.json", b"{}"), ("e.memmap", b"", 8), ("f.memmap", b"", 0)]))
     with open_store(path) as store:
         assert store.read_bytes("e.memmap", 0) == b"" and store.read_bytes("f.memmap", 0) == b""
         assert bytes(store.payload("f.memmap")) == b""
@@ -399,7 +438,8 @@ def test_many_entries(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("listed", [False, True])
 def test_a_file_that_grows_while_it_is_read_is_read_up_to_the_limit(
-        tmp_path: Path, monkeypatch, listed: bool) -> None:
+    tmp_path: Path, monkeypatch, listed: bool
+) -> None:
     """The size from ``fstat`` only sizes the first read: a file longer than it said is
     read on, whole when it stays within the limit, refused when it goes past it."""
     (tmp_path / "sub").mkdir()

@@ -70,8 +70,16 @@ def test_large_entry_decodes_exactly(method: int, threads: int) -> None:
         out = decode(method, flags, memoryview(stored), len(data), zlib.crc32(data), "entry")
     else:
         with ThreadPoolExecutor(threads) as pool:
-            future = pool.submit(decode, method, flags, memoryview(stored), len(data),
-                                 zlib.crc32(data), "entry", pool)
+            future = pool.submit(
+                decode,
+                method,
+                flags,
+                memoryview(stored),
+                len(data),
+                zlib.crc32(data),
+                "entry",
+                pool,
+            )
             out = future.result(timeout=120)
     assert out.dtype == np.uint8 and out.flags.writeable and len(out) == len(data)
     assert out.tobytes() == data
@@ -84,8 +92,15 @@ def test_large_entry_crc_mismatch(threads: int) -> None:
     pool = ThreadPoolExecutor(threads) if threads else None
     try:
         with pytest.raises(LeafDataError, match="CRC-32 mismatch"):
-            decode(DEFLATE, flags, memoryview(stored), len(data), zlib.crc32(data) ^ 1,
-                   "entry 'big.memmap'", pool)
+            decode(
+                DEFLATE,
+                flags,
+                memoryview(stored),
+                len(data),
+                zlib.crc32(data) ^ 1,
+                "entry 'big.memmap'",
+                pool,
+            )
     finally:
         if pool is not None:
             pool.shutdown()
@@ -104,8 +119,11 @@ def test_false_declared_size_allocates_only_what_deflate_can_give() -> None:
     """A 1 TiB declared size for 9 stored bytes: the data's real size in the error, no
     terabyte allocated (deflate cannot expand beyond 1032:1)."""
     stored, flags = compress(DEFLATE, b"abc")
-    with pytest.raises(LeafDataError, match=r"decompresses to 3 bytes, but its declared size "
-                                            r"is 1099511627776"):
+    with pytest.raises(
+        LeafDataError,
+        match=r"decompresses to 3 bytes, but its declared size "
+        r"is 1099511627776",
+    ):
         decode(DEFLATE, flags, memoryview(stored), 1 << 40, zlib.crc32(b"abc"), "entry")
     assert _codecs._capacity(DEFLATE, len(stored), 1 << 40) < 1 << 20
 

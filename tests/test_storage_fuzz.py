@@ -25,8 +25,13 @@ from .test_storage_zipcraft import craft_zip, zip_dir
 
 EXAMPLES = int(os.environ.get("TDVIEW_FUZZ_EXAMPLES", "200"))
 RANDOM = "TDVIEW_FUZZ_EXAMPLES" in os.environ
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not RANDOM,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=not RANDOM,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 ALLOWED = (TDViewError, FileNotFoundError)
 LIMIT = 1 << 16
 
@@ -49,8 +54,7 @@ def _zipfile_archive() -> bytes:
         return zip_dir(root, explicit_dirs=True, deflate_meta=True, stream=True, comment=b"c")
 
 
-BASES = [craft_zip(_ENTRIES), craft_zip(_ENTRIES, zip64=True, prepend=b"stub"),
-         _zipfile_archive()]
+BASES = [craft_zip(_ENTRIES), craft_zip(_ENTRIES, zip64=True, prepend=b"stub"), _zipfile_archive()]
 
 
 @st.composite
@@ -62,8 +66,11 @@ def mutated(draw) -> bytes:
             break
         n = len(data)
         near_end = draw(st.booleans())
-        pos = n - 1 - draw(st.integers(0, min(n - 1, 300))) if near_end else \
-            draw(st.integers(0, n - 1))
+        pos = (
+            n - 1 - draw(st.integers(0, min(n - 1, 300)))
+            if near_end
+            else draw(st.integers(0, n - 1))
+        )
         op = draw(st.sampled_from(["set", "set", "truncate", "insert", "delete", "copy"]))
         if op == "set":
             data[pos] = draw(st.integers(0, 255))
@@ -129,8 +136,9 @@ def test_bases_are_valid() -> None:
                     assert store.read_bytes(name, LIMIT) == zf.read(name)
 
 
-_KEY_PARTS = st.sampled_from(["..", ".", "", "a", "sub", "x.memmap", "/", "\\", "C:", "\x00",
-                              "link", "ключ", "~", "%2E%2E"])
+_KEY_PARTS = st.sampled_from(
+    ["..", ".", "", "a", "sub", "x.memmap", "/", "\\", "C:", "\x00", "link", "ключ", "~", "%2E%2E"]
+)
 
 
 @FUZZ
@@ -149,8 +157,13 @@ def test_directory_keys_stay_inside(parts: list[str], sep: str) -> None:
         except UnsafeCheckpointError:
             return
         assert real == real_root or real.startswith(real_root + os.sep)
-        for call in (store.is_file, store.is_dir, store.entry, store.list_dir,
-                     lambda k: store.read_bytes(k, LIMIT)):
+        for call in (
+            store.is_file,
+            store.is_dir,
+            store.entry,
+            store.list_dir,
+            lambda k: store.read_bytes(k, LIMIT),
+        ):
             try:
                 call(key)
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

@@ -60,20 +60,22 @@ def base() -> bytes:
 
 def refused(exc_type, *needles: str):
     """``pytest.raises`` that also checks every needle appears in the message."""
-    return pytest.raises(exc_type, match="(?s)" + "".join(
-        f"(?=.*{re.escape(n)})" for n in needles))
+    return pytest.raises(exc_type, match="(?s)" + "".join(f"(?=.*{re.escape(n)})" for n in needles))
 
 
 # -- names -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("../evil.memmap", "'..' component"),
-    ("nested/../../evil.memmap", "'..' component"),
-    ("/abs.memmap", "absolute"),
-    ("a/./b.memmap", "'.' component"),
-    ("a//b.memmap", "empty"),
-])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("../evil.memmap", "'..' component"),
+        ("nested/../../evil.memmap", "'..' component"),
+        ("/abs.memmap", "absolute"),
+        ("a/./b.memmap", "'.' component"),
+        ("a//b.memmap", "empty"),
+    ],
+)
 def test_unsafe_entry_name(tmp_path: Path, name: str, why: str) -> None:
     path = write(tmp_path, craft_zip([META, (name, b"x")]))
     with refused(UnsafeCheckpointError, str(path), repr(name), why):
@@ -122,10 +124,14 @@ def test_encrypted_entry_is_recorded_and_refused_on_read(tmp_path: Path) -> None
     with ArchiveStore(path) as store:
         assert store.entry("a.memmap").encrypted
         assert not store.entry("b.memmap").encrypted
-        for call in (lambda: store.read_bytes("a.memmap", LIMIT), store.payload,
-                     store.decompress, store.raw_payload, store.verify):
-            with refused(UnsafeCheckpointError, "encrypted archive entry 'a.memmap'",
-                         str(path)):
+        for call in (
+            lambda: store.read_bytes("a.memmap", LIMIT),
+            store.payload,
+            store.decompress,
+            store.raw_payload,
+            store.verify,
+        ):
+            with refused(UnsafeCheckpointError, "encrypted archive entry 'a.memmap'", str(path)):
                 call("a.memmap") if call.__name__ != "<lambda>" else call()
         assert store.read_bytes("b.memmap", LIMIT) == B[1]  # the rest stays readable
 
@@ -138,8 +144,14 @@ def test_overlapping_entries(tmp_path: Path) -> None:
     a_at = local_offset(data, b"a.memmap")
     data = patch(data, central_offset(data, b"b.memmap") + CENTRAL_OFFSET, "<I", a_at + 5)
     path = write(tmp_path, data)
-    with refused(UnsafeCheckpointError, str(path), "'a.memmap'", "overlaps",
-                 f"offset {a_at + 5}", f"offset {a_at}"):
+    with refused(
+        UnsafeCheckpointError,
+        str(path),
+        "'a.memmap'",
+        "overlaps",
+        f"offset {a_at + 5}",
+        f"offset {a_at}",
+    ):
         open_store(path)
 
 
@@ -161,9 +173,15 @@ def test_overlap_found_when_local_header_is_read(tmp_path: Path) -> None:
     path = write(tmp_path, data)
     with ArchiveStore(path) as store:  # the open-time lower bound cannot see it
         payload = a_at + 30 + len(b"a.memmap") + 40
-        with refused(UnsafeCheckpointError, "'a.memmap'", str(path), "overlaps",
-                     f"payload at offset {payload}", f"ends at offset {payload + 200}",
-                     f"offset {b_at}"):
+        with refused(
+            UnsafeCheckpointError,
+            "'a.memmap'",
+            str(path),
+            "overlaps",
+            f"payload at offset {payload}",
+            f"ends at offset {payload + 200}",
+            f"offset {b_at}",
+        ):
             store.payload_offset("a.memmap")
         assert store.read_bytes("b.memmap", LIMIT) == B[1]
 
@@ -288,8 +306,9 @@ def test_local_header_name_mismatch(tmp_path: Path) -> None:
     data[at + 30 : at + 30 + 8] = b"z.memmap"
     path = write(tmp_path, bytes(data))
     with ArchiveStore(path) as store:
-        with refused(ArchiveError, "'a.memmap'", str(path), "b'z.memmap'", "b'a.memmap'",
-                     f"offset {at}"):
+        with refused(
+            ArchiveError, "'a.memmap'", str(path), "b'z.memmap'", "b'a.memmap'", f"offset {at}"
+        ):
             store.payload_offset("a.memmap")
 
 
@@ -323,11 +342,13 @@ def test_local_headers_are_read_lazily(tmp_path: Path) -> None:
 
 def test_crc_mismatch_on_read_bytes(tmp_path: Path) -> None:
     data = base()
-    path = write(tmp_path, patch(data, central_offset(data, b"meta.json") + CENTRAL_CRC,
-                                 "<I", 0x01020304))
+    path = write(
+        tmp_path, patch(data, central_offset(data, b"meta.json") + CENTRAL_CRC, "<I", 0x01020304)
+    )
     with ArchiveStore(path) as store:
-        with refused(LeafDataError, "'meta.json'", str(path), "0x01020304",
-                     f"{zlib.crc32(META[1]):#010x}"):
+        with refused(
+            LeafDataError, "'meta.json'", str(path), "0x01020304", f"{zlib.crc32(META[1]):#010x}"
+        ):
             store.read_bytes("meta.json", LIMIT)
         assert bytes(store.payload("meta.json")) == META[1]  # no CRC on zero-copy views
         with refused(LeafDataError, "CRC-32"):
@@ -336,8 +357,9 @@ def test_crc_mismatch_on_read_bytes(tmp_path: Path) -> None:
 
 def test_stored_size_mismatch(tmp_path: Path) -> None:
     data = base()
-    path = write(tmp_path, patch(data, central_offset(data, b"a.memmap") + CENTRAL_USIZE,
-                                 "<I", 100))
+    path = write(
+        tmp_path, patch(data, central_offset(data, b"a.memmap") + CENTRAL_USIZE, "<I", 100)
+    )
     with ArchiveStore(path) as store:
         for call in (store.payload, store.decompress):
             with refused(LeafDataError, "'a.memmap'", "200", "100"):
@@ -407,8 +429,9 @@ def test_corrupt_compressed_stream(tmp_path: Path, method: int) -> None:
 
 def test_unknown_method(tmp_path: Path) -> None:
     data = base()
-    path = write(tmp_path, patch(data, central_offset(data, b"a.memmap") + CENTRAL_METHOD,
-                                 "<H", 99))
+    path = write(
+        tmp_path, patch(data, central_offset(data, b"a.memmap") + CENTRAL_METHOD, "<H", 99)
+    )
     with ArchiveStore(path) as store:
         assert store.entry("a.memmap").compression == "unknown(99)"
         with refused(ArchiveError, "'a.memmap'", str(path), "method 99"):
@@ -440,8 +463,9 @@ def test_symlink_escaping_directory_root(ckdir: Path) -> None:
     store = DirectoryStore(ckdir)
     assert "evil.memmap" in store.list_dir("")  # listing names is harmless
     for call in (store.is_file, store.entry, store.file_path, lambda k: store.read_bytes(k, 99)):
-        with refused(UnsafeCheckpointError, "'evil.memmap'", str(ckdir.parent / "secret.txt"),
-                     "outside"):
+        with refused(
+            UnsafeCheckpointError, "'evil.memmap'", str(ckdir.parent / "secret.txt"), "outside"
+        ):
             call("evil.memmap")
 
 
@@ -558,14 +582,22 @@ def test_an_archive_overwritten_in_place_is_refused_not_a_crash(tmp_path: Path) 
     import subprocess
     import sys
 
-    big = write(tmp_path, craft_zip([META, ("a.memmap", b"\1" * 50_000),
-                                     ("sub/meta.json", b"{}")]), "big.tdz")
+    big = write(
+        tmp_path,
+        craft_zip([META, ("a.memmap", b"\1" * 50_000), ("sub/meta.json", b"{}")]),
+        "big.tdz",
+    )
     small = write(tmp_path, craft_zip([META]), "small.tdz")
-    run = subprocess.run([sys.executable, "-c", _OVERWRITE, str(big), str(small)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", _OVERWRITE, str(big), str(small)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     lines = run.stdout.splitlines()
     assert len(lines) == 3, run.stdout
     size = small.stat().st_size
-    assert all(f"{big} changed since it was opened: it is now {size} bytes" in line
-               for line in lines)
+    assert all(
+        f"{big} changed since it was opened: it is now {size} bytes" in line for line in lines
+    )

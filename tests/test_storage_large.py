@@ -24,8 +24,9 @@ META = ("meta.json", b'{"_type": "x"}')
 
 def many(n: int = 1500) -> list[tuple[str, bytes]]:
     """``n`` small entries in 30 folders: a central directory above 64 KiB."""
-    return [META] + [(f"group{i % 30:02d}/leaf_{i:05d}.memmap", bytes([i % 251]) * 3)
-                     for i in range(n)]
+    return [META] + [
+        (f"group{i % 30:02d}/leaf_{i:05d}.memmap", bytes([i % 251]) * 3) for i in range(n)
+    ]
 
 
 def write(tmp_path: Path, entries: list, name: str = "big.tdz") -> Path:
@@ -35,8 +36,9 @@ def write(tmp_path: Path, entries: list, name: str = "big.tdz") -> Path:
 
 
 def refused(*needles: str):
-    return pytest.raises(UnsafeCheckpointError, match="(?s)" + "".join(
-        f"(?=.*{re.escape(n)})" for n in needles))
+    return pytest.raises(
+        UnsafeCheckpointError, match="(?s)" + "".join(f"(?=.*{re.escape(n)})" for n in needles)
+    )
 
 
 def eager(path: Path) -> EagerCatalog:
@@ -46,14 +48,20 @@ def eager(path: Path) -> EagerCatalog:
     return EagerCatalog(str(path), cd.records(), cd.start, len(data))
 
 
-def test_a_large_archive_opens_lazily_and_answers_like_the_eager_catalog(
-        tmp_path: Path) -> None:
+def test_a_large_archive_opens_lazily_and_answers_like_the_eager_catalog(tmp_path: Path) -> None:
     path = write(tmp_path, many())
     with ArchiveStore(path) as store:
         assert isinstance(store._catalog, LazyCatalog)
         ref = eager(path)
-        names = ["meta.json", "group03/leaf_00003.memmap", "group03/leaf_00004.memmap",
-                 "group03", "nope", "group03/nope.memmap", "group3/leaf_00003.memmap"]
+        names = [
+            "meta.json",
+            "group03/leaf_00003.memmap",
+            "group03/leaf_00004.memmap",
+            "group03",
+            "nope",
+            "group03/nope.memmap",
+            "group3/leaf_00003.memmap",
+        ]
         for key in names * 2 + [n for n, _ in many()][: 2 * _SEARCHES]:  # both phases
             assert store.is_file(key) == (key in ref.files)
             assert store.is_dir(key) == ref.is_dir(key)
@@ -86,7 +94,8 @@ def test_a_name_given_twice_is_refused_when_looked_up(tmp_path: Path, after_buil
 
 @pytest.mark.parametrize("after_build", [False, True])
 def test_a_file_named_like_a_directory_is_refused_when_looked_up(
-        tmp_path: Path, after_build: bool) -> None:
+    tmp_path: Path, after_build: bool
+) -> None:
     path = write(tmp_path, [*many(), ("group05", b"x")])
     with ArchiveStore(path) as store:
         if after_build:
@@ -99,10 +108,10 @@ def test_a_file_named_like_a_directory_is_refused_when_looked_up(
         assert store.read_bytes("group05/leaf_00005.memmap", 10) == bytes([5]) * 3
 
 
-@pytest.mark.parametrize("name", ["../evil.memmap", "group01/../../x", "/abs", "a//b",
-                                  "./a", "a/./b", ""])
-def test_an_unsafe_name_in_a_large_archive_is_refused_at_open(tmp_path: Path,
-                                                                name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["../evil.memmap", "group01/../../x", "/abs", "a//b", "./a", "a/./b", ""]
+)
+def test_an_unsafe_name_in_a_large_archive_is_refused_at_open(tmp_path: Path, name: str) -> None:
     path = write(tmp_path, [*many(), (name, b"x")])
     with pytest.raises(UnsafeCheckpointError, match=re.escape(str(path))):
         open_store(path)
@@ -153,8 +162,7 @@ def _damage(data: bytearray, store_path: Path, key: str, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["signature", "name", "extra"])
-def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path,
-                                                               how: str) -> None:
+def test_local_headers_read_in_one_pass_agree_with_one_by_one(tmp_path: Path, how: str) -> None:
     """``prepare`` reads the local headers below a folder at once: the same payload
     offsets as reading them one by one, and a spoiled header is left to the one-by-one
     path, which refuses it with its own message."""
@@ -206,8 +214,13 @@ def test_a_folder_s_files_are_found_in_one_pass_with_its_refusals(tmp_path: Path
     """Before the dictionaries exist, the files of a folder are found in one pass over
     the names below it: one search for all of them, a name given twice or also a
     directory refused as a search for it alone would refuse it."""
-    entries = [*many(), ("group04/twice.memmap", b"1"), ("group04/twice.memmap", b"2"),
-               ("group04/both", b"x"), ("group04/both/inner.memmap", b"y")]
+    entries = [
+        *many(),
+        ("group04/twice.memmap", b"1"),
+        ("group04/twice.memmap", b"2"),
+        ("group04/both", b"x"),
+        ("group04/both/inner.memmap", b"y"),
+    ]
     path = write(tmp_path, entries)
     with ArchiveStore(path) as store:
         catalog = store._catalog
@@ -238,13 +251,15 @@ def test_a_folder_with_many_names_below_it_is_searched_name_by_name(tmp_path: Pa
         assert catalog._rows is None
 
 
-def test_a_crowded_folder_whose_names_lie_apart_is_searched_name_by_name(
-        tmp_path: Path) -> None:
+def test_a_crowded_folder_whose_names_lie_apart_is_searched_name_by_name(tmp_path: Path) -> None:
     entries = [META]
     pad = "p" * 24  # a central directory above 64 KiB
     for i in range(300):
-        entries += [(f"a/x{i:03d}{pad}.memmap", b"a"), (f"b/y{i:03d}{pad}.memmap", b"b"),
-                    (f"c/z{i:03d}{pad}.memmap", b"c")]
+        entries += [
+            (f"a/x{i:03d}{pad}.memmap", b"a"),
+            (f"b/y{i:03d}{pad}.memmap", b"b"),
+            (f"c/z{i:03d}{pad}.memmap", b"c"),
+        ]
     path = write(tmp_path, entries)
     with ArchiveStore(path) as store:
         catalog = store._catalog
@@ -269,15 +284,15 @@ def test_names_are_found_by_prefix_at_every_word_boundary(tmp_path: Path) -> Non
         for name in names:
             raw = name.encode()
             for cut in range(1, len(raw) + 1):
-                want = [row for row, other in enumerate(every)
-                        if other.encode().startswith(raw[:cut])]
+                want = [
+                    row for row, other in enumerate(every) if other.encode().startswith(raw[:cut])
+                ]
                 assert columns.rows_with_prefix(raw[:cut]).tolist() == want, raw[:cut]
             assert columns.rows_with_prefix(raw + b"\0").tolist() == [every.index(name)]
         assert not columns.rows_with_prefix(b"a" * columns.width).size
 
 
-def test_a_name_far_longer_than_the_rest_takes_the_record_by_record_parse(
-        tmp_path: Path) -> None:
+def test_a_name_far_longer_than_the_rest_takes_the_record_by_record_parse(tmp_path: Path) -> None:
     long_name = "group01/" + "x" * 4000 + ".memmap"
     path = write(tmp_path, [*many(), (long_name, b"long")])
     with ArchiveStore(path) as store:
@@ -308,10 +323,10 @@ def test_rows_of_very_long_names_take_memory_of_their_size(tmp_path: Path, count
 
 # Names of one to three parts, some across an 8-byte word boundary, some given twice,
 # some both a file and a directory: the lazy catalog must answer as the rules say.
-_PARTS = st.sampled_from(["a", "b", "ab", "abcdefg", "abcdefgh", "abcdefghi", "x.memmap",
-                          "é", "ü.memmap", "meta.json"])
-_NAMES = st.lists(st.lists(_PARTS, min_size=1, max_size=3).map("/".join),
-                  min_size=1, max_size=12)
+_PARTS = st.sampled_from(
+    ["a", "b", "ab", "abcdefg", "abcdefgh", "abcdefghi", "x.memmap", "é", "ü.memmap", "meta.json"]
+)
+_NAMES = st.lists(st.lists(_PARTS, min_size=1, max_size=3).map("/".join), min_size=1, max_size=12)
 
 
 def _expected(names: list[str], key: str) -> set[object]:
@@ -332,19 +347,27 @@ def _answer(call) -> object:
         return "twice" if "twice" in str(error) else "both"
 
 
-@settings(max_examples=60, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=_NAMES, where=st.sampled_from(["top", "folder", "crowded folder"]),
-       build_first=st.booleans())
+@settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    names=_NAMES,
+    where=st.sampled_from(["top", "folder", "crowded folder"]),
+    build_first=st.booleans(),
+)
 @example(names=["a", "a", "b/c", "b"], where="top", build_first=False)
 @example(names=["a", "a", "b/c", "b"], where="crowded folder", build_first=False)
 @example(names=["a", "a", "b/c", "b"], where="folder", build_first=False)
-def test_random_names_are_answered_as_the_rules_say(tmp_path: Path, names: list[str],
-                                                    where: str, build_first: bool) -> None:
+def test_random_names_are_answered_as_the_rules_say(
+    tmp_path: Path, names: list[str], where: str, build_first: bool
+) -> None:
     # top-level names and those of a crowded folder are looked up one by one, those of
     # a folder with few names below it by listing the folder
-    filler = [(f"r/zz{i:03d}.memmap", b"z")
-              for i in range(300 if where == "crowded folder" else 0)]
+    filler = [(f"r/zz{i:03d}.memmap", b"z") for i in range(300 if where == "crowded folder" else 0)]
     if where == "top":
         names = [name for name in names if name.partition("/")[0] != "meta.json"]
     else:
@@ -352,8 +375,14 @@ def test_random_names_are_answered_as_the_rules_say(tmp_path: Path, names: list[
     entries = [*many(), *filler, *((name, b"v") for name in names)]
     path = write(tmp_path, entries, "random.tdz")
     names += [name for name, _ in filler]
-    probes = sorted({*names, *(name.rpartition("/")[0] for name in names),
-                     *(name + "x" for name in names), *(name[:-1] for name in names)})
+    probes = sorted(
+        {
+            *names,
+            *(name.rpartition("/")[0] for name in names),
+            *(name + "x" for name in names),
+            *(name[:-1] for name in names),
+        }
+    )
     probes = [key for key in probes if key and not key.endswith("/")]  # keys, not unsafe names
     with ArchiveStore(path) as store:
         catalog = store._catalog
@@ -373,7 +402,8 @@ def test_random_names_are_answered_as_the_rules_say(tmp_path: Path, names: list[
 
 
 def test_rows_of_names_as_wide_as_the_longest_reach_past_the_end_of_the_directory(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # the rows are as wide as the longest name: the row of a short last name runs past
     # the end of the central directory and of the file (no archive comment)
     long_name = "group02/" + "y" * 100 + ".memmap"

@@ -110,7 +110,8 @@ def _dvc(tmp: Path, *, configured: bool) -> tuple[Path, Path]:
         cache = tmp / "shared-dvc-cache"
         (repo / ".dvc" / "config").write_text(
             "[core]\n    remote = storage\n['remote \"storage\"']\n    url = /mnt/x\n"
-            "[cache]\n    type = symlink\n    dir = ../../shared-dvc-cache\n")
+            "[cache]\n    type = symlink\n    dir = ../../shared-dvc-cache\n"
+        )
         base = cache
     else:
         (repo / ".dvc" / "config").write_text("[cache]\n    type = symlink\n")
@@ -137,8 +138,11 @@ def _layout(tmp: Path, name: str) -> tuple[Path, Path]:
 
 
 LAYOUTS = ["hf", "hf-below", "annex", "dvc", "dvc-config"]
-RULES = {"hf": "a blob of the Hugging Face cache", "annex": "a git-annex object of",
-         "dvc": "a file of the DVC cache"}
+RULES = {
+    "hf": "a blob of the Hugging Face cache",
+    "annex": "a git-annex object of",
+    "dvc": "a file of the DVC cache",
+}
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
@@ -171,7 +175,8 @@ def _no_trust(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_content_store_layout_is_read_through_its_links(
-        tmp_path: Path, layout: str, unchanged: list[Path]) -> None:
+    tmp_path: Path, layout: str, unchanged: list[Path]
+) -> None:
     root, folder = _layout(tmp_path, layout)
     unchanged.append(folder)
     store = DirectoryStore(root)
@@ -189,7 +194,8 @@ def test_a_content_store_layout_is_read_through_its_links(
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_content_store_layout_loads_as_tensordict_loads_it(
-        tmp_path: Path, layout: str, unchanged: list[Path]) -> None:
+    tmp_path: Path, layout: str, unchanged: list[Path]
+) -> None:
     root, store = _layout(tmp_path, layout)
     assert all(p.is_symlink() for p in _files(root)) and _files(root)
     unchanged.append(store)
@@ -210,7 +216,8 @@ def test_a_content_store_layout_loads_as_tensordict_loads_it(
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_r_plus_is_refused_through_a_content_store_link(
-        tmp_path: Path, layout: str, unchanged: list[Path]) -> None:
+    tmp_path: Path, layout: str, unchanged: list[Path]
+) -> None:
     root, store = _layout(tmp_path, layout)
     unchanged.append(store)
     with pytest.raises(LinkWriteError) as raised:
@@ -286,14 +293,17 @@ def _hostile_hf(tmp: Path, kind: str) -> tuple[Path, str, Path]:
     return root, "a.memmap", target
 
 
-@pytest.mark.parametrize("kind", ["another-repo", "blob-links-out", "not-a-hash", "below-blobs",
-                                  "blobs-is-a-link"])
+@pytest.mark.parametrize(
+    "kind", ["another-repo", "blob-links-out", "not-a-hash", "below-blobs", "blobs-is-a-link"]
+)
 def test_a_link_that_only_looks_like_a_content_store_is_refused(
-        tmp_path: Path, kind: str, unchanged: list[Path]) -> None:
+    tmp_path: Path, kind: str, unchanged: list[Path]
+) -> None:
     root, key, target = _hostile_hf(tmp_path, kind)
     unchanged.append(target.parent)
-    with pytest.raises(UntrustedLinkError, match=f"resolves to {target}, outside the "
-                       "checkpoint root") as raised:
+    with pytest.raises(
+        UntrustedLinkError, match=f"resolves to {target}, outside the checkpoint root"
+    ) as raised:
         DirectoryStore(root).read_bytes(key, 1 << 20)
     assert f"refusing key {key!r}" in str(raised.value)
     assert f"tdview.trust_paths({str(target.parent)!r})" in str(raised.value)
@@ -367,16 +377,20 @@ def linked_out(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Path, Pa
 
 @pytest.mark.parametrize("linked_out", ["file", "folder"], indirect=True)
 def test_a_link_out_of_the_root_is_an_error_and_a_flagged_node_until_trusted(
-        linked_out: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch,
-        unchanged: list[Path]) -> None:
+    linked_out: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, unchanged: list[Path]
+) -> None:
     root, link, folder = linked_out
     unchanged.append(folder)
     target = os.readlink(link)
     with pytest.raises(UntrustedLinkError) as raised:
         tdview.load_memmap(root)
     message = str(raised.value)
-    for said in (f"the symlink {link} -> {target!r}", f"resolves to {folder / link.name}",
-                 f"tdview.trust_paths({str(folder)!r})", f"{TRUSTED_PATHS_ENV}={folder}"):
+    for said in (
+        f"the symlink {link} -> {target!r}",
+        f"resolves to {folder / link.name}",
+        f"tdview.trust_paths({str(folder)!r})",
+        f"{TRUSTED_PATHS_ENV}={folder}",
+    ):
         assert said in message, said
     key = "a" if link.name == "a.memmap" else "sub"
     with Checkpoint(root) as ckpt:
@@ -402,7 +416,8 @@ def test_a_link_out_of_the_root_is_an_error_and_a_flagged_node_until_trusted(
 
 @pytest.mark.parametrize("linked_out", ["file"], indirect=True)
 def test_trust_paths_is_a_context_manager_and_a_plain_call(
-        linked_out: tuple[Path, Path, Path]) -> None:
+    linked_out: tuple[Path, Path, Path],
+) -> None:
     root, _, folder = linked_out
     from tdview.storage import trusted_paths
 
@@ -419,8 +434,7 @@ def test_trust_paths_is_a_context_manager_and_a_plain_call(
 # -- checked on the descriptor opened -----------------------------------------------------
 
 
-def _swap_after(store: object, step: str, swap: object,
-                monkeypatch: pytest.MonkeyPatch) -> None:
+def _swap_after(store: object, step: str, swap: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run ``swap()`` once, right after ``step`` of ``store`` (the store's method that
     resolves or stats a key, or its held folders' ``fd``) returns: the window another
     process could use between a check and the open."""
@@ -439,7 +453,8 @@ def _swap_after(store: object, step: str, swap: object,
 
 @pytest.mark.parametrize("when", ["before", "after the stat", "after resolving"])
 def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
-        tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Swapped before the open: resolved again and refused as a link out. Swapped
     between the check and the open: the open (through the blob's folder held open, or by
     the path resolved, without following) meets the symlink and refuses it. Never are
@@ -463,19 +478,20 @@ def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
     store = DirectoryStore(root)
     # the fast path stats the blob through its folder held open; the per-key path
     # resolves the key and stats it (a store where folders cannot be held takes that)
-    _swap_after(store, "_probe_link" if when == "after the stat" else "_stat", swap,
-                monkeypatch)
+    _swap_after(store, "_probe_link" if when == "after the stat" else "_stat", swap, monkeypatch)
     if when == "after resolving":
         monkeypatch.setattr(store._folders, "fd", lambda where: -1)  # noqa: SLF001
-    with pytest.raises(UnsafeCheckpointError,
-                       match=f"became a symlink after it was checked|resolves to {secret}"):
+    with pytest.raises(
+        UnsafeCheckpointError, match=f"became a symlink after it was checked|resolves to {secret}"
+    ):
         store.open_file("a.memmap")
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 @pytest.mark.parametrize("when", ["before it is held", "once held", "per key"])
 def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
-        tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The blobs folder swapped for a symlink to a decoy copy: before tdview holds it
     open, refused (the symlink is seen); once held, the file read is still the one
     checked, never the decoy's; on the per-key path, refused on the descriptor."""

@@ -53,8 +53,14 @@ class Raw:
     crc: int = 0
 
 
-def craft_zip(entries, *, zip64: bool = False, prepend: bytes = b"", comment: bytes = b"",
-              lzma_eos: bool = True) -> bytes:
+def craft_zip(
+    entries,
+    *,
+    zip64: bool = False,
+    prepend: bytes = b"",
+    comment: bytes = b"",
+    lzma_eos: bool = True,
+) -> bytes:
     """Write a zip archive.
 
     ``entries`` holds ``(name, data)`` or ``(name, data, method)``; a ``str`` name is
@@ -80,18 +86,44 @@ def craft_zip(entries, *, zip64: bool = False, prepend: bytes = b"", comment: by
         offset = len(out) - base
         extra = struct.pack("<HHQQ", 1, 16, size, len(body)) if zip64 else b""
         big = 0xFFFFFFFF
-        out += LOCAL.pack(0x04034B50, 45, flags, method, 0, 0x21, crc,
-                          big if zip64 else len(body), big if zip64 else size,
-                          len(raw), len(extra))
+        out += LOCAL.pack(
+            0x04034B50,
+            45,
+            flags,
+            method,
+            0,
+            0x21,
+            crc,
+            big if zip64 else len(body),
+            big if zip64 else size,
+            len(raw),
+            len(extra),
+        )
         out += raw + extra + body
         records.append((raw, flags, method, crc, len(body), size, offset))
     cd_start = len(out) - base
     for raw, flags, method, crc, csize, usize, offset in records:
         extra = struct.pack("<HHQQQ", 1, 24, usize, csize, offset) if zip64 else b""
         fields = (0xFFFFFFFF,) * 3 if zip64 else (csize, usize, offset)
-        out += CENTRAL.pack(0x02014B50, 0x031E, 45, flags, method, 0, 0x21, crc,
-                            fields[0], fields[1], len(raw), len(extra), 0, 0, 0,
-                            0o644 << 16, fields[2])
+        out += CENTRAL.pack(
+            0x02014B50,
+            0x031E,
+            45,
+            flags,
+            method,
+            0,
+            0x21,
+            crc,
+            fields[0],
+            fields[1],
+            len(raw),
+            len(extra),
+            0,
+            0,
+            0,
+            0o644 << 16,
+            fields[2],
+        )
         out += raw + extra
     cd_size = len(out) - base - cd_start
     n = len(records)
@@ -99,15 +131,21 @@ def craft_zip(entries, *, zip64: bool = False, prepend: bytes = b"", comment: by
         z64 = len(out) - base
         out += ZIP64_EOCD.pack(0x06064B50, 44, 45, 45, 0, 0, n, n, cd_size, cd_start)
         out += ZIP64_LOCATOR.pack(0x07064B50, 0, z64, 1)
-        out += EOCD.pack(0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF,
-                         len(comment))
+        out += EOCD.pack(0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, len(comment))
     else:
         out += EOCD.pack(0x06054B50, 0, 0, n, n, cd_size, cd_start, len(comment))
     return bytes(out + comment)
 
 
-def zip_dir(src: Path, *, explicit_dirs: bool = False, deflate_meta: bool = False,
-            force_zip64: bool = False, comment: bytes = b"", stream: bool = False) -> bytes:
+def zip_dir(
+    src: Path,
+    *,
+    explicit_dirs: bool = False,
+    deflate_meta: bool = False,
+    force_zip64: bool = False,
+    comment: bytes = b"",
+    stream: bool = False,
+) -> bytes:
     """Zip the directory ``src`` with Python's ``zipfile`` and return the bytes.
 
     ``stream=True`` writes to a non-seekable stream, so entries get data descriptors.
@@ -171,8 +209,13 @@ def patch(data: bytes, pos: int, fmt: str, value) -> bytes:
 
 
 def test_craft_zip_is_read_by_zipfile() -> None:
-    entries = [("meta.json", b"{}"), ("a.memmap", b"x" * 100, 8), ("b.memmap", b"y" * 50, 12),
-               ("c.memmap", b"z" * 70, 14), ("ключ.memmap", b"k")]
+    entries = [
+        ("meta.json", b"{}"),
+        ("a.memmap", b"x" * 100, 8),
+        ("b.memmap", b"y" * 50, 12),
+        ("c.memmap", b"z" * 70, 14),
+        ("ключ.memmap", b"k"),
+    ]
     for zip64 in (False, True):
         data = craft_zip(entries, zip64=zip64, prepend=b"#!stub\n", comment=b"hi")
         with zipfile.ZipFile(io.BytesIO(data)) as zf:

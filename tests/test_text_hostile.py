@@ -31,7 +31,8 @@ KEYS = [TITLE, BIDI, "two\nlines", "tab\tbed"]
 
 def _unsafe(text: str) -> bool:
     return any(c in text for c in "\x1b\x07\u202e\n\t") or any(
-        0xD800 <= ord(c) <= 0xDFFF for c in text)
+        0xD800 <= ord(c) <= 0xDFFF for c in text
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _tree(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tdview", "tree", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tdview", "tree", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_tree_escapes_control_and_bidi_characters(hostile: Path):
@@ -54,8 +56,13 @@ def test_tree_escapes_control_and_bidi_characters(hostile: Path):
     assert out.returncode == 0, out.stderr
     for line in out.stdout.splitlines():
         assert not _unsafe(line), repr(line)
-    for shown in ["\\x1b]2;PWNED\\x07\\x1b[2J", "gpj.\\u202eexe", "two\\nlines", "tab\\tbed",
-                  "lone\\ud800"]:
+    for shown in [
+        "\\x1b]2;PWNED\\x07\\x1b[2J",
+        "gpj.\\u202eexe",
+        "two\\nlines",
+        "tab\\tbed",
+        "lone\\ud800",
+    ]:
         assert shown in out.stdout
     assert len(out.stdout.splitlines()) == 1 + len(KEYS) + 1  # one line per key
 
@@ -68,16 +75,34 @@ def test_error_messages_are_escaped(hostile: Path):
 
 def test_protocol_keeps_the_real_keys(hostile: Path):
     session = Session(Checkpoint(hostile), str(hostile))
-    reply, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 1, "method": "children",
-                                "params": {"path": [], "offset": 0, "limit": 10}})
+    reply, _ = handle(
+        session,
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 1,
+            "method": "children",
+            "params": {"path": [], "offset": 0, "limit": 10},
+        },
+    )
     assert reply is not None
     keys = [child["key"] for child in reply["result"]["children"]]
     assert set(KEYS) <= set(keys) and "lone\ud800" in keys
-    node, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 2, "method": "node",
-                               "params": {"path": [TITLE]}})
+    node, _ = handle(
+        session,
+        {"kind": "tdview:request", "v": 1, "id": 2, "method": "node", "params": {"path": [TITLE]}},
+    )
     assert node is not None and node["result"]["path"] == [TITLE]
-    missing, _ = handle(session, {"kind": "tdview:request", "v": 1, "id": 3, "method": "node",
-                                  "params": {"path": [TITLE + "x"]}})
+    missing, _ = handle(
+        session,
+        {
+            "kind": "tdview:request",
+            "v": 1,
+            "id": 3,
+            "method": "node",
+            "params": {"path": [TITLE + "x"]},
+        },
+    )
     assert missing is not None and not _unsafe(missing["error"]["message"])
 
 
@@ -124,13 +149,16 @@ def test_an_internal_error_is_reported_not_raised(hostile: Path, monkeypatch, ca
         main(["tree", str(hostile)])
 
 
-@pytest.mark.parametrize("args", [
-    ["tree", "/nonexistent/ckpt"],
-    ["tree", "{hostile}", "[" * 5000],            # a JSON SUBPATH nested too deep
-    ["tree", "{hostile}", '["a", 3]'],
-    ["tree", "{hostile}", "--depth", str(10**30)],
-    ["tree", "{hostile}", "--filter", "[" * 4096],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tree", "/nonexistent/ckpt"],
+        ["tree", "{hostile}", "[" * 5000],  # a JSON SUBPATH nested too deep
+        ["tree", "{hostile}", '["a", 3]'],
+        ["tree", "{hostile}", "--depth", str(10**30)],
+        ["tree", "{hostile}", "--filter", "[" * 4096],
+    ],
+)
 def test_the_command_line_never_raises(hostile: Path, args: list[str], capsys):
     code = main([a.format(hostile=hostile) for a in args])
     assert code in (0, 2)

@@ -19,11 +19,20 @@ def test_tour_notebook_runs(demo_paths: dict[str, Path], tmp_path: Path) -> None
     for path in demo_paths.values():
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, tmp_path / "demo" / path.name)
     notebook = nbformat.read(tmp_path / "tour.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    outputs = ["".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
-                       for o in cell.get("outputs", [])) for cell in notebook.cells
-               if cell.cell_type == "code"]
+    NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
+    outputs = [
+        "".join(
+            o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
+            for o in cell.get("outputs", [])
+        )
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    ]
     text = "\n".join(outputs)
     assert "refused:" in text and "tags" in text  # the pickle policy cell
     assert "trusted: {" in text

@@ -29,8 +29,7 @@ class Recorder:
         view.send = lambda content, buffers=None: self.sent.append((content, buffers or []))
 
     def ask(self, method: str, rid: int = 41, **params) -> dict:
-        message = {"kind": "tdview:request", "v": 1, "id": rid, "method": method,
-                   "params": params}
+        message = {"kind": "tdview:request", "v": 1, "id": rid, "method": method, "params": params}
         self.view._on_custom_msg(self.view, message, [])
         assert self.view._dispatcher.drain(60)
         replies = [c for c, _ in self.sent if c["kind"] == "tdview:reply" and c["id"] == rid]
@@ -56,8 +55,13 @@ def test_state_matches_golden(view: TDView) -> None:
     same_shape(traits, golden("state")["message"])
     assert traits["_protocol_version"] == PROTOCOL_VERSION
     assert traits["root"]["n_children"] == 10 and traits["root"]["path"] == []
-    assert traits["options"] == {"device": "cpu", "mode": "r", "allow_pickle": False,
-                                 "robust_key": True, "can_bind": False}  # no IPython here
+    assert traits["options"] == {
+        "device": "cpu",
+        "mode": "r",
+        "allow_pickle": False,
+        "robust_key": True,
+        "can_bind": False,
+    }  # no IPython here
     assert traits["error"] == "" and traits["selected"] == []
 
 
@@ -73,8 +77,13 @@ def test_unopenable_checkpoint_still_constructs(tmp_path: Path) -> None:
     traits = state(widget)
     same_shape(traits, golden("state_error")["message"])
     assert traits["root"] is None and str(missing) in traits["error"]
-    assert traits["options"] == {"device": "meta", "mode": None, "allow_pickle": False,
-                                 "robust_key": False, "can_bind": False}
+    assert traits["options"] == {
+        "device": "meta",
+        "mode": None,
+        "allow_pickle": False,
+        "robust_key": False,
+        "can_bind": False,
+    }
     reply = Recorder(widget).ask("children", path=[], offset=0, limit=10)
     assert reply["ok"] is False and reply["error"]["type"] == "NoCheckpointError"
     assert str(missing) in reply["error"]["message"]
@@ -109,8 +118,11 @@ def test_message_handler_replies(view: TDView) -> None:
     bad = recorder.ask("nope", rid=44)
     assert bad["ok"] is False and bad["error"]["type"] == "RequestError"
     missing = recorder.ask("node", rid=45, path=["nope"])
-    assert missing["error"] == {"type": "SubpathError", "message": missing["error"]["message"],
-                                "path": ["nope"]}
+    assert missing["error"] == {
+        "type": "SubpathError",
+        "message": missing["error"]["message"],
+        "path": ["nope"],
+    }
 
 
 def test_cancel_through_the_handler(view: TDView) -> None:
@@ -118,8 +130,13 @@ def test_cancel_through_the_handler(view: TDView) -> None:
     busy = threading.Event()
     for _ in range(LANES["walk"]):  # every worker of its lane is busy: request 77 waits
         view._dispatcher._lanes["walk"].submit(busy.wait, 30)
-    message = {"kind": "tdview:request", "v": 1, "id": 77, "method": "node",
-               "params": {"path": ["replay"]}}
+    message = {
+        "kind": "tdview:request",
+        "v": 1,
+        "id": 77,
+        "method": "node",
+        "params": {"path": ["replay"]},
+    }
     view._on_custom_msg(view, message, [])
     view._on_custom_msg(view, {"kind": "tdview:cancel", "v": 1, "id": 77}, [])
     busy.set()
@@ -162,9 +179,11 @@ def test_static_renderings_escape_keys_and_cut_levels(tmp_path: Path) -> None:
 def test_select_message_sets_selected_and_bad_ones_change_nothing(view: TDView) -> None:
     view._on_custom_msg(view, {"kind": "tdview:select", "v": 1, "path": ["replay"]}, [])
     assert view.selected == ("replay",)
-    for bad in ({"kind": "tdview:select", "v": 1, "path": "replay"},
-                {"kind": "tdview:select", "v": 1, "path": [1]},
-                {"kind": "tdview:select", "v": 1}):
+    for bad in (
+        {"kind": "tdview:select", "v": 1, "path": "replay"},
+        {"kind": "tdview:select", "v": 1, "path": [1]},
+        {"kind": "tdview:select", "v": 1},
+    ):
         view._on_custom_msg(view, bad, [])
         assert view.selected == ("replay",)
 
@@ -174,18 +193,33 @@ def test_without_a_namespace_loads_keep_the_value_and_bind_nothing(view: TDView)
     without one keeps its value as ``view.value``; one with a variable is refused."""
     recorder = Recorder(view)
     assert view.namespace is None and view.options["can_bind"] is False
-    reply = recorder.ask("load", rid=7, path=["replay"], device="cpu", mode="r",
-                         allow_pickle=False, variable=None)
+    reply = recorder.ask(
+        "load", rid=7, path=["replay"], device="cpu", mode="r", allow_pickle=False, variable=None
+    )
     assert reply["ok"], reply
     assert tuple(view.value.batch_size) == (1000,)
-    reply = recorder.ask("load", rid=8, path=["replay"], device="cpu", mode="r",
-                         allow_pickle=False, variable="replay")
+    reply = recorder.ask(
+        "load",
+        rid=8,
+        path=["replay"],
+        device="cpu",
+        mode="r",
+        allow_pickle=False,
+        variable="replay",
+    )
     assert not reply["ok"] and "no namespace" in reply["error"]["message"]
     namespace: dict = {}
     view.namespace = namespace
     assert view.options["can_bind"] is True
-    reply = recorder.ask("load", rid=9, path=["replay"], device="cpu", mode="r",
-                         allow_pickle=False, variable="replay")
+    reply = recorder.ask(
+        "load",
+        rid=9,
+        path=["replay"],
+        device="cpu",
+        mode="r",
+        allow_pickle=False,
+        variable="replay",
+    )
     assert reply["ok"] and namespace["replay"] is view.value
 
 

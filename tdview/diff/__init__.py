@@ -41,17 +41,42 @@ if TYPE_CHECKING:
     )
     from ._sides import Source
 
-__all__ = ["ADDED", "CHANGED", "CRC_EQUAL", "DIFFERS", "EQUAL", "LEVELS", "REMOVED", "RENAMED",
-           "SAME", "Diff", "DiffRollup", "Facts", "Row", "ValueStats", "diff"]
+__all__ = [
+    "ADDED",
+    "CHANGED",
+    "CRC_EQUAL",
+    "DIFFERS",
+    "EQUAL",
+    "LEVELS",
+    "REMOVED",
+    "RENAMED",
+    "SAME",
+    "Diff",
+    "DiffRollup",
+    "Facts",
+    "Row",
+    "ValueStats",
+    "diff",
+]
 
 _RESULT_NAMES = frozenset(__all__) - {"diff"}
 Progress = Callable[[int, int, str], object]
 
 
-def diff(a: Source, b: Source, *, level: str = "metadata", rtol: float = 0.0,
-         atol: float = 0.0, subpath: object = None, subpath_a: object = None,
-         subpath_b: object = None, allow_pickle: bool = False,
-         progress: Progress | None = None, num_threads: int | None = None) -> Diff:
+def diff(
+    a: Source,
+    b: Source,
+    *,
+    level: str = "metadata",
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    subpath: object = None,
+    subpath_a: object = None,
+    subpath_b: object = None,
+    allow_pickle: bool = False,
+    progress: Progress | None = None,
+    num_threads: int | None = None,
+) -> Diff:
     """Compare two checkpoints key by key: structure first, then bytes or values if asked.
 
     Both sides may be checkpoint directories or ``.tdz`` archives in any mix (or open
@@ -113,9 +138,19 @@ def diff(a: Source, b: Source, *, level: str = "metadata", rtol: float = 0.0,
     """
     from ._api import run_diff
 
-    return run_diff(a, b, level=level, rtol=rtol, atol=atol, subpath=subpath,
-                    subpath_a=subpath_a, subpath_b=subpath_b, allow_pickle=allow_pickle,
-                    progress=progress, num_threads=num_threads)
+    return run_diff(
+        a,
+        b,
+        level=level,
+        rtol=rtol,
+        atol=atol,
+        subpath=subpath,
+        subpath_a=subpath_a,
+        subpath_b=subpath_b,
+        allow_pickle=allow_pickle,
+        progress=progress,
+        num_threads=num_threads,
+    )
 
 
 def __getattr__(name: str) -> Any:

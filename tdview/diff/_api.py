@@ -15,10 +15,20 @@ from ._walk import PairWalk
 Progress = Callable[[int, int, str], object]
 
 
-def run_diff(a: Source, b: Source, *, level: str = "metadata", rtol: float = 0.0,
-         atol: float = 0.0, subpath: object = None, subpath_a: object = None,
-         subpath_b: object = None, allow_pickle: bool = False,
-         progress: Progress | None = None, num_threads: int | None = None) -> Diff:
+def run_diff(
+    a: Source,
+    b: Source,
+    *,
+    level: str = "metadata",
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    subpath: object = None,
+    subpath_a: object = None,
+    subpath_b: object = None,
+    allow_pickle: bool = False,
+    progress: Progress | None = None,
+    num_threads: int | None = None,
+) -> Diff:
     """The implementation of :func:`tdview.diff.diff` (documented there)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}.")
@@ -37,11 +47,27 @@ def run_diff(a: Source, b: Source, *, level: str = "metadata", rtol: float = 0.0
             if level != "metadata":
                 from ._tiers import payload_tiers
 
-                payload_tiers(rows, side_a, side_b, level=level, rtol=float(rtol),
-                              atol=float(atol), allow_pickle=allow_pickle,
-                              progress=progress, threads=threads)
-            return Diff(_label(side_a), _label(side_b), side_a.subpath, side_b.subpath,
-                        level, float(rtol), float(atol), rows)
+                payload_tiers(
+                    rows,
+                    side_a,
+                    side_b,
+                    level=level,
+                    rtol=float(rtol),
+                    atol=float(atol),
+                    allow_pickle=allow_pickle,
+                    progress=progress,
+                    threads=threads,
+                )
+            return Diff(
+                _label(side_a),
+                _label(side_b),
+                side_a.subpath,
+                side_b.subpath,
+                level,
+                float(rtol),
+                float(atol),
+                rows,
+            )
     finally:
         side_a.close()
         side_b.close()

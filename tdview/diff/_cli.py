@@ -19,36 +19,56 @@ LEVELS = ("metadata", "fingerprint", "values")
 def add_parser(commands: Any, parse_subpath: Any) -> None:
     """Add the ``diff`` subcommand to ``commands`` (an argparse subparsers object)."""
     parser = commands.add_parser(
-        "diff", help="what changed between two checkpoints (exit status 0 equal, 1 differ, "
-        "2 trouble)",
+        "diff",
+        help="what changed between two checkpoints (exit status 0 equal, 1 differ, 2 trouble)",
         description="Compare two checkpoints (directories or .tdz archives, in any mix) key "
         "by key: metadata first, then fingerprints or values if asked. Exit status: 0 "
-        "when equal at the level asked, 1 when they differ, 2 on trouble.")
+        "when equal at the level asked, 1 when they differ, 2 on trouble.",
+    )
     parser.add_argument("a", metavar="A", help="the old checkpoint")
     parser.add_argument("b", metavar="B", help="the new checkpoint")
-    parser.add_argument("--level", choices=LEVELS, default="metadata",
-                        help="metadata: no payload byte read; fingerprint: sizes and CRC-32s "
-                        "of archive entries, bytes of files, renames; values: element-wise "
-                        "statistics (default: %(default)s)")
-    parser.add_argument("--only-changed", action="store_true",
-                        help="print only the keys that differ")
+    parser.add_argument(
+        "--level",
+        choices=LEVELS,
+        default="metadata",
+        help="metadata: no payload byte read; fingerprint: sizes and CRC-32s "
+        "of archive entries, bytes of files, renames; values: element-wise "
+        "statistics (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--only-changed", action="store_true", help="print only the keys that differ"
+    )
     parser.add_argument("--json", action="store_true", help="print the diff as JSON")
-    parser.add_argument("--rtol", type=float, default=0.0,
-                        help="relative tolerance of the value tier (|a-b| <= atol + rtol*|a|)")
-    parser.add_argument("--atol", type=float, default=0.0,
-                        help="absolute tolerance of the value tier")
-    parser.add_argument("--subpath", metavar="SUBPATH",
-                        help='compare from this nested key on both sides ("a/b", or a JSON '
-                        "list of keys)")
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        help="relative tolerance of the value tier (|a-b| <= atol + rtol*|a|)",
+    )
+    parser.add_argument(
+        "--atol", type=float, default=0.0, help="absolute tolerance of the value tier"
+    )
+    parser.add_argument(
+        "--subpath",
+        metavar="SUBPATH",
+        help='compare from this nested key on both sides ("a/b", or a JSON list of keys)',
+    )
     parser.add_argument("--subpath-a", metavar="SUBPATH", help="the subpath of A only")
     parser.add_argument("--subpath-b", metavar="SUBPATH", help="the subpath of B only")
-    parser.add_argument("--allow-pickle", action="store_true",
-                        help="unpickle pickled values to compare them (trusted files only)")
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="unpickle pickled values to compare them (trusted files only)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="reading threads")
     progress = parser.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
-                          help="show a progress bar on stderr (default: when it is a "
-                          "terminal, for the value tier)")
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar on stderr (default: when it is a terminal, for the value tier)",
+    )
     progress.add_argument("--no-progress", dest="progress", action="store_false")
     parser.set_defaults(run=lambda args: run(args, parse_subpath))
 
@@ -65,10 +85,19 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
         show = args.level == "values" and sys.stderr.isatty()
     bar = ProgressBar(sys.stderr) if show else None
     try:
-        result = diff(args.a, args.b, level=args.level, rtol=args.rtol, atol=args.atol,
-                      subpath=sub(args.subpath), subpath_a=sub(args.subpath_a),
-                      subpath_b=sub(args.subpath_b), allow_pickle=args.allow_pickle,
-                      progress=bar, num_threads=args.threads)
+        result = diff(
+            args.a,
+            args.b,
+            level=args.level,
+            rtol=args.rtol,
+            atol=args.atol,
+            subpath=sub(args.subpath),
+            subpath_a=sub(args.subpath_a),
+            subpath_b=sub(args.subpath_b),
+            allow_pickle=args.allow_pickle,
+            progress=bar,
+            num_threads=args.threads,
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -99,8 +128,9 @@ class ProgressBar:
         fraction = done / total if total else 1.0
         filled = int(self.width * fraction)
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {fraction:4.0%}  {human_bytes(done)} / "
-                          f"{human_bytes(total)}  {label}\x1b[K")
+        self.stream.write(
+            f"\r[{bar}] {fraction:4.0%}  {human_bytes(done)} / {human_bytes(total)}  {label}\x1b[K"
+        )
         self.stream.flush()
         self.drawn = True
 

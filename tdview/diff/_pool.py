@@ -124,8 +124,9 @@ def _buffers(size: int) -> tuple[memoryview, memoryview, bytearray, bytearray]:
     return memoryview(first), memoryview(second), first, second
 
 
-def run_jobs(jobs: list[Job], threads: int,
-             progress: Callable[[int, int, str], object] | None, label: str) -> None:
+def run_jobs(
+    jobs: list[Job], threads: int, progress: Callable[[int, int, str], object] | None, label: str
+) -> None:
     """Run every job; each job's ``done`` is called in this thread as it completes."""
     if not jobs:
         return
@@ -150,12 +151,17 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _run_pool(tasks: Iterator[list[Piece]], threads: int,
-              progress: Callable[[int, int, str], object] | None, label: str,
-              total: int) -> None:
+def _run_pool(
+    tasks: Iterator[list[Piece]],
+    threads: int,
+    progress: Callable[[int, int, str], object] | None,
+    label: str,
+    total: int,
+) -> None:
     done_bytes = 0
-    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="tdview-diff",
-                            initializer=_one_thread) as pool:
+    with ThreadPoolExecutor(
+        max_workers=max(1, threads), thread_name_prefix="tdview-diff", initializer=_one_thread
+    ) as pool:
         queued: set[Future[list[tuple[Piece, Any]]]] = set()
         source = iter(tasks)
         try:
@@ -303,7 +309,8 @@ def _values(piece: Piece, source_a: Source, source_b: Source) -> Acc:
         source_a.readinto(position * size_a, chunk_a)
         source_b.readinto(position * size_b, chunk_b)
         same = same_dtype and _same(raw_a, raw_b, k * size_a)
-        compare_chunk(acc, as_tensor(chunk_a, dtype_a), as_tensor(chunk_b, dtype_b), same,
-                      job.rtol, job.atol)
+        compare_chunk(
+            acc, as_tensor(chunk_a, dtype_a), as_tensor(chunk_b, dtype_b), same, job.rtol, job.atol
+        )
         position += k
     return acc

@@ -97,8 +97,16 @@ class Renames:
                     continue
                 new = next((c for c in candidates if c.key == old.key), candidates[0])
                 candidates.remove(new)
-                row = Row(new.path, RENAMED, old.a, new.b, renamed_from=old.path,
-                          fingerprint=CRC_EQUAL, item_a=old.item_a, item_b=new.item_b)
+                row = Row(
+                    new.path,
+                    RENAMED,
+                    old.a,
+                    new.b,
+                    renamed_from=old.path,
+                    fingerprint=CRC_EQUAL,
+                    item_a=old.item_a,
+                    item_b=new.item_b,
+                )
                 self.pairs.append((old, new, row))
                 renamed.append(row)
         return renamed

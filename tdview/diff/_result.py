@@ -36,13 +36,35 @@ class Row:
     bytes); ``problem`` why a side could not be read (the row is then not known equal).
     """
 
-    __slots__ = ("_a", "_b", "changes", "fingerprint", "item_a", "item_b", "note", "path",
-                 "problem", "renamed_from", "status", "value_equal", "values")
+    __slots__ = (
+        "_a",
+        "_b",
+        "changes",
+        "fingerprint",
+        "item_a",
+        "item_b",
+        "note",
+        "path",
+        "problem",
+        "renamed_from",
+        "status",
+        "value_equal",
+        "values",
+    )
 
-    def __init__(self, path: NestedPath, status: str, a: Facts | None, b: Facts | None,
-                 item_a: Any = None, item_b: Any = None, *,
-                 renamed_from: NestedPath | None = None, fingerprint: str | None = None,
-                 changes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        path: NestedPath,
+        status: str,
+        a: Facts | None,
+        b: Facts | None,
+        item_a: Any = None,
+        item_b: Any = None,
+        *,
+        renamed_from: NestedPath | None = None,
+        fingerprint: str | None = None,
+        changes: tuple[str, ...] = (),
+    ) -> None:
         self.path, self.status, self._a, self._b = path, status, a, b
         # the index items of both sides (a Node, or (record, file) for a plain leaf)
         self.item_a, self.item_b = item_a, item_b
@@ -56,8 +78,10 @@ class Row:
 
     def __repr__(self) -> str:
         extra = f", renamed_from={show_path(self.renamed_from)!r}" if self.renamed_from else ""
-        return (f"Row({show_path(self.path)!r}, {self.status!r}, changes={self.changes!r}"
-                f"{extra}, fingerprint={self.fingerprint!r})")
+        return (
+            f"Row({show_path(self.path)!r}, {self.status!r}, changes={self.changes!r}"
+            f"{extra}, fingerprint={self.fingerprint!r})"
+        )
 
     @property
     def a(self) -> Facts | None:
@@ -106,8 +130,12 @@ class Row:
             self.status = CHANGED
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": list(self.path), "key": show_path(self.path),
-                               "status": self.status, "changes": list(self.changes)}
+        out: dict[str, Any] = {
+            "path": list(self.path),
+            "key": show_path(self.path),
+            "status": self.status,
+            "changes": list(self.changes),
+        }
         if self.renamed_from is not None:
             out["renamed_from"] = list(self.renamed_from)
         out["a"] = None if self.a is None else self.a.to_dict()
@@ -193,8 +221,17 @@ class Diff:
     ['weight', 'bias']
     """
 
-    def __init__(self, a: str, b: str, subpath_a: NestedPath, subpath_b: NestedPath,
-                 level: str, rtol: float, atol: float, rows: list[Row]) -> None:
+    def __init__(
+        self,
+        a: str,
+        b: str,
+        subpath_a: NestedPath,
+        subpath_b: NestedPath,
+        level: str,
+        rtol: float,
+        atol: float,
+        rows: list[Row],
+    ) -> None:
         self.a, self.b = a, b
         self.subpath_a, self.subpath_b = subpath_a, subpath_b
         self.level, self.rtol, self.atol = level, rtol, atol
@@ -210,9 +247,11 @@ class Diff:
 
     def __repr__(self) -> str:
         total = self.rollup()
-        return (f"<Diff {self.level} {self.a!r} -> {self.b!r}: {total.changed} changed, "
-                f"{total.added} added, {total.removed} removed, {total.renamed} renamed, "
-                f"{total.same} same>")
+        return (
+            f"<Diff {self.level} {self.a!r} -> {self.b!r}: {total.changed} changed, "
+            f"{total.added} added, {total.removed} removed, {total.renamed} renamed, "
+            f"{total.same} same>"
+        )
 
     def changed(self) -> list[Row]:
         """The rows that differ (every status but ``same``), and rows not read."""
@@ -264,8 +303,11 @@ class Diff:
         ``"mixed"`` if that differs)."""
         start = self.rows.index(self.row(path))
         depth, stop = len(path), start + 1
-        while stop < len(self.rows) and self.rows[stop].path[:depth] == path and len(
-                self.rows[stop].path) > depth:
+        while (
+            stop < len(self.rows)
+            and self.rows[stop].path[:depth] == path
+            and len(self.rows[stop].path) > depth
+        ):
             stop += 1
         self.rows[start:stop] = rows
         if level != self.level:
@@ -276,10 +318,15 @@ class Diff:
         """A JSON-ready dict: the sides, the options, the totals and the rows."""
         rows = self.changed() if only_changed else self.rows
         return {
-            "a": self.a, "b": self.b,
-            "subpath_a": list(self.subpath_a), "subpath_b": list(self.subpath_b),
-            "level": self.level, "rtol": self.rtol, "atol": self.atol,
-            "equal": self.equal, "summary": self.rollup().to_dict(),
+            "a": self.a,
+            "b": self.b,
+            "subpath_a": list(self.subpath_a),
+            "subpath_b": list(self.subpath_b),
+            "level": self.level,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "equal": self.equal,
+            "summary": self.rollup().to_dict(),
             "rows": [row.to_dict() for row in rows],
         }
 
@@ -295,22 +342,37 @@ class Diff:
         except ImportError as error:
             raise ImportError("Diff.to_pandas needs pandas (pip install pandas)") from error
         records = []
-        for row in (self.changed() if only_changed else self.rows):
+        for row in self.changed() if only_changed else self.rows:
             record: dict[str, Any] = {
-                "path": show_path(row.path), "status": row.status,
+                "path": show_path(row.path),
+                "status": row.status,
                 "changes": ",".join(row.changes),
-                "renamed_from": None if row.renamed_from is None else show_path(row.renamed_from)}
+                "renamed_from": None if row.renamed_from is None else show_path(row.renamed_from),
+            }
             for side, facts in (("a", row.a), ("b", row.b)):
                 record[f"kind_{side}"] = None if facts is None else facts.kind
-                record[f"dtype_{side}"] = None if facts is None or facts.dtype is None else (
-                    facts.dtype.removeprefix("torch."))
-                record[f"shape_{side}"] = None if facts is None or facts.shape is None else (
-                    tuple(facts.shape))
+                record[f"dtype_{side}"] = (
+                    None
+                    if facts is None or facts.dtype is None
+                    else (facts.dtype.removeprefix("torch."))
+                )
+                record[f"shape_{side}"] = (
+                    None if facts is None or facts.shape is None else (tuple(facts.shape))
+                )
                 record[f"bytes_{side}"] = None if facts is None else facts.nbytes
             record["fingerprint"] = row.fingerprint
             stats = row.values
-            for name in ("differing", "max_abs", "mean_abs", "rel_l2", "cosine",
-                         "nan_appeared", "nan_disappeared", "inf_appeared", "inf_disappeared"):
+            for name in (
+                "differing",
+                "max_abs",
+                "mean_abs",
+                "rel_l2",
+                "cosine",
+                "nan_appeared",
+                "nan_disappeared",
+                "inf_appeared",
+                "inf_disappeared",
+            ):
                 record[name] = None if stats is None else getattr(stats, name)
             record["problem"] = row.problem or None
             records.append(record)

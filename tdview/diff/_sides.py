@@ -58,7 +58,8 @@ def open_side(source: Source, subpath: object) -> Side:
                 raise SubpathError(
                     f"cannot diff {show_path(path)!r} of {ckpt.path}: "
                     f"{ckpt.not_loadable(path)} Name one of its checkpoints in the subpath "
-                    "(diff compares checkpoints, or subtrees of them, not folders).")
+                    "(diff compares checkpoints, or subtrees of them, not folders)."
+                )
         node = owner.node(inner)
     except BaseException:
         if opened is not None:

@@ -68,8 +68,24 @@ def workspace(complex_: bool) -> Workspace:
 class Acc:
     """Running sums of one leaf (or one segment of it); :meth:`merge` adds another's."""
 
-    __slots__ = ("a2", "b2", "d2", "differing", "finite", "inf_a", "inf_app", "inf_b",
-                 "inf_dis", "max_abs", "n", "nan_a", "nan_app", "nan_b", "nan_dis", "sum_abs")
+    __slots__ = (
+        "a2",
+        "b2",
+        "d2",
+        "differing",
+        "finite",
+        "inf_a",
+        "inf_app",
+        "inf_b",
+        "inf_dis",
+        "max_abs",
+        "n",
+        "nan_a",
+        "nan_app",
+        "nan_b",
+        "nan_dis",
+        "sum_abs",
+    )
 
     def __init__(self) -> None:
         self.n = self.differing = self.finite = 0
@@ -101,13 +117,22 @@ class Acc:
             inner = (a2 + b2 - float(self.d2)) / 2
             cosine = max(-1.0, min(1.0, inner / norm))
         return ValueStats(
-            numel=self.n, equal=self.differing == 0, differing=self.differing,
+            numel=self.n,
+            equal=self.differing == 0,
+            differing=self.differing,
             max_abs=float(self.max_abs) if finite else None,
             mean_abs=float(self.sum_abs) / finite if finite else None,
-            rel_l2=rel, cosine=cosine,
-            nan_a=self.nan_a, nan_b=self.nan_b, nan_appeared=self.nan_app,
-            nan_disappeared=self.nan_dis, inf_a=self.inf_a, inf_b=self.inf_b,
-            inf_appeared=self.inf_app, inf_disappeared=self.inf_dis)
+            rel_l2=rel,
+            cosine=cosine,
+            nan_a=self.nan_a,
+            nan_b=self.nan_b,
+            nan_appeared=self.nan_app,
+            nan_disappeared=self.nan_dis,
+            inf_a=self.inf_a,
+            inf_b=self.inf_b,
+            inf_appeared=self.inf_app,
+            inf_disappeared=self.inf_dis,
+        )
 
 
 def _max(a: float, b: float) -> float:
@@ -116,8 +141,9 @@ def _max(a: float, b: float) -> float:
     return a if a >= b else b
 
 
-def compare_chunk(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool,
-                  rtol: float, atol: float) -> None:
+def compare_chunk(
+    acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool, rtol: float, atol: float
+) -> None:
     """Add one chunk (1-D tensors of equal length, any numeric dtypes) to ``acc``.
 
     ``same_bytes``: the chunk's bytes are equal on both sides (and so are the dtypes).
@@ -185,8 +211,15 @@ def _norm2(x: torch.Tensor) -> float:
     return float(torch.dot(x, x))
 
 
-def _differing(ta: torch.Tensor, tb: torch.Tensor, x: torch.Tensor, d: torch.Tensor,
-               scratch: torch.Tensor, rtol: float, atol: float) -> int:
+def _differing(
+    ta: torch.Tensor,
+    tb: torch.Tensor,
+    x: torch.Tensor,
+    d: torch.Tensor,
+    scratch: torch.Tensor,
+    rtol: float,
+    atol: float,
+) -> int:
     """Finite elements outside the tolerance (``d`` holds ``|a - b|``)."""
     if rtol == 0 and atol == 0:
         if ta.is_floating_point() or tb.is_floating_point():
@@ -197,8 +230,17 @@ def _differing(ta: torch.Tensor, tb: torch.Tensor, x: torch.Tensor, d: torch.Ten
     return int(torch.count_nonzero(d > scratch))
 
 
-def _slow(acc: Acc, ta: torch.Tensor, tb: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-          rtol: float, atol: float, *, complex_: bool) -> None:
+def _slow(
+    acc: Acc,
+    ta: torch.Tensor,
+    tb: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rtol: float,
+    atol: float,
+    *,
+    complex_: bool,
+) -> None:
     """A chunk with NaN or infinity (or complex): masks, then the statistics of the
     positions finite on both sides."""
     nan_x, nan_y = torch.isnan(x), torch.isnan(y)

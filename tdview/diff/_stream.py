@@ -65,8 +65,10 @@ class FileSource(Source):
         while done < want:
             got = os.preadv(self.fd, [out[done:]], offset + done)
             if got <= 0:
-                raise LeafDataError(f"{self.display} ended at {offset + done} bytes while "
-                                    "being read: it was truncated.")
+                raise LeafDataError(
+                    f"{self.display} ended at {offset + done} bytes while "
+                    "being read: it was truncated."
+                )
             done += got
 
     def close(self) -> None:
@@ -104,8 +106,9 @@ class InflateSource(Source):
         central = store._central(key)  # the method and flags are not in EntryInfo
         self.what = f"entry {key!r} in {store.root}"
         if central.size < size:
-            raise LeafDataError(f"{store.display(key)} holds {central.size} bytes, but the "
-                                f"leaf needs {size}.")
+            raise LeafDataError(
+                f"{store.display(key)} holds {central.size} bytes, but the leaf needs {size}."
+            )
         self.store, self.key, self.size = store, key, size
         self.entry_size, self.crc_expected = central.size, central.crc32
         self.raw = store.raw_payload(key)
@@ -125,8 +128,10 @@ class InflateSource(Source):
             if not self.pending:
                 self.pending = self._more(want - filled)
                 if not self.pending:
-                    raise LeafDataError(f"{self.what}: the compressed stream ended after "
-                                        f"{self.produced} of {self.entry_size} bytes.")
+                    raise LeafDataError(
+                        f"{self.what}: the compressed stream ended after "
+                        f"{self.produced} of {self.entry_size} bytes."
+                    )
             take = min(len(self.pending), want - filled)
             out[filled : filled + take] = self.pending[:take]
             self.pending = self.pending[take:]
@@ -148,8 +153,10 @@ class InflateSource(Source):
                 if piece:
                     self.produced += len(piece)
                     if self.produced > self.entry_size:
-                        raise LeafDataError(f"{self.what}: the data expands beyond its "
-                                            f"declared size of {self.entry_size} bytes.")
+                        raise LeafDataError(
+                            f"{self.what}: the data expands beyond its "
+                            f"declared size of {self.entry_size} bytes."
+                        )
                     self.crc = zlib.crc32(piece, self.crc)
                     return piece
                 if not data:
@@ -176,11 +183,15 @@ class InflateSource(Source):
             if not self._more(1 << 20):
                 break
         if self.produced != self.entry_size:
-            raise LeafDataError(f"{self.what}: the data decompresses to {self.produced} "
-                                f"bytes, but its declared size is {self.entry_size} bytes.")
+            raise LeafDataError(
+                f"{self.what}: the data decompresses to {self.produced} "
+                f"bytes, but its declared size is {self.entry_size} bytes."
+            )
         if self.crc != self.crc_expected:
-            raise LeafDataError(f"{self.what}: CRC-32 mismatch, computed {self.crc:#010x} but "
-                                f"the archive records {self.crc_expected:#010x}.")
+            raise LeafDataError(
+                f"{self.what}: CRC-32 mismatch, computed {self.crc:#010x} but "
+                f"the archive records {self.crc_expected:#010x}."
+            )
 
     def close(self) -> None:
         self.raw.release()
@@ -213,8 +224,10 @@ def open_source(store: Store, key: str, size: int) -> Source:
         store.raw_payload(key)  # type: ignore[attr-defined]  # raises the store's refusal
     if entry.compression == "stored":
         if entry.stored_size != entry.size or entry.size < size:
-            raise LeafDataError(f"{entry.display} holds {entry.size} bytes ({entry.stored_size} "
-                                f"stored), but the leaf needs {size}.")
+            raise LeafDataError(
+                f"{entry.display} holds {entry.size} bytes ({entry.stored_size} "
+                f"stored), but the leaf needs {size}."
+            )
         return MappedSource(store, key, store.payload_offset(key), size)  # type: ignore[attr-defined]
     if entry.compression not in _METHOD_NUMBERS:
         store.decompress(key, max_size=0)  # type: ignore[attr-defined]  # raises its error

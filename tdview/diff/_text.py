@@ -122,14 +122,23 @@ def values_text(stats: ValueStats) -> str:
         return "bytes equal" if stats.equal else "bytes differ"
     if not stats.numel:
         return "no elements"
-    head = (f"{stats.differing:,} of {stats.numel:,} elements differ" if stats.differing
-            else "values equal")
+    head = (
+        f"{stats.differing:,} of {stats.numel:,} elements differ"
+        if stats.differing
+        else "values equal"
+    )
     parts = [head]
     if stats.differing:
-        parts.append(f"max |a-b| {_num(stats.max_abs)}, mean |a-b| {_num(stats.mean_abs)}, "
-                     f"rel L2 {_num(stats.rel_l2)}, cosine {_num(stats.cosine, 7)}")
-    for name, text in (("nan_appeared", "NaN appeared"), ("nan_disappeared", "NaN gone"),
-                       ("inf_appeared", "Inf appeared"), ("inf_disappeared", "Inf gone")):
+        parts.append(
+            f"max |a-b| {_num(stats.max_abs)}, mean |a-b| {_num(stats.mean_abs)}, "
+            f"rel L2 {_num(stats.rel_l2)}, cosine {_num(stats.cosine, 7)}"
+        )
+    for name, text in (
+        ("nan_appeared", "NaN appeared"),
+        ("nan_disappeared", "NaN gone"),
+        ("inf_appeared", "Inf appeared"),
+        ("inf_disappeared", "Inf gone"),
+    ):
         count = getattr(stats, name)
         if count:
             parts.append(f"{text} at {count:,}")
@@ -138,8 +147,10 @@ def values_text(stats: ValueStats) -> str:
 
 def summary(result: Diff) -> str:
     total = result.rollup()
-    text = (f"{result.level}: {total.changed:,} changed, {total.added:,} added, "
-            f"{total.removed:,} removed, {total.renamed:,} renamed, {total.same:,} same")
+    text = (
+        f"{result.level}: {total.changed:,} changed, {total.added:,} added, "
+        f"{total.removed:,} removed, {total.renamed:,} renamed, {total.same:,} same"
+    )
     if total.problems:
         text += f", {total.problems:,} not read"
     extra = []

@@ -23,9 +23,18 @@ _RANK = {EQUAL: 0, CRC_EQUAL: 1, DIFFERS: 2}
 _PICKLE_NOTE = "pickled: compared as bytes (allow_pickle=True compares the values)"
 
 
-def payload_tiers(rows: list[Row], a: Side, b: Side, *, level: str, rtol: float,
-                  atol: float, allow_pickle: bool,
-                  progress: Callable[[int, int, str], object] | None, threads: int) -> None:
+def payload_tiers(
+    rows: list[Row],
+    a: Side,
+    b: Side,
+    *,
+    level: str,
+    rtol: float,
+    atol: float,
+    allow_pickle: bool,
+    progress: Callable[[int, int, str], object] | None,
+    threads: int,
+) -> None:
     """Fill the fingerprints (or values) of ``rows`` and find renames, in place."""
     tiers = _Tiers(a, b, rtol, atol, allow_pickle)
     renames = Renames(rows, a, b)
@@ -82,7 +91,7 @@ class _Tiers:
             jobs: list[Job] = []
             if fa.nested:
                 assert sizes_a is not None and sizes_b is not None
-                size = (ra.sizes_nbytes or 0)
+                size = ra.sizes_nbytes or 0
                 jobs += self._bytes(row, (sizes_a, size), (sizes_b, size))
                 if file_a is None and file_b is None:
                     return jobs  # every element empty on both sides: no data file
@@ -155,8 +164,11 @@ class _Tiers:
             except (TDViewError, OSError) as error:
                 _problem(row, error)
                 return []
-        if isinstance(ia, Node) and isinstance(ib, Node) and (
-                fa.nbytes is not None or fb.nbytes is not None):  # a pickle on one side
+        if (
+            isinstance(ia, Node)
+            and isinstance(ib, Node)
+            and (fa.nbytes is not None or fb.nbytes is not None)
+        ):  # a pickle on one side
             return self._pickle_values(row, ia, ib)
         return []
 
@@ -185,6 +197,7 @@ class _Tiers:
         span_a = Span(self.a.ckpt.store, file_a, numel * dtype_a.itemsize)
         span_b = Span(self.b.ckpt.store, file_b, numel * dtype_b.itemsize)
         if numeric(dtype_a) and numeric(dtype_b):
+
             def values_done(job: Job) -> None:
                 if job.error is not None:
                     _problem(row, job.error)
@@ -194,11 +207,13 @@ class _Tiers:
                 if not row.values.equal:
                     row.mark("content")
 
-            return [Job(VALUES, span_a, span_b, values_done, dtype_a, dtype_b, self.rtol,
-                        self.atol)]
+            return [
+                Job(VALUES, span_a, span_b, values_done, dtype_a, dtype_b, self.rtol, self.atol)
+            ]
         if dtype_a != dtype_b:
-            row.note = f"{ra.dtype.name} and {rb.dtype.name} have no common numbers: values " \
-                       "not compared"
+            row.note = (
+                f"{ra.dtype.name} and {rb.dtype.name} have no common numbers: values not compared"
+            )
             return []
 
         def bytes_done(job: Job) -> None:

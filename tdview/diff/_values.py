@@ -18,8 +18,10 @@ def read_sizes(store: Any, key: str, record: LeafRecord) -> bytes:
     need = record.sizes_nbytes or 0
     data = store.read_bytes(key, max(need, MAX_SIZES_BYTES)) if need else b""
     if len(data) < need:
-        raise LeafDataError(f"{store.display(key)} has {len(data)} bytes, but the sizes of "
-                            f"shape {list(record.shape)} need {need}.")
+        raise LeafDataError(
+            f"{store.display(key)} has {len(data)} bytes, but the sizes of "
+            f"shape {list(record.shape)} need {need}."
+        )
     return data[:need]
 
 
@@ -53,12 +55,17 @@ def same_value(a: Any, b: Any, depth: int = 0) -> bool | None:
             if a.dtype != b.dtype or a.shape != b.shape:
                 return False
             if a.is_floating_point() or a.is_complex():
-                return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(
-                    a.nan_to_num(0.0), b.nan_to_num(0.0)))
+                return bool(
+                    torch.equal(a.isnan(), b.isnan())
+                    and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+                )
             return bool(torch.equal(a, b))
         if type(a) is not type(b):
-            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not (
-                    isinstance(a, bool) or isinstance(b, bool)):
+            if (
+                isinstance(a, (int, float))
+                and isinstance(b, (int, float))
+                and not (isinstance(a, bool) or isinstance(b, bool))
+            ):
                 return bool(a == b)
             return False
         if isinstance(a, float):
@@ -74,8 +81,11 @@ def same_value(a: Any, b: Any, depth: int = 0) -> bool | None:
         if type(a).__module__ == "numpy" and hasattr(a, "shape"):
             import numpy as np
 
-            return bool(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-                a, b, equal_nan=a.dtype.kind in "fc"))
+            return bool(
+                a.shape == b.shape
+                and a.dtype == b.dtype
+                and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+            )
         result = a == b
         return result if isinstance(result, bool) else None
     except Exception:  # noqa: BLE001 - a user type's __eq__

@@ -49,8 +49,9 @@ def _record_facts(record: LeafRecord) -> Facts:
     if found is None:
         if len(_LEAF_FACTS) >= _LEAF_FACTS_SIZE:
             _LEAF_FACTS.clear()
-        found = _LEAF_FACTS[key] = Facts(LEAF, "Tensor", record.dtype.name, record.shape,
-                                         record.nbytes)
+        found = _LEAF_FACTS[key] = Facts(
+            LEAF, "Tensor", record.dtype.name, record.shape, record.nbytes
+        )
     return found
 
 
@@ -69,8 +70,14 @@ def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
             entry = leaf_entry(ckpt.store, node)
         except (TDViewError, OSError) as error:
             entry, problem = None, problem or str(error)
-        return Facts(LEAF, "Tensor", record.dtype.name, record.shape,
-                     entry.size if entry is not None else 0, nested=True), problem
+        return Facts(
+            LEAF,
+            "Tensor",
+            record.dtype.name,
+            record.shape,
+            entry.size if entry is not None else 0,
+            nested=True,
+        ), problem
     found = Facts(node.kind, node.class_name or node.kind)
     try:
         found.batch_size = ckpt.batch_size(node)
@@ -162,8 +169,7 @@ class PairWalk:
         rows = self.rows
         append = rows.append
         self._row(a.node, b.node, ())
-        stack: list[Iterator[tuple[Item, Item, NestedPath]]] = [
-            self._merged(a.node, b.node, ())]
+        stack: list[Iterator[tuple[Item, Item, NestedPath]]] = [self._merged(a.node, b.node, ())]
         while stack:
             for ia, ib, path in stack[-1]:
                 if type(ia) is tuple and type(ib) is tuple:  # two plain leaves: the common row
@@ -190,8 +196,9 @@ class PairWalk:
             row.problem = "; ".join(f"{side}: {p}" for side, p in (("a", pa), ("b", pb)) if p)
         self.rows.append(row)
 
-    def _merged(self, ia: Item, ib: Item, path: NestedPath
-                ) -> Iterator[tuple[Item, Item, NestedPath]]:
+    def _merged(
+        self, ia: Item, ib: Item, path: NestedPath
+    ) -> Iterator[tuple[Item, Item, NestedPath]]:
         """The children of both in ``a``'s order; a key only in ``b`` comes after the key
         that comes before it in ``b`` (first when none does)."""
         kids_a = children(self.a.ckpt, ia)

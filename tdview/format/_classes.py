@@ -200,8 +200,10 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
     refs = _REF_CACHE.get(cache_key)
     if refs is None:
         # a user class: its kind depends on the layout too, but its names do not
-        refs = (parse_class_id(class_id) if class_id is not None else None,
-                parse_type_name(type_name))
+        refs = (
+            parse_class_id(class_id) if class_id is not None else None,
+            parse_type_name(type_name),
+        )
         if len(_REF_CACHE) >= _CACHE_SIZE:
             _REF_CACHE.clear()
         _REF_CACHE[cache_key] = refs

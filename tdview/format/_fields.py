@@ -125,7 +125,10 @@ def check_shape(
         for dim in shape:
             total *= dim or 1
             if total >= MAX_NBYTES:
-                why = ("numel * itemsize reaches 2**62 bytes" if 0 not in shape else
-                       "its sizes other than 0 reach 2**62 bytes (torch cannot make strides)")
+                why = (
+                    "numel * itemsize reaches 2**62 bytes"
+                    if 0 not in shape
+                    else "its sizes other than 0 reach 2**62 bytes (torch cannot make strides)"
+                )
                 raise fail(where, context, why, value)
     return shape

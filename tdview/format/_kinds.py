@@ -268,14 +268,17 @@ def _tensorclass(meta: dict, where: str, header: dict) -> TensorclassNode:
 
 def _non_tensor_data(meta: dict, where: str, header: dict) -> NonTensorDataNode:
     non_tensor = {key: value for key, value in meta.items() if key != "_type"}
-    return _build(NonTensorDataNode, {
-        **header,
-        "ignored_keys": (),
-        "non_tensor": non_tensor,
-        "data_present": "data" in meta,
-        "data": meta.get("data"),
-        "metadata": meta.get("_metadata"),
-    })
+    return _build(
+        NonTensorDataNode,
+        {
+            **header,
+            "ignored_keys": (),
+            "non_tensor": non_tensor,
+            "data_present": "data" in meta,
+            "data": meta.get("data"),
+            "metadata": meta.get("_metadata"),
+        },
+    )
 
 
 def _stack_dim(meta: dict, where: str, *, required: bool) -> int | None:
@@ -287,8 +290,9 @@ def _stack_dim(meta: dict, where: str, *, required: bool) -> int | None:
     if not -(MAX_RANK + 1) <= dim <= MAX_RANK:  # its members' dims are checked by the index
         if not required:
             return None  # values stored as lists: tensordict ignores it
-        raise fail(where, 'field "stack_dim"',
-                   f"out of range for any batch (at most {MAX_RANK} dims)", dim)
+        raise fail(
+            where, 'field "stack_dim"', f"out of range for any batch (at most {MAX_RANK} dims)", dim
+        )
     return dim
 
 

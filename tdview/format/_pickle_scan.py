@@ -109,8 +109,9 @@ def unscanned(size: int, why: str) -> PickleInfo:
     >>> unscanned(1 << 30, "larger than 64 MiB").unknown
     'too large to scan: imports unknown; larger than 64 MiB'
     """
-    return PickleInfo(size=size, globals=(), protocol=0, persistent_ids=False, end=None,
-                      stopped=why)
+    return PickleInfo(
+        size=size, globals=(), protocol=0, persistent_ids=False, end=None, stopped=why
+    )
 
 
 # Per opcode, precomputed from pickletools' stack effects: (what it does, the index of
@@ -121,11 +122,25 @@ _PLAIN, _STRING, _GET, _PUT, _MEMOIZE, _DUP, _GLOBAL, _STACK_GLOBAL, _EXT = rang
 def _spec(op: pickletools.OpcodeInfo) -> tuple[int, int, int, tuple[Any, ...]]:
     before = [s.name for s in op.stack_before]
     name = op.name
-    kind = (_STRING if name in _STRING_OPS else _GET if name in _GET_OPS
-            else _PUT if name in _PUT_OPS else _MEMOIZE if name == "MEMOIZE"
-            else _DUP if name == "DUP" else _GLOBAL if name in ("GLOBAL", "INST")
-            else _STACK_GLOBAL if name == "STACK_GLOBAL" else _EXT if name in _EXT_OPS
-            else _PLAIN)
+    kind = (
+        _STRING
+        if name in _STRING_OPS
+        else _GET
+        if name in _GET_OPS
+        else _PUT
+        if name in _PUT_OPS
+        else _MEMOIZE
+        if name == "MEMOIZE"
+        else _DUP
+        if name == "DUP"
+        else _GLOBAL
+        if name in ("GLOBAL", "INST")
+        else _STACK_GLOBAL
+        if name == "STACK_GLOBAL"
+        else _EXT
+        if name in _EXT_OPS
+        else _PLAIN
+    )
     mark = before.index("mark") if "mark" in before else -1
     # MEMOIZE, STACK_GLOBAL and DUP take their items themselves
     take = mark if mark >= 0 else 0 if kind in (_MEMOIZE, _STACK_GLOBAL, _DUP) else len(before)

@@ -171,13 +171,17 @@ class CollectionRecord:
 
 _SET_KEY, _SET_DTYPE, _SET_SHAPE, _SET_NESTED, _SET_DEVICE = (
     LeafRecord.__dict__[name].__set__  # type: ignore[attr-defined]
-    for name in ("key", "dtype", "shape", "is_nested", "device"))
-_SET_CKEY, _SET_HINT = (CollectionRecord.__dict__[name].__set__  # type: ignore[attr-defined]
-                        for name in ("key", "type_hint"))
+    for name in ("key", "dtype", "shape", "is_nested", "device")
+)
+_SET_CKEY, _SET_HINT = (
+    CollectionRecord.__dict__[name].__set__  # type: ignore[attr-defined]
+    for name in ("key", "type_hint")
+)
 
 
-def _leaf_record(key: str, dtype: DTypeInfo, shape: tuple[int, ...], device: str | None
-                 ) -> LeafRecord:
+def _leaf_record(
+    key: str, dtype: DTypeInfo, shape: tuple[int, ...], device: str | None
+) -> LeafRecord:
     """A plain (not nested) leaf record from checked fields, built without ``__init__``
     (one per leaf of a checkpoint); key, shape and device are shared copies."""
     obj = _new(LeafRecord)
@@ -280,8 +284,7 @@ def parse_format_version(meta: dict, where: str) -> int:
     if type(version) is not int:
         return 0
     if version < 0:
-        raise fail(where, 'field "_format_version"', "not a format version (0 or more)",
-                   version)
+        raise fail(where, 'field "_format_version"', "not a format version (0 or more)", version)
     if version > FORMAT_VERSION:
         raise UnsupportedFormatVersionError(
             f"{where} was saved in the format version {short_repr(version, 40)}, but this "
@@ -321,8 +324,13 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
         info = dtypes.get(dtype) if type(dtype) is str else None
         nested, device = get("is_nested", False), get("device")
         record = None
-        if (info is not None and (nested is False or nested is None) and type(shape) is list
-                and len(shape) <= MAX_RANK and (device is None or type(device) is str)):
+        if (
+            info is not None
+            and (nested is False or nested is None)
+            and type(shape) is list
+            and len(shape) <= MAX_RANK
+            and (device is None or type(device) is str)
+        ):
             for dim in shape:
                 if type(dim) is not int or dim < 0 or dim > MAX_DIM:
                     break
@@ -338,9 +346,12 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
         dims = len(batch_size)  # other, and would load a tensordict that fails on use)
         for record in leaves:
             if record.shape[:dims] != batch_size and not record.is_nested:
-                raise fail(where, f"leaf {record.key!r} shape",
-                           f"does not start with the batch size {list(batch_size)}",
-                           list(record.shape))
+                raise fail(
+                    where,
+                    f"leaf {record.key!r} shape",
+                    f"does not start with the batch size {list(batch_size)}",
+                    list(record.shape),
+                )
     if "device" in meta:
         device = check_device(meta["device"], where, 'field "device"', allow_null=False)
     else:
@@ -349,14 +360,17 @@ def parse_tensordict_node(meta: dict, where: str, header: dict) -> TensorDictNod
     names = (
         _parse_names(names_value, len(batch_size), where) if isinstance(names_value, list) else None
     )
-    node = _build(TensorDictNode, {
-        **header,
-        "ignored_keys": tuple(ignored),
-        "entries": tuple(entries),
-        "batch_size": batch_size,
-        "device": device,
-        "names": names,
-    })
+    node = _build(
+        TensorDictNode,
+        {
+            **header,
+            "ignored_keys": tuple(ignored),
+            "entries": tuple(entries),
+            "batch_size": batch_size,
+            "device": device,
+            "names": names,
+        },
+    )
     node.__dict__["_load_order"] = (*leaves, *collections)
     return node
 

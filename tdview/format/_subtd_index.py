@@ -265,15 +265,20 @@ def _item_problem(item: Any, dims: tuple[int, ...], at: int) -> str | None:
     if isinstance(item, IndexTensor):
         if item.dtype == "bool":
             if item.shape != dims and -1 not in dims:
-                return (f"a boolean index of shape {list(item.shape)} for dims "
-                        f"{list(dims)} (from dim {at})")
+                return (
+                    f"a boolean index of shape {list(item.shape)} for dims "
+                    f"{list(dims)} (from dim {at})"
+                )
             return None
         values = _flatten(item.data, item.shape, "") if item.shape else [item.data]
     else:
         values = item  # a list of ints (a list of bools is a mask of dim ``at``)
         if values and all(type(x) is bool for x in values):
-            return None if len(values) == dims[0] else (
-                f"a boolean index of length {len(values)} for dim {at} of size {dims[0]}")
+            return (
+                None
+                if len(values) == dims[0]
+                else (f"a boolean index of length {len(values)} for dim {at} of size {dims[0]}")
+            )
     ints = [int(x) for x in values]
     if not ints:
         return None

@@ -77,8 +77,9 @@ class Checkpoint:
 
     _first: bytes | TDViewError | OSError | None = None  # see __init__
 
-    def __new__(cls, prefix: str | os.PathLike[str], *, robust_key: bool | None = None
-                ) -> Checkpoint:
+    def __new__(
+        cls, prefix: str | os.PathLike[str], *, robust_key: bool | None = None
+    ) -> Checkpoint:
         # A folder without a meta.json is a folder of checkpoints: a Collection. The store
         # opened and the root's meta.json read to tell (no lstat more than a load makes)
         # are handed to __init__.
@@ -173,8 +174,9 @@ class Checkpoint:
                 self._parsed.clear()
             self._parsed[data] = meta
 
-    def make_collection(self, path: NestedPath, dirkey: str | None, type_hint: str | None,
-                        *, walking: bool = False) -> Node:
+    def make_collection(
+        self, path: NestedPath, dirkey: str | None, type_hint: str | None, *, walking: bool = False
+    ) -> Node:
         """The node of a sub-folder; reading problems are recorded on it, not raised.
         ``walking``: see :meth:`read_meta`."""
         node = Node(path=path, kind=TENSORDICT, dirkey=dirkey, type_hint=type_hint)
@@ -260,12 +262,22 @@ class Checkpoint:
         whose file exists may come as ``(record, file)`` instead of a node, so that
         loading a large tree builds (and keeps) no node per leaf."""
         meta = node.meta
-        if (node.children_cache is not None or type(meta) is not TensorDictNode
-                or node.dirkey is None or meta.legacy_no_collection_records):
+        if (
+            node.children_cache is not None
+            or type(meta) is not TensorDictNode
+            or node.dirkey is None
+            or meta.legacy_no_collection_records
+        ):
             return self.children(node)
-        return ch.tensordict_children(self.store, node.path, node.dirkey, meta,
-                                      self.make_collection, robust=self.robust,
-                                      plain_leaf=_pair)
+        return ch.tensordict_children(
+            self.store,
+            node.path,
+            node.dirkey,
+            meta,
+            self.make_collection,
+            robust=self.robust,
+            plain_leaf=_pair,
+        )
 
     def load_fields(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]] | None:
         """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
@@ -274,16 +286,28 @@ class Checkpoint:
         answer (the node's children were read or looked up already, or its inner node is
         not a plain TensorDict)."""
         inner = self.inner(node)
-        if (node.children_cache is not None or node.lookup_cache or inner is None
-                or inner.dirkey is None or type(inner.meta) is not TensorDictNode
-                or inner.meta.legacy_no_collection_records):
+        if (
+            node.children_cache is not None
+            or node.lookup_cache
+            or inner is None
+            or inner.dirkey is None
+            or type(inner.meta) is not TensorDictNode
+            or inner.meta.legacy_no_collection_records
+        ):
             return None
-        return ch.tensordict_children(self.store, node.path, inner.dirkey, inner.meta,
-                                      self.make_collection, robust=self.robust,
-                                      plain_leaf=_pair)
+        return ch.tensordict_children(
+            self.store,
+            node.path,
+            inner.dirkey,
+            inner.meta,
+            self.make_collection,
+            robust=self.robust,
+            plain_leaf=_pair,
+        )
 
-    def _walked_collection(self, path: NestedPath, dirkey: str | None,
-                           type_hint: str | None) -> Node:
+    def _walked_collection(
+        self, path: NestedPath, dirkey: str | None, type_hint: str | None
+    ) -> Node:
         return self.make_collection(path, dirkey, type_hint, walking=True)
 
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
@@ -324,8 +348,9 @@ class Checkpoint:
             return None
         make = self.make_collection
         if isinstance(meta, TensorDictNode):
-            found = ch.tensordict_child(self.store, node.path, dirkey, meta, key, make,
-                                        robust=self.robust)
+            found = ch.tensordict_child(
+                self.store, node.path, dirkey, meta, key, make, robust=self.robust
+            )
             if found is None and meta.legacy_no_collection_records:
                 return next((c for c in self.children(node) if c.key == key), None)
             return found
@@ -333,20 +358,20 @@ class Checkpoint:
             inner = self.inner(node)
             if inner is not None and isinstance(inner.meta, TensorDictNode):
                 assert inner.dirkey is not None
-                found = ch.tensordict_child(self.store, node.path, inner.dirkey, inner.meta,
-                                            key, make, robust=self.robust)
+                found = ch.tensordict_child(
+                    self.store, node.path, inner.dirkey, inner.meta, key, make, robust=self.robust
+                )
                 if found is not None:
                     return found
             elif inner is not None and inner.dirkey is not None and ch.has_members(inner.meta):
-                found = ch.member_child(self.store, node.path, inner.dirkey, key, make,
-                                        node.lookup_cache)
+                found = ch.member_child(
+                    self.store, node.path, inner.dirkey, key, make, node.lookup_cache
+                )
                 if found is not None:
                     return found
-            return next((c for c in ch.json_field_children(node.path, meta) if c.key == key),
-                        None)
+            return next((c for c in ch.json_field_children(node.path, meta) if c.key == key), None)
         if ch.has_members(meta):
-            return ch.member_child(self.store, node.path, dirkey, key, make,
-                                   node.lookup_cache)
+            return ch.member_child(self.store, node.path, dirkey, key, make, node.lookup_cache)
         if ch.has_source(meta) and key == ch.VIEW_SOURCE:
             return self._read_children(node)[0]
         return None
@@ -393,8 +418,9 @@ class Checkpoint:
                 record = meta.entry(key)
             elif isinstance(meta, dict):
                 try:
-                    record = ancestor_entry(meta, key, self.store.display(
-                        join_key(dirkey, "meta.json")))
+                    record = ancestor_entry(
+                        meta, key, self.store.display(join_key(dirkey, "meta.json"))
+                    )
                 except TDViewError:
                     return None
             else:
@@ -436,21 +462,29 @@ class Checkpoint:
             return []
         make = self.make_collection
         if isinstance(meta, TensorDictNode):
-            return list(ch.tensordict_children(self.store, node.path, dirkey, meta, make,
-                                               robust=self.robust))
+            return list(
+                ch.tensordict_children(
+                    self.store, node.path, dirkey, meta, make, robust=self.robust
+                )
+            )
         if isinstance(meta, TensorclassNode):
             inner = self.inner(node)
             fields = list(ch.json_field_children(node.path, meta))
             if inner is not None and inner.dirkey is not None and ch.has_members(inner.meta):
                 # over a lazy stack (a stacked torchrl History): the stack's members,
                 # shown on the tensorclass as its fields are
-                return list(ch.member_children(self.store, node.path, inner.dirkey,
-                                               make)) + fields
+                return list(ch.member_children(self.store, node.path, inner.dirkey, make)) + fields
             if inner is None or not isinstance(inner.meta, TensorDictNode):
                 return fields
             assert inner.dirkey is not None
-            return list(ch.tensordict_children(self.store, node.path, inner.dirkey, inner.meta,
-                                               make, robust=self.robust)) + fields
+            return (
+                list(
+                    ch.tensordict_children(
+                        self.store, node.path, inner.dirkey, inner.meta, make, robust=self.robust
+                    )
+                )
+                + fields
+            )
         if ch.has_members(meta):
             return list(ch.member_children(self.store, node.path, dirkey, make))
         if ch.has_source(meta):
@@ -534,9 +568,18 @@ class Checkpoint:
 
     # -- loading (tdview.load; imported on first use: load stands on the index) -----
 
-    def load(self, subpath: object = None, device: Any = None, non_blocking: bool = False, *,
-             out: Any = None, mode: str | None = None, num_threads: int = 0,
-             allow_pickle: bool | None = None, progress: Any = None) -> Any:
+    def load(
+        self,
+        subpath: object = None,
+        device: Any = None,
+        non_blocking: bool = False,
+        *,
+        out: Any = None,
+        mode: str | None = None,
+        num_threads: int = 0,
+        allow_pickle: bool | None = None,
+        progress: Any = None,
+    ) -> Any:
         """Load the tensordict at ``subpath`` (the root by default), as
         :func:`tdview.load_memmap` does, reusing this index: the metadata already read is
         not read again, so a later load costs only its own subtree.
@@ -550,9 +593,17 @@ class Checkpoint:
         """
         from ..load._api import load_checkpoint
 
-        return load_checkpoint(self, subpath, device, non_blocking, out=out, mode=mode,
-                               num_threads=num_threads, allow_pickle=allow_pickle,
-                               progress=progress)
+        return load_checkpoint(
+            self,
+            subpath,
+            device,
+            non_blocking,
+            out=out,
+            mode=mode,
+            num_threads=num_threads,
+            allow_pickle=allow_pickle,
+            progress=progress,
+        )
 
     def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:
         """Load one tensor leaf (a ``torch.Tensor``; copy-on-write with the default ``"r"``).

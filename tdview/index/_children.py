@@ -43,7 +43,8 @@ Folder = tuple[NestedPath, "str | None", "str | None"]
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
 # repeats its keys (``weight``, ``0``, ``w1``...) in every level. Bounded.
 _NAMES: dict[tuple[bool, bool], dict[str, tuple[str, ...]]] = {
-    (robust, collection): {} for robust in (False, True) for collection in (False, True)}
+    (robust, collection): {} for robust in (False, True) for collection in (False, True)
+}
 _NAMES_SIZE = 4096
 _NO_FILES: frozenset[str] = frozenset()
 
@@ -72,8 +73,9 @@ def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[st
     return None, first
 
 
-def collection_dir(store: Store, dirkey: str, key: str, *, robust: bool,
-                   dirs: Collection[str] = _NO_FILES) -> str | None:
+def collection_dir(
+    store: Store, dirkey: str, key: str, *, robust: bool, dirs: Collection[str] = _NO_FILES
+) -> str | None:
     """Find a collection's folder (robust name first, then the safe legacy name); a name
     among ``dirs`` (the folder's plain sub-directories, when known) needs no probe. A
     name the store refuses (``a/./b``, ``..``) counts as absent."""
@@ -99,8 +101,9 @@ def _exists(probe: Callable[[str], bool], key: str) -> bool:
         return False
 
 
-def _plain_leaf_file(is_file: Callable[[str], bool], files: Collection[str],
-                     prefix: str, names: tuple[str, ...]) -> str | None:
+def _plain_leaf_file(
+    is_file: Callable[[str], bool], files: Collection[str], prefix: str, names: tuple[str, ...]
+) -> str | None:
     """The store key of the first candidate name that exists: looked up in the folder's
     listing (``files``) first, then asked of the store; a refused name counts as absent."""
     for name in names:
@@ -109,15 +112,22 @@ def _plain_leaf_file(is_file: Callable[[str], bool], files: Collection[str],
     return None
 
 
-def _folder_facts(store: Store, dirkey: str, robust: bool, wanted: int) -> tuple[
-        Callable[[str], bool], Collection[str], Collection[str], str, dict[str, tuple[str, ...]]]:
+def _folder_facts(
+    store: Store, dirkey: str, robust: bool, wanted: int
+) -> tuple[
+    Callable[[str], bool], Collection[str], Collection[str], str, dict[str, tuple[str, ...]]
+]:
     """What a walk of a TensorDict folder's entries needs: the store's file test, the
     folder's listed files and sub-folders (``wanted``, the number of entries, lets the
     store probe a few names rather than list), the key prefix of its entries, and the
     cache of leaf file names for ``robust``."""
-    return (store.is_file, store.plain_files(dirkey, wanted) or _NO_FILES,
-            store.plain_dirs(dirkey, wanted) or _NO_FILES, dirkey + "/" if dirkey else "",
-            _NAMES[robust, False])
+    return (
+        store.is_file,
+        store.plain_files(dirkey, wanted) or _NO_FILES,
+        store.plain_dirs(dirkey, wanted) or _NO_FILES,
+        dirkey + "/" if dirkey else "",
+        _NAMES[robust, False],
+    )
 
 
 def tensordict_children(
@@ -135,8 +145,9 @@ def tensordict_children(
     ``plain_leaf``, if given, stands for a plain leaf whose file exists: what it returns
     for ``(record, file)`` comes instead of a node (a loader needs nothing more).
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust,
-                                                             len(meta.entries))
+    is_file, files, dirs, prefix, leaf_names = _folder_facts(
+        store, dirkey, robust, len(meta.entries)
+    )
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord and not record.is_nested:
@@ -173,8 +184,9 @@ def tensordict_totals(
     :data:`Folder` ``(path, folder key or None when missing, type hint)`` for each
     collection.
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(store, dirkey, robust,
-                                                             len(meta.entries))
+    is_file, files, dirs, prefix, leaf_names = _folder_facts(
+        store, dirkey, robust, len(meta.entries)
+    )
     nbytes = numel = leaves = 0
     by_dtype: dict[str, int] = {}
     rest: list[Node | Folder] = []
@@ -194,9 +206,13 @@ def tensordict_totals(
             else:
                 rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
         else:
-            rest.append(((*path, key), collection_dir(store, dirkey, key, robust=robust,
-                                                      dirs=dirs),
-                         record.type_hint))  # type: ignore[union-attr]
+            rest.append(
+                (
+                    (*path, key),
+                    collection_dir(store, dirkey, key, robust=robust, dirs=dirs),
+                    record.type_hint,  # type: ignore[union-attr]
+                )
+            )
     return nbytes, numel, leaves, by_dtype, rest
 
 
@@ -226,8 +242,14 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
     if record.is_nested:
         # the sizes file sits next to the data file; tensordict writes it even when every
         # element is empty, a case where it writes no data file
-        stems = [file] if file is not None else [
-            join_key(dirkey, name) for name in _names(record.key, robust=robust, collection=False)]
+        stems = (
+            [file]
+            if file is not None
+            else [
+                join_key(dirkey, name)
+                for name in _names(record.key, robust=robust, collection=False)
+            ]
+        )
         for stem in stems:
             sizes = stem[: -len(".memmap")] + ".shape.memmap"
             if _exists(store.is_file, sizes):
@@ -237,15 +259,24 @@ def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, ro
             sizes = file[: -len(".memmap")] + ".shape.memmap"
             node.problems.append(f"the sizes file {store.display(sizes)} of nested leaf is missing")
     if file is None and node.sizes_file is not None:
-        node.problems.append(f"the file {store.display(tried)} is missing (tensordict writes "
-                             "none when every element of a nested tensor is empty)")
+        node.problems.append(
+            f"the file {store.display(tried)} is missing (tensordict writes "
+            "none when every element of a nested tensor is empty)"
+        )
     elif file is None and (record.is_nested or (record.numel or 0) > 0):
         node.problems.append(_absence(store, tried))
     return node
 
 
-def _collection(store: Store, path: NestedPath, dirkey: str, record: CollectionRecord,
-                make: MakeCollection, robust: bool, dirs: Collection[str] = _NO_FILES) -> Node:
+def _collection(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    record: CollectionRecord,
+    make: MakeCollection,
+    robust: bool,
+    dirs: Collection[str] = _NO_FILES,
+) -> Node:
     """The node of a collection entry; when its folder is not found and the store refuses
     it (a symlink out of the checkpoint, a loop...), its problem says why."""
     key = record.key
@@ -256,8 +287,9 @@ def _collection(store: Store, path: NestedPath, dirkey: str, record: CollectionR
         tried = join_key(dirkey, names[0])
         reason = _refusal(store.list_dir, tried)
         if reason is not None:
-            node.problems[:] = [Refusal(f"its folder {store.display(tried)} cannot be read: "
-                                        f"{reason}", reason.error)]
+            node.problems[:] = [
+                Refusal(f"its folder {store.display(tried)} cannot be read: {reason}", reason.error)
+            ]
     return node
 
 
@@ -303,8 +335,14 @@ def member_children(
         i += 1
 
 
-def member_child(store: Store, path: NestedPath, dirkey: str, key: str,
-                 make: MakeCollection, known: Collection[str] = ()) -> Node | None:
+def member_child(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    key: str,
+    make: MakeCollection,
+    known: Collection[str] = (),
+) -> Node | None:
     """Member ``key`` (``"0"``, ``"1"``...) of a lazy stack, if it is before the first gap.
 
     ``known``: members found before, whose folders (and those before them) need no check
@@ -323,8 +361,13 @@ def member_child(store: Store, path: NestedPath, dirkey: str, key: str,
 def json_field_children(path: NestedPath, meta: TensorclassNode) -> Iterator[Node]:
     """A tensorclass's non-tensor fields kept in its own ``meta.json`` (older writers)."""
     for key, value in meta.non_tensor.items():
-        yield Node(path=path + (key,), kind=NON_TENSOR, value=value, has_value=True,
-                   type_hint="NonTensorData")
+        yield Node(
+            path=path + (key,),
+            kind=NON_TENSOR,
+            value=value,
+            has_value=True,
+            type_hint="NonTensorData",
+        )
 
 
 def has_members(meta: object) -> bool:

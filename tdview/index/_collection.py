@@ -142,7 +142,8 @@ class Collection(Checkpoint):
                     if len(entries) == MAX_ENTRIES:
                         node.problems.append(
                             f"{real} holds more than {MAX_ENTRIES:,} entries: the rest are "
-                            "not shown")
+                            "not shown"
+                        )
                         break
                     if not entry.name.startswith("."):
                         entries.append(entry)
@@ -177,8 +178,13 @@ class Collection(Checkpoint):
             return Node(path=path, kind=PICKLE_FILE, file=key)
         if lower.endswith(".memmap"):
             size = _file_size(self.store, key)
-            return Node(path=path, kind=LEAF, file=key, type_hint=RAW_MEMMAP,
-                        record=_raw_record(name, "torch.uint8", (size,)))
+            return Node(
+                path=path,
+                kind=LEAF,
+                file=key,
+                type_hint=RAW_MEMMAP,
+                record=_raw_record(name, "torch.uint8", (size,)),
+            )
         return None
 
     def side_value(self, node: Node) -> Any:
@@ -219,8 +225,10 @@ class Collection(Checkpoint):
 
     def _total(self, node: Node) -> Rollup:
         if not self.is_own(node):
-            raise SubpathError(f"{show_path(node.path)!r} is a node of a member of {self.path}:"
-                               " total it with that member (Collection.locate)")
+            raise SubpathError(
+                f"{show_path(node.path)!r} is a node of a member of {self.path}:"
+                " total it with that member (Collection.locate)"
+            )
         if node.kind == LEAF:
             return rollup(self, node)
         if node.kind == MEMBER:
@@ -249,15 +257,16 @@ class Collection(Checkpoint):
         """
         node = where if isinstance(where, Node) else self.own_node(normalize_subpath(where))
         if node is None or node.kind != MEMBER:
-            raise SubpathError(f"{show_path(getattr(node, 'path', ()))!r} in {self.path} "
-                               "is not a checkpoint of the collection.")
+            raise SubpathError(
+                f"{show_path(getattr(node, 'path', ()))!r} in {self.path} "
+                "is not a checkpoint of the collection."
+            )
         key = node.dirkey if node.dirkey is not None else node.file
         assert key is not None
         found = self._members.get(key)
         if found is None:
             try:
-                found = Checkpoint(os.path.join(self.store.root, key),
-                                   robust_key=self._robust_key)
+                found = Checkpoint(os.path.join(self.store.root, key), robust_key=self._robust_key)
             except (TDViewError, OSError) as error:
                 found = error
                 node.problems.append(str(error))
@@ -314,7 +323,8 @@ class Collection(Checkpoint):
     def is_own(self, node: Node) -> bool:
         """Whether ``node`` belongs to the collection's own tree (not to a member)."""
         return node.kind in (COLLECTION, FOLDER, MEMBER, JSON_FILE, PICKLE_FILE) or (
-            node.type_hint == RAW_MEMMAP)
+            node.type_hint == RAW_MEMMAP
+        )
 
     # -- the Checkpoint interface, routed -----------------------------------------------
 
@@ -385,8 +395,9 @@ class Collection(Checkpoint):
             if child.kind == FOLDER and len(child.path) < MAX_DEPTH:
                 stack.append(iter(self._own_children(child)))
 
-    def search(self, pattern: str, *, limit: int = 1000, under: object = ()
-               ) -> tuple[list[NestedPath], bool]:
+    def search(
+        self, pattern: str, *, limit: int = 1000, under: object = ()
+    ) -> tuple[list[NestedPath], bool]:
         """:func:`tdview.index.search` over the collection: the names of its own nodes,
         and each member's keys (the member's path first), depth-first:
         ``(matches, truncated)``."""
@@ -396,8 +407,9 @@ class Collection(Checkpoint):
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""
         return [node for node in self.walk_own() if node.kind == MEMBER]
 
-    def load(self, subpath: object = None, device: Any = None, non_blocking: bool = False,
-             **kwargs: Any) -> Any:
+    def load(
+        self, subpath: object = None, device: Any = None, non_blocking: bool = False, **kwargs: Any
+    ) -> Any:
         """Load a member's subtree: ``subpath`` must reach a member (or a node in one).
 
         Examples
@@ -414,8 +426,10 @@ class Collection(Checkpoint):
         if owner is not self:
             return owner.load_leaf(inner, device=device, mode=mode)
         if mode == "r+":
-            raise SubpathError(f"{self.store.display('/'.join(inner))} is a side file of a "
-                               "collection: tdview maps it read-only (mode='r' or None).")
+            raise SubpathError(
+                f"{self.store.display('/'.join(inner))} is a side file of a "
+                "collection: tdview maps it read-only (mode='r' or None)."
+            )
         return super().load_leaf(inner, device=device, mode=mode)
 
     def not_loadable(self, path: NestedPath) -> str:
@@ -425,10 +439,14 @@ class Collection(Checkpoint):
         below = [] if node is None else [n for n in self.walk_own(node) if n.kind == MEMBER]
         names = [show_path(m.path) for m in below[:8]]
         if node is not None and node.kind in (JSON_FILE, PICKLE_FILE):
-            return (f"{where} is a side file of a folder of checkpoints, not a tensordict: "
-                    "read it with json.load or (if you trust it) pickle.load.")
-        return (f"{where} is a folder of checkpoints, not one tensordict: load one of its "
-                f"checkpoints ({', '.join(names) or 'none found'}).")
+            return (
+                f"{where} is a side file of a folder of checkpoints, not a tensordict: "
+                "read it with json.load or (if you trust it) pickle.load."
+            )
+        return (
+            f"{where} is a folder of checkpoints, not one tensordict: load one of its "
+            f"checkpoints ({', '.join(names) or 'none found'})."
+        )
 
 
 def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
@@ -436,9 +454,11 @@ def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
     found = list(islice((n for n in coll.walk_own() if n.kind == MEMBER), 9))
     names = ", ".join(show_path(n.path) for n in found[:8]) + (", ..." if len(found) > 8 else "")
     if found:
-        text = (f"{coll.path} is not a checkpoint but a folder holding checkpoints: {names}. "
-                f"Load one of them (tdview.load_memmap({os.path.join(coll.path, *found[0].path)!r}"
-                "), or browse the folder with tdview.Checkpoint or TDView.")
+        text = (
+            f"{coll.path} is not a checkpoint but a folder holding checkpoints: {names}. "
+            f"Load one of them (tdview.load_memmap({os.path.join(coll.path, *found[0].path)!r}"
+            "), or browse the folder with tdview.Checkpoint or TDView."
+        )
     else:
         text = f"{coll.path} is not a checkpoint, and no checkpoint was found in it."
     return NotACheckpointFolderError(os.path.join(coll.path, "meta.json"), text)
@@ -450,8 +470,10 @@ def read_side_json(store: DirectoryStore, key: str) -> Any:
     where = store.display(key)
     size = store.entry(key).size
     if size > MAX_SIDE_JSON:
-        raise ValueError(f"{where} is {size:,} bytes: larger than the {MAX_SIDE_JSON:,} "
-                         "bytes tdview reads of a side JSON file")
+        raise ValueError(
+            f"{where} is {size:,} bytes: larger than the {MAX_SIDE_JSON:,} "
+            "bytes tdview reads of a side JSON file"
+        )
     data = store.read_bytes(key, MAX_SIDE_JSON)
     if json_depth(data) > DEFAULT_MAX_DEPTH:
         raise ValueError(f"{where} nests deeper than {DEFAULT_MAX_DEPTH} levels")
@@ -478,8 +500,7 @@ def _file_size(store: DirectoryStore, key: str) -> int:
 
 
 def _raw_record(name: str, dtype: str, shape: tuple[int, ...]) -> LeafRecord:
-    return LeafRecord(key=name, dtype=DTYPES[dtype], shape=shape, is_nested=False,
-                      device=None)
+    return LeafRecord(key=name, dtype=DTYPES[dtype], shape=shape, is_nested=False, device=None)
 
 
 def _describe_raw_arrays(store: DirectoryStore, dirkey: str, children: list[Node]) -> None:
@@ -505,15 +526,17 @@ def _describe_raw_arrays(store: DirectoryStore, dirkey: str, children: list[Node
         if not isinstance(value, dict):
             continue
         capacity = value.get("_max_capacity")
-        if side.key == "sampler_metadata.json" and isinstance(capacity, (int, float)) and (
-                capacity == int(capacity) and capacity >= 0):
+        if (
+            side.key == "sampler_metadata.json"
+            and isinstance(capacity, (int, float))
+            and (capacity == int(capacity) and capacity >= 0)
+        ):
             for stem in ("sumtree", "mintree"):
                 described[stem] = ("torch.float64", (int(capacity),), side.key)
         for stem, spec in value.items():
             if isinstance(spec, dict) and spec.get("dtype") in DTYPES:
                 shape = spec.get("shape")
-                if isinstance(shape, list) and all(
-                        type(d) is int and d >= 0 for d in shape):
+                if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape):
                     described[stem] = (spec["dtype"], tuple(shape), side.key)
     for raw in raws:
         stem = raw.key[: -len(".memmap")]
@@ -528,4 +551,5 @@ def _describe_raw_arrays(store: DirectoryStore, dirkey: str, children: list[Node
             raw.problems.append(
                 f"{store.display(raw.file or '')}: {source} describes it as {dtype} "
                 f"{list(shape)} ({record.nbytes:,} bytes) but the file holds {size:,} "
-                "bytes; shown as raw bytes")
+                "bytes; shown as raw bytes"
+            )

@@ -69,20 +69,23 @@ def nested_batch_problems(ckpt: Checkpoint, node: Node, children: list[Node]) ->
     batch, dims = meta.batch_size, len(meta.batch_size)
     for child in children:
         child_meta = child.meta
-        if (isinstance(child_meta, (TensorDictNode, ViewNode))
-                and child_meta.batch_size is not None
-                and child_meta.batch_size[:dims] != batch):
+        if (
+            isinstance(child_meta, (TensorDictNode, ViewNode))
+            and child_meta.batch_size is not None
+            and child_meta.batch_size[:dims] != batch
+        ):
             where = ckpt.store.display(join_key(child.dirkey or "", "meta.json"))
             child.problems.append(
                 f'{where}: {show_path(child.path)!r}: field "shape" is '
                 f"{list(child_meta.batch_size)}, which does not start with the batch size "
-                f"{list(batch)} of its parent {show_path(node.path)!r}")
+                f"{list(batch)} of its parent {show_path(node.path)!r}"
+            )
 
 
-def _stack_problem(ckpt: Checkpoint, node: Node, meta: LazyStackNode | NonTensorStackNode
-                   ) -> str | None:
-    if meta.stack_dim is None or (isinstance(meta, NonTensorStackNode)
-                                  and not meta.members_lazy):
+def _stack_problem(
+    ckpt: Checkpoint, node: Node, meta: LazyStackNode | NonTensorStackNode
+) -> str | None:
+    if meta.stack_dim is None or (isinstance(meta, NonTensorStackNode) and not meta.members_lazy):
         return None  # rebuilt from its values with stack_dim 0 (tensordict ignores it)
     members = ckpt.children(node)
     if not members:
@@ -93,8 +96,10 @@ def _stack_problem(ckpt: Checkpoint, node: Node, meta: LazyStackNode | NonTensor
     dims = len(batch)
     if -(dims + 1) <= meta.stack_dim <= dims:
         return None
-    return (f'field "stack_dim" is {meta.stack_dim}, out of range for members of {dims} '
-            f"batch dim{'' if dims == 1 else 's'} (from {-(dims + 1)} to {dims})")
+    return (
+        f'field "stack_dim" is {meta.stack_dim}, out of range for members of {dims} '
+        f"batch dim{'' if dims == 1 else 's'} (from {-(dims + 1)} to {dims})"
+    )
 
 
 def _source_batch(ckpt: Checkpoint, node: Node) -> tuple[int, ...] | None:
@@ -147,14 +152,19 @@ def _view_problem(meta: ViewNode, batch: tuple[int, ...] | None) -> str | None:
         numel = prod(batch)
         free = [s for s in size if s == -1]
         known = prod(s for s in size if s != -1)
-        if any(s < -1 for s in size) or len(free) > 1 or (
-                known != numel if not free else known == 0 or numel % known):
+        if (
+            any(s < -1 for s in size)
+            or len(free) > 1
+            or (known != numel if not free else known == 0 or numel % known)
+        ):
             return f"{field}: size {list(size)} does not hold the {numel} items of {list(batch)}"
         result = tuple(numel // known if s == -1 else s for s in size)
     if -1 in batch or result is None or meta.batch_size is None or meta.batch_size == result:
         return None
-    return (f'field "shape" is {list(meta.batch_size)}, but {op} of its source\'s batch '
-            f"{list(batch)} is {list(result)}")
+    return (
+        f'field "shape" is {list(meta.batch_size)}, but {op} of its source\'s batch '
+        f"{list(batch)} is {list(result)}"
+    )
 
 
 def _sub_problem(meta: SubTensorDictNode, batch: tuple[int, ...]) -> str | None:

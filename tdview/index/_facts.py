@@ -98,11 +98,15 @@ def size_problems(store: Store, node: Node) -> list[str]:
         return []
     need, have = record.nbytes, entry.size
     if store.kind == "directory" and have < need:
-        return [f"{entry.display} has {have} bytes but shape {list(record.shape)} of "
-                f"{record.dtype.name} needs {need} bytes"]
+        return [
+            f"{entry.display} has {have} bytes but shape {list(record.shape)} of "
+            f"{record.dtype.name} needs {need} bytes"
+        ]
     if store.kind == "archive" and have != need:
-        return [f"{entry.display} holds {have} bytes but shape {list(record.shape)} of "
-                f"{record.dtype.name} needs exactly {need} bytes"]
+        return [
+            f"{entry.display} holds {have} bytes but shape {list(record.shape)} of "
+            f"{record.dtype.name} needs exactly {need} bytes"
+        ]
     if entry.encrypted:
         return [f"{entry.display} is encrypted"]
     if store.kind == "archive":
@@ -132,8 +136,17 @@ def leaf_storage(store: Store, node: Node) -> LeafStorage:
         cost = COPY
     else:
         cost = MAP
-    return LeafStorage(entry.display, offset, entry.size, entry.stored_size, entry.compression,
-                       entry.crc32, cost, entry.stored_size, entry.link)
+    return LeafStorage(
+        entry.display,
+        offset,
+        entry.size,
+        entry.stored_size,
+        entry.compression,
+        entry.crc32,
+        cost,
+        entry.stored_size,
+        entry.link,
+    )
 
 
 def pickle_key(node: Node) -> str | None:
@@ -177,8 +190,9 @@ def described_pickle(store: Store, dirkey: str) -> dict[str, str] | None:
     types_key = join_key(dirkey, "json_types.json")
     if not store.is_file(types_key):
         return None
-    types = parse_json_types(store.read_bytes(types_key, MAX_JSON_TYPES_BYTES),
-                             store.display(types_key))
+    types = parse_json_types(
+        store.read_bytes(types_key, MAX_JSON_TYPES_BYTES), store.display(types_key)
+    )
     pickle_key = join_key(dirkey, "other.pickle")
     if store.entry(pickle_key).size > MAX_DESCRIBED_PICKLE_BYTES:
         return None

@@ -132,8 +132,9 @@ def _body(tokens: Sequence[tuple[str, object]], sep: str) -> str:
                 parts.append(".*")
         else:
             negated, members = cast("tuple[bool, list[tuple[str, str]]]", value)
-            ranges = "".join(re.escape(a) if a == b else f"{re.escape(a)}-{re.escape(b)}"
-                             for a, b in members)
+            ranges = "".join(
+                re.escape(a) if a == b else f"{re.escape(a)}-{re.escape(b)}" for a, b in members
+            )
             if negated:
                 parts.append(f"[^{ranges}{s}]")
             else:
@@ -200,9 +201,15 @@ class _GlobSide:
         self.foreign = other if any(t == ("lit", other) for t in tokens) else ""
         # where to split: the last separator that the spelling must hold (not one that
         # ``a**/`` makes optional; ``**/`` at the start keeps the split exact)
-        cut = max((i for i, t in enumerate(tokens) if t == ("lit", sep) and (
-            i <= 1 or tokens[i - 1] != ("any", None))), default=-1)
-        last = tokens[cut + 1:]
+        cut = max(
+            (
+                i
+                for i, t in enumerate(tokens)
+                if t == ("lit", sep) and (i <= 1 or tokens[i - 1] != ("any", None))
+            ),
+            default=-1,
+        )
+        last = tokens[cut + 1 :]
         self.head: re.Pattern[str] | None = None
         self.last: object = None
         if last == [("any", None)]:  # ``a/**`` (a subtree) or ``**`` (everything)
@@ -295,8 +302,7 @@ class Keys:
         """Indices of the keys that end with ``tail``."""
         found = self._ending.get(tail)
         if found is None:
-            found = self._ending[tail] = [i for i, k in enumerate(self.lower)
-                                          if k.endswith(tail)]
+            found = self._ending[tail] = [i for i, k in enumerate(self.lower) if k.endswith(tail)]
         return found
 
     def holding(self, char: str) -> list[int]:
@@ -324,9 +330,21 @@ class Matcher:
     [0]
     """
 
-    __slots__ = ("_dot", "_dot_head", "_dot_last", "_glob", "_memo", "_needle", "_slash",
-                 "_slash_anchor", "_slash_head", "_slash_last", "_suffixed", "empty",
-                 "pattern")
+    __slots__ = (
+        "_dot",
+        "_dot_head",
+        "_dot_last",
+        "_glob",
+        "_memo",
+        "_needle",
+        "_slash",
+        "_slash_anchor",
+        "_slash_head",
+        "_slash_last",
+        "_suffixed",
+        "empty",
+        "pattern",
+    )
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -371,8 +389,9 @@ class Matcher:
             return bool(self._glob[0].full.search(slash) or self._glob[1].full.search(dot))
         if self._needle in lower[-1]:
             return True
-        if self._slash is not None and (slash == self._slash if self._slash_anchor
-                                        else slash.endswith(self._slash)):
+        if self._slash is not None and (
+            slash == self._slash if self._slash_anchor else slash.endswith(self._slash)
+        ):
             return True
         return self._dot is not None and dot.endswith(self._dot)
 
@@ -398,9 +417,11 @@ class Matcher:
             flags = (ok_slash, ok_dot)
             # a side that is not split depends on the parent through the keys that end
             # as it does: none, and it does not
-            memo = keys.plain and (
-                by_slash.split or not ok_slash or not keys.ending(by_slash.tail)) and (
-                by_dot.split or not ok_dot or not keys.ending(by_dot.tail))
+            memo = (
+                keys.plain
+                and (by_slash.split or not ok_slash or not keys.ending(by_slash.tail))
+                and (by_dot.split or not ok_dot or not keys.ending(by_dot.tail))
+            )
         else:
             flags = self._ends(slash, dot) if self._suffixed else _NO_ENDS
             memo = keys.plain
@@ -431,8 +452,7 @@ class Matcher:
             ok_dot = dot.endswith(self._dot_head)
         return ok_slash, ok_dot
 
-    def _plain_hits(self, keys: Keys, slash: str, dot: str, ends: tuple[bool, bool]
-                    ) -> list[int]:
+    def _plain_hits(self, keys: Keys, slash: str, dot: str, ends: tuple[bool, bool]) -> list[int]:
         lower, needle = keys.lower, self._needle
         held = "/" if "/" in needle else "." if "." in needle else ""
         candidates = keys.holding(held) if held else range(len(lower))
@@ -440,8 +460,7 @@ class Matcher:
         more = self._suffix_hits(keys, slash, dot, ends)
         return sorted(set(hits).union(more)) if more else hits
 
-    def _suffix_hits(self, keys: Keys, slash: str, dot: str, ends: tuple[bool, bool]
-                     ) -> list[int]:
+    def _suffix_hits(self, keys: Keys, slash: str, dot: str, ends: tuple[bool, bool]) -> list[int]:
         """The keys matched by the subpath and state_dict rules of a plain pattern: a key
         without the separator must be the pattern's last part (and the parent must end
         with the rest: ``ends``); a key holding it takes the whole test."""

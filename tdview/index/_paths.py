@@ -56,8 +56,10 @@ def show_path(path: NestedPath) -> str:
     """
     if not path:
         return "<root>"
-    text = "/".join(key if len(key) <= MAX_SHOWN_KEY else key[:MAX_SHOWN_KEY] + "…"
-                    for key in path[:MAX_SHOWN_PATH])
+    text = "/".join(
+        key if len(key) <= MAX_SHOWN_KEY else key[:MAX_SHOWN_KEY] + "…"
+        for key in path[:MAX_SHOWN_PATH]
+    )
     return text if len(text) <= MAX_SHOWN_PATH else text[:MAX_SHOWN_PATH] + "…"
 
 

@@ -75,15 +75,19 @@ def parse_storage_len(data: bytes, where: str) -> int:
     obj = parse_meta_json(data, where)
     found = obj.get("len")
     if type(found) is not int:
-        raise CheckpointFormatError(f"{where}: \"len\" must be an integer (rows written), "
-                                    f"got {_short(found)}")
+        raise CheckpointFormatError(
+            f'{where}: "len" must be an integer (rows written), got {_short(found)}'
+        )
     pytree = obj.get("is_pytree", False)
     if pytree is not False:
-        raise CheckpointFormatError(f"{where}: \"is_pytree\" is {_short(pytree)}, but this "
-                                    "folder is a tensordict (it has a meta.json)")
+        raise CheckpointFormatError(
+            f'{where}: "is_pytree" is {_short(pytree)}, but this '
+            "folder is a tensordict (it has a meta.json)"
+        )
     if not isinstance(obj.get("metadata", {}), dict):
-        raise CheckpointFormatError(f"{where}: \"metadata\" must be an object, got "
-                                    f"{_short(obj['metadata'])}")
+        raise CheckpointFormatError(
+            f'{where}: "metadata" must be an object, got {_short(obj["metadata"])}'
+        )
     return found
 
 
@@ -125,13 +129,15 @@ def storage_rows(ckpt: Checkpoint, node: Node) -> StorageRows | None:
     if batch is None or any(d < 0 for d in batch):
         return None  # unknown, or ragged (-1): no row count to check against
     if not batch:
-        raise CheckpointFormatError(f"{where}: \"len\" is {written}, but the storage has no "
-                                    "batch dimension to count rows in")
+        raise CheckpointFormatError(
+            f'{where}: "len" is {written}, but the storage has no batch dimension to count rows in'
+        )
     limit = math.prod(batch)
     if written < 0 or written > limit:
         raise CheckpointFormatError(
-            f"{where}: \"len\" is {written}, outside [0, {limit}] (the storage's batch size "
-            f"is {list(batch)})")
+            f'{where}: "len" is {written}, outside [0, {limit}] (the storage\'s batch size '
+            f"is {list(batch)})"
+        )
     if len(batch) != 1:
         return None
     return StorageRows(written, batch[0], node.path, where)

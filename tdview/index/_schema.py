@@ -71,8 +71,13 @@ class SchemaEntry:
     def text(self) -> str:
         """``"next/obs: float32[-1, 4]"``; ``" (2 of 3 members)"`` for an exclusive key
         (``total`` members) is added by :func:`schema_lines`."""
-        what = (self.dtype.removeprefix("torch.") if self.dtype is not None
-                else "mixed dtypes" if self.kind == LEAF else self.class_name)
+        what = (
+            self.dtype.removeprefix("torch.")
+            if self.dtype is not None
+            else "mixed dtypes"
+            if self.kind == LEAF
+            else self.class_name
+        )
         shape = "[?]" if self.shape is None else "[" + ", ".join(map(str, self.shape)) + "]"
         return f"{'/'.join(self.key)}: {what}{shape}"
 
@@ -129,13 +134,13 @@ def stack_schema(ckpt: Checkpoint, node: Node, *, _depth: int = 0) -> list[Schem
 def schema_lines(entries: list[SchemaEntry], total: int) -> list[str]:
     """One line per entry; an exclusive key says how many of the ``total`` members
     hold it."""
-    return [entry.text() + ("" if entry.members == total
-                            else f" ({entry.members} of {total} members)")
-            for entry in entries]
+    return [
+        entry.text() + ("" if entry.members == total else f" ({entry.members} of {total} members)")
+        for entry in entries
+    ]
 
 
-def _member_facts(ckpt: Checkpoint, member: Node,
-                  depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
+def _member_facts(ckpt: Checkpoint, member: Node, depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
     """Every key below one member, depth-first in load order, with what it is there. A
     lazy stack (the member, or a node below it) gives its own schema's keys, stacked."""
     if depth < _MAX_STACK_DEPTH and stack_members(ckpt, member) is not None:
@@ -168,12 +173,15 @@ def _member_facts(ckpt: Checkpoint, member: Node,
             yield from _stacked_facts(ckpt, child, key, depth)
 
 
-def _stacked_facts(ckpt: Checkpoint, node: Node, prefix: NestedPath,
-                   depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
+def _stacked_facts(
+    ckpt: Checkpoint, node: Node, prefix: NestedPath, depth: int
+) -> Iterator[tuple[NestedPath, _Fact]]:
     """The keys of a lazy stack's schema under ``prefix``, with their stacked shapes."""
     found = stack_members(ckpt, node)
     assert found is not None
     count, dim = len(found[0]), found[1]
     for entry in stack_schema(ckpt, node, _depth=depth + 1) or ():
-        yield prefix + entry.key, (entry.kind, entry.class_name, entry.dtype,
-                                   entry.stacked_shape(count, dim))
+        yield (
+            prefix + entry.key,
+            (entry.kind, entry.class_name, entry.dtype, entry.stacked_shape(count, dim)),
+        )

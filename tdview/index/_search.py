@@ -107,12 +107,12 @@ def _folder_level(ckpt: Checkpoint, dirkey: str, meta: TensorDictNode) -> _Level
         if known is None or known[0] is not meta:
             order = meta.load_order
             keys = tuple(record.key for record in order)
-            subs = tuple(i for i, record in enumerate(order)
-                         if not isinstance(record, LeafRecord))
+            subs = tuple(i for i, record in enumerate(order) if not isinstance(record, LeafRecord))
             known = lowered[id(meta)] = (meta, keys, Keys([k.lower() for k in keys]), subs)
         _, keys, lower, subs = known
-        level = folders[dirkey] = _Level(keys, lower, subs, dirkey=dirkey, meta=meta,
-                                         below=[_UNRESOLVED] * len(subs))
+        level = folders[dirkey] = _Level(
+            keys, lower, subs, dirkey=dirkey, meta=meta, below=[_UNRESOLVED] * len(subs)
+        )
     return level
 
 
@@ -128,8 +128,13 @@ def _node_level(ckpt: Checkpoint, node: Node) -> _Level:
     children = tuple(ckpt.children(node)) if not node.is_leaf else ()
     keys = tuple(child.key for child in children)
     subs = tuple(i for i, child in enumerate(children) if not child.is_leaf)
-    level = _Level(keys, Keys([key.lower() for key in keys]), subs, nodes=children,
-                   below=[_UNRESOLVED] * len(subs))
+    level = _Level(
+        keys,
+        Keys([key.lower() for key in keys]),
+        subs,
+        nodes=children,
+        below=[_UNRESOLVED] * len(subs),
+    )
     by_node[id(node)] = (node, level)
     return level
 
@@ -147,8 +152,9 @@ def _sub_folder(ckpt: Checkpoint, dirkey: str, key: str) -> tuple[str, NodeMeta]
         except (TDViewError, OSError):
             pass  # not there, or not readable: as the index would find it
     store = ckpt.store
-    folder = collection_dir(store, dirkey, key, robust=ckpt.robust,
-                            dirs=store.plain_dirs(dirkey) or ())
+    folder = collection_dir(
+        store, dirkey, key, robust=ckpt.robust, dirs=store.plain_dirs(dirkey) or ()
+    )
     if folder is None:
         return None
     try:
@@ -188,8 +194,9 @@ class _Frame:
     sub: int = 0
 
 
-def _tree_batches(ckpt: Checkpoint, matcher: Matcher, start: Node,
-                  outer: NestedPath = ()) -> Iterator[Batch]:
+def _tree_batches(
+    ckpt: Checkpoint, matcher: Matcher, start: Node, outer: NestedPath = ()
+) -> Iterator[Batch]:
     """The matches below ``start`` (a node of ``ckpt``) in runs, their paths put under
     ``outer`` (a collection's path of the member ``ckpt``), depth-first in load order.
 
@@ -227,8 +234,7 @@ def _tree_batches(ckpt: Checkpoint, matcher: Matcher, start: Node,
             if below.subs:
                 cancel_point()  # a cancelled search stops here
                 frame.hit, frame.sub = h, s
-                stack.append(_Frame(below, (*path, keys[upto]), child_slash, child_dot,
-                                    found))
+                stack.append(_Frame(below, (*path, keys[upto]), child_slash, child_dot, found))
                 pushed = True
                 break
             if found:  # leaves only: their matches, nothing below them
@@ -267,9 +273,15 @@ def _batches(ckpt: Checkpoint, matcher: Matcher, under: object = ()) -> Iterator
             yield from _tree_batches(member, matcher, member.root, node.path)
 
 
-def search_page(ckpt: Checkpoint, pattern: str, *, offset: int = 0,
-                limit: int = DEFAULT_LIMIT, under: object = (), count: bool = True
-                ) -> SearchPage:
+def search_page(
+    ckpt: Checkpoint,
+    pattern: str,
+    *,
+    offset: int = 0,
+    limit: int = DEFAULT_LIMIT,
+    under: object = (),
+    count: bool = True,
+) -> SearchPage:
     """Matches ``offset`` to ``offset + limit`` of ``pattern`` below ``under``, and the
     number of all matches (or, with ``count=False``, a lower bound of it).
 
@@ -310,15 +322,16 @@ def search_page(ckpt: Checkpoint, pattern: str, *, offset: int = 0,
         for base, keys, hits in _batches(ckpt, matcher, under):
             n = len(hits)
             if seen < stop and seen + n > offset:
-                page.extend((*base, keys[i]) for i in hits[max(offset - seen, 0):stop - seen])
+                page.extend((*base, keys[i]) for i in hits[max(offset - seen, 0) : stop - seen])
             seen += n
             if early and seen > stop:
                 return SearchPage(pattern, offset, stop + 1, page, counted=False)
     return SearchPage(pattern, offset, seen, page)
 
 
-def iter_matches(ckpt: Checkpoint, pattern: str | Matcher, under: object = ()
-                 ) -> Iterator[NestedPath]:
+def iter_matches(
+    ckpt: Checkpoint, pattern: str | Matcher, under: object = ()
+) -> Iterator[NestedPath]:
     """The path of every match, in order (see :func:`search_page`), as they are found."""
     matcher = pattern if isinstance(pattern, Matcher) else Matcher(pattern)
     for base, keys, hits in _batches(ckpt, matcher, under):
@@ -326,8 +339,9 @@ def iter_matches(ckpt: Checkpoint, pattern: str | Matcher, under: object = ()
             yield (*base, keys[i])
 
 
-def search(ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
-           ) -> tuple[list[NestedPath], bool]:
+def search(
+    ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
+) -> tuple[list[NestedPath], bool]:
     """The first ``limit`` matches and whether more exist: ``(matches, truncated)``; it
     stops at the first match past ``limit`` (:func:`search_page` counts them all)."""
     found: list[NestedPath] = []
@@ -336,4 +350,3 @@ def search(ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object =
             return found, True
         found.append(path)
     return found, False
-

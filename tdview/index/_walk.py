@@ -153,14 +153,22 @@ def _plain(meta: object) -> TypeGuard[TensorDictNode]:
     return type(meta) is TensorDictNode and not meta.legacy_no_collection_records
 
 
-def _totals_frame(ckpt: Checkpoint, node: Node | None, path: NestedPath, cache_key: str | None,
-                  folder: str, meta: TensorDictNode, problems: int = 0,
-                  extra: Iterable[Node] = ()) -> _Frame:
+def _totals_frame(
+    ckpt: Checkpoint,
+    node: Node | None,
+    path: NestedPath,
+    cache_key: str | None,
+    folder: str,
+    meta: TensorDictNode,
+    problems: int = 0,
+    extra: Iterable[Node] = (),
+) -> _Frame:
     """A frame whose plain leaves are totalled at once from ``folder``'s ``meta``; the
     rollup is cached under ``cache_key`` (a tensorclass's own folder, for its inner
     TensorDict's entries) and ``extra`` children (its JSON fields) follow the rest."""
     nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
-        ckpt.store, path, folder, meta, robust=ckpt.robust)
+        ckpt.store, path, folder, meta, robust=ckpt.robust
+    )
     rest.extend(extra)
     return node, cache_key, iter(rest), Rollup(nbytes, numel, leaves, by_dtype, problems)
 
@@ -179,14 +187,29 @@ def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | N
 def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
     meta, dirkey, problems = node.meta, node.dirkey, len(node.problems)
     if dirkey is not None and _plain(meta) and node.children_cache is None:
-        return _totals_frame(ckpt, node, node.path, dirkey, dirkey, meta,  # type: ignore[arg-type]
-                             problems)
+        return _totals_frame(
+            ckpt,
+            node,
+            node.path,
+            dirkey,
+            dirkey,
+            meta,  # type: ignore[arg-type]
+            problems,
+        )
     if isinstance(meta, TensorclassNode) and node.children_cache is None:
         inner = ckpt.inner(node)
         if inner is not None and inner.dirkey is not None and _plain(inner.meta):
             # its fields: the inner TensorDict's entries, then the JSON fields
-            frame = _totals_frame(ckpt, node, node.path, dirkey, inner.dirkey,  # type: ignore[arg-type]
-                                  inner.meta, problems, json_field_children(node.path, meta))
+            frame = _totals_frame(
+                ckpt,
+                node,
+                node.path,
+                dirkey,
+                inner.dirkey,  # type: ignore[arg-type]
+                inner.meta,
+                problems,
+                json_field_children(node.path, meta),
+            )
             frame[3].add(_pickle_rollup(ckpt, node))
             return frame
     total = _pickle_rollup(ckpt, node)

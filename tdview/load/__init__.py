@@ -207,9 +207,17 @@ def load_memmap(
     """
     from ._api import load_memmap as _load_memmap
 
-    return _load_memmap(prefix, device, non_blocking, out=out, robust_key=robust_key,
-                        subpath=subpath, mode=mode, num_threads=num_threads,
-                        allow_pickle=allow_pickle)
+    return _load_memmap(
+        prefix,
+        device,
+        non_blocking,
+        out=out,
+        robust_key=robust_key,
+        subpath=subpath,
+        mode=mode,
+        num_threads=num_threads,
+        allow_pickle=allow_pickle,
+    )
 
 
 #: ``tdview.load`` is :func:`load_memmap`, as ``tensordict.load`` is its ``load_memmap``.

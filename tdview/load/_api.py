@@ -53,8 +53,9 @@ def load_memmap(
         ckpt.close()
         raise error
     try:
-        return _load(ckpt, subpath, device, non_blocking, out, mode, num_threads,
-                     allow_pickle, None)
+        return _load(
+            ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle, None
+        )
     finally:
         ckpt.close()
 
@@ -102,13 +103,22 @@ def load_checkpoint(
     check_mode(mode)
     check_allow_pickle(allow_pickle)
     check_out(out)
-    return _load(ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle,
-                 progress)
+    return _load(
+        ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
+    )
 
 
-def _load(ckpt: Checkpoint, subpath: Any, device: DeviceLike, non_blocking: bool, out: Any,
-          mode: str | None, num_threads: int, allow_pickle: bool | None,
-          progress: Callable[[tuple[str, ...]], object] | None) -> Any:
+def _load(
+    ckpt: Checkpoint,
+    subpath: Any,
+    device: DeviceLike,
+    non_blocking: bool,
+    out: Any,
+    mode: str | None,
+    num_threads: int,
+    allow_pickle: bool | None,
+    progress: Callable[[tuple[str, ...]], object] | None,
+) -> Any:
     """:func:`load_checkpoint` once ``mode``, ``allow_pickle`` and ``out`` are checked
     (:func:`load_memmap` checks them before it opens the checkpoint)."""
     if type(num_threads) is not int or num_threads < 0:
@@ -144,8 +154,13 @@ def _load(ckpt: Checkpoint, subpath: Any, device: DeviceLike, non_blocking: bool
     return result
 
 
-def _context(ckpt: Checkpoint, device: torch.device | None, mode: str | None,
-             allow_pickle: bool | None, progress: Any = None) -> LoadContext:
+def _context(
+    ckpt: Checkpoint,
+    device: torch.device | None,
+    mode: str | None,
+    allow_pickle: bool | None,
+    progress: Any = None,
+) -> LoadContext:
     """The state of one load; checks that an archive opened ``"r+"`` can be written."""
     # meta and fake tensors carry shapes only: no payload is read for them (a fake mode is
     # on the dispatch mode stack: an empty stack is answered without looking through it)
@@ -216,15 +231,22 @@ def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
     steps = () if node is not None else path
     node = node or ckpt.root
     for depth, part in enumerate(steps):
-        found = None if node.is_leaf else (
-            _lookup(ckpt, node, part) or _by_folder_name(ckpt, node, part))
+        found = (
+            None
+            if node.is_leaf
+            else (_lookup(ckpt, node, part) or _by_folder_name(ckpt, node, part))
+        )
         if found is None:
-            raise _no_tensordict(path, f"{show_path(path[:depth])!r} has no entry {part!r}"
-                                 + _unrecorded_folder(ckpt, node, part))
+            raise _no_tensordict(
+                path,
+                f"{show_path(path[:depth])!r} has no entry {part!r}"
+                + _unrecorded_folder(ckpt, node, part),
+            )
         node = found
     if node.is_leaf:
-        raise _no_tensordict(path, "it is a tensor leaf, not a tensordict "
-                                   "(Checkpoint.load_leaf loads one leaf)")
+        raise _no_tensordict(
+            path, "it is a tensor leaf, not a tensordict (Checkpoint.load_leaf loads one leaf)"
+        )
     if node.dirkey is None:
         raise _no_tensordict(path, "; ".join(node.problems) or "it has no folder")
     if node.meta is None and not ckpt.store.is_file(join_key(node.dirkey, "meta.json")):
@@ -233,8 +255,11 @@ def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
 
 
 def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
-    if node.meta is None and node.dirkey is not None and ckpt.store.is_file(
-            join_key(node.dirkey, "meta.json")):
+    if (
+        node.meta is None
+        and node.dirkey is not None
+        and ckpt.store.is_file(join_key(node.dirkey, "meta.json"))
+    ):
         ckpt.read_meta(node.dirkey)  # a broken step: raise its own error
     return ckpt.lookup(node, key)
 
@@ -263,10 +288,13 @@ def _unrecorded_folder(ckpt: Checkpoint, node: Node, key: str) -> str:
         folder = join_key(node.dirkey, name)
         try:
             if is_safe_legacy_key(name, collection=True) and ckpt.store.is_file(
-                    join_key(folder, "meta.json")):
-                return (f"; the folder {ckpt.store.display(folder)} exists, but the "
-                        "saved tensordict does not record it: it was left by an earlier "
-                        "save, or its key is also a field name of meta.json")
+                join_key(folder, "meta.json")
+            ):
+                return (
+                    f"; the folder {ckpt.store.display(folder)} exists, but the "
+                    "saved tensordict does not record it: it was left by an earlier "
+                    "save, or its key is also a field name of meta.json"
+                )
         except (OSError, TDViewError):
             pass
     return ""
@@ -276,8 +304,9 @@ def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
     return SubpathError(f"No tensordict found under subpath {'/'.join(path)!r} ({why}).")
 
 
-def load_leaf(ckpt: Checkpoint, subpath: Any, device: DeviceLike = None,
-              mode: str | None = "r") -> torch.Tensor:
+def load_leaf(
+    ckpt: Checkpoint, subpath: Any, device: DeviceLike = None, mode: str | None = "r"
+) -> torch.Tensor:
     """Load one tensor leaf (``Checkpoint.load_leaf``), e.g. for a preview.
 
     Parameters

@@ -72,8 +72,14 @@ def node_meta(ctx: LoadContext, node: Node) -> NodeMeta:
     return ctx.ckpt.read_meta(node.dirkey)  # re-raises the error the index recorded
 
 
-def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = None,
-          children: Iterable[Any] | None = None, path: tuple[str, ...] | None = None) -> Any:
+def build(
+    ctx: LoadContext,
+    node: Node,
+    device: torch.device | None,
+    out: Any = None,
+    children: Iterable[Any] | None = None,
+    path: tuple[str, ...] | None = None,
+) -> Any:
     """Rebuild the tensordict, tensorclass or stack that ``node`` holds.
 
     Parameters
@@ -121,8 +127,9 @@ def build(ctx: LoadContext, node: Node, device: torch.device | None, out: Any = 
         ctx.depth -= 1
 
 
-def _new_tensordict(ctx: LoadContext, cls: type, meta: TensorDictNode,
-                    device: torch.device | None) -> Any:
+def _new_tensordict(
+    ctx: LoadContext, cls: type, meta: TensorDictNode, device: torch.device | None
+) -> Any:
     if device is None and meta.device is not None:
         device = ctx.device(meta.device)
     if cls is TensorDict:
@@ -137,9 +144,16 @@ def _new_tensordict(ctx: LoadContext, cls: type, meta: TensorDictNode,
     return result
 
 
-def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
-                device: torch.device | None, out: Any, children: Iterable[Any] | None,
-                path: tuple[str, ...] | None = None) -> Any:
+def _tensordict(
+    ctx: LoadContext,
+    node: Node,
+    meta: TensorDictNode,
+    cls: type,
+    device: torch.device | None,
+    out: Any,
+    children: Iterable[Any] | None,
+    path: tuple[str, ...] | None = None,
+) -> Any:
     parent = node.path if path is None else path  # what a (record, file) leaf is below
     if out is not None:
         if is_tensorclass(out):
@@ -190,8 +204,12 @@ def _tensordict(ctx: LoadContext, node: Node, meta: TensorDictNode, cls: type,
             ctx.progress((*parent, key) if isinstance(child, tuple) else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
-    if ctx.store.kind == "directory" and ctx.mode != "r" and not ctx.remote and ctx.store.link(
-            join_key(node.dirkey or "", "meta.json")) is None:
+    if (
+        ctx.store.kind == "directory"
+        and ctx.mode != "r"
+        and not ctx.remote
+        and ctx.store.link(join_key(node.dirkey or "", "meta.json")) is None
+    ):
         # where memmap_() writes back, as tensordict records it; not a folder whose
         # meta.json is a symlink out of the root (memmap_ would write through it)
         result._memmap_prefix = ctx.prefix_path(node.dirkey or "")
@@ -207,18 +225,25 @@ def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -
         warnings.warn(
             f"tdview left out {ctx.store.display(child.dirkey or '')}: the meta.json of "
             f"{show_path(parent.path)!r} does not name it (a tensordict 0.3 layout), and "
-            "tensordict 0.15 does not load it either.", UserWarning, stacklevel=user_stacklevel())
+            "tensordict 0.15 does not load it either.",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
         return False
     if child.dirkey is None:
         refused = refusal(child)
         if refused is not None:  # never left out: an error, as for a leaf
-            raise type(refused.error)(f"{show_path(child.path)!r} of {ctx.ckpt.path}: "
-                                      f"{refused}.") from refused.error
+            raise type(refused.error)(
+                f"{show_path(child.path)!r} of {ctx.ckpt.path}: {refused}."
+            ) from refused.error
         problem = "; ".join(child.problems) or "its folder is missing"
         # tensordict leaves out a missing folder too (a refused one was raised above)
         also = " (tensordict also leaves it out)" if problem.endswith("is missing") else ""
-        warnings.warn(f"tdview left out {show_path(child.path)!r} of {ctx.ckpt.path}: "
-                      f"{problem}{also}.", UserWarning, stacklevel=user_stacklevel())
+        warnings.warn(
+            f"tdview left out {show_path(child.path)!r} of {ctx.ckpt.path}: {problem}{also}.",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
         return False
     return True
 
@@ -230,8 +255,9 @@ def _copy_values(fields: dict) -> dict:
     return copy.deepcopy(fields)
 
 
-def _tensorclass(ctx: LoadContext, node: Node, meta: Any, cls: type,
-                 device: torch.device | None, out: Any) -> Any:
+def _tensorclass(
+    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+) -> Any:
     non_tensor = _copy_values(meta.non_tensor)
     extras = non_tensor_extras(ctx.store, node.dirkey or "", ctx.allow_pickle)
     if extras is not None:
@@ -279,8 +305,9 @@ def _source(ctx: LoadContext, node: Node) -> Node:
     return source
 
 
-def _view(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
-          out: Any) -> Any:
+def _view(
+    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+) -> Any:
     _check_ranges(ctx, node)
     source = build(ctx, _source(ctx, node), device, out)
     return cls(
@@ -294,8 +321,9 @@ def _view(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.devi
 
 def _as_saved(kwargs: dict) -> dict:
     """View kwargs with lists where the JSON had them (the format layer made tuples)."""
-    return {key: list(value) if isinstance(value, tuple) else value
-            for key, value in kwargs.items()}
+    return {
+        key: list(value) if isinstance(value, tuple) else value for key, value in kwargs.items()
+    }
 
 
 def _check_ranges(ctx: LoadContext, node: Node) -> None:
@@ -307,8 +335,9 @@ def _check_ranges(ctx: LoadContext, node: Node) -> None:
         raise CheckpointFormatError(problem)
 
 
-def _sub(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None,
-         out: Any) -> Any:
+def _sub(
+    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+) -> Any:
     _check_ranges(ctx, node)
     index = to_torch_index(meta.index)
     if out is not None:
@@ -317,21 +346,25 @@ def _sub(ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.devic
     return cls(build(ctx, _source(ctx, node), device), index)
 
 
-def _lazy_stack(ctx: LoadContext, node: Node, meta: Any, cls: type,
-                device: torch.device | None, out: Any) -> Any:
+def _lazy_stack(
+    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+) -> Any:
     members = ctx.ckpt.children(node)
     _check_ranges(ctx, node)
     outs = _out.member_outs(out, meta.stack_dim, len(members))
-    stacked = [build(ctx, member, device, member_out)
-               for member, member_out in zip(members, outs, strict=True)]
+    stacked = [
+        build(ctx, member, device, member_out)
+        for member, member_out in zip(members, outs, strict=True)
+    ]
     result = cls(*stacked, stack_dim=meta.stack_dim)
     if meta.stack_dim_name is not None:
         result._td_dim_name = meta.stack_dim_name
     return result
 
 
-def _non_tensor_stack(ctx: LoadContext, node: Node, meta: Any, cls: type,
-                      device: torch.device | None, out: Any) -> Any:
+def _non_tensor_stack(
+    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+) -> Any:
     if getattr(meta, "members_lazy", True):
         return _lazy_stack(ctx, node, meta, cls, device, out)
     return stack_values(ctx, node, meta)

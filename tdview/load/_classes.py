@@ -34,7 +34,13 @@ __all__ = ["Loader", "class_id", "loader_kind", "resolve_class", "saved_as_tenso
 # The loader kinds: how a node of a given class is rebuilt.
 Loader = str
 TENSORDICT, TENSORCLASS, NON_TENSOR_STACK, LAZY_STACK, VIEW, SUB = (
-    "tensordict", "tensorclass", "non_tensor_stack", "lazy_stack", "view", "sub_tensordict")
+    "tensordict",
+    "tensorclass",
+    "non_tensor_stack",
+    "lazy_stack",
+    "view",
+    "sub_tensordict",
+)
 
 _TD_NAME = str(TensorDict)
 _TD_ID = "tensordict:TensorDict"
@@ -77,8 +83,7 @@ def _tables() -> tuple[dict[str, type], dict[str, type]]:
 def saved_as_tensordict(meta: NodeMeta) -> bool:
     """Whether a node is a plain TensorDict saved as one: its class and loader are known
     without a look-up (nearly every node of a checkpoint)."""
-    return type(meta) is TensorDictNode and (
-        meta.type_name == _TD_NAME or meta.class_id == _TD_ID)
+    return type(meta) is TensorDictNode and (meta.type_name == _TD_NAME or meta.class_id == _TD_ID)
 
 
 def resolve_class(meta: NodeMeta, where: str) -> type:

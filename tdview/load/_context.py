@@ -155,8 +155,7 @@ class LoadContext:
         found = self._devices.get(name)
         if found is None:
             found = torch.device(name)
-            check_usable(found, f"{self.ckpt.path}: the saved tensordict records device "
-                                f"{name!r}")
+            check_usable(found, f"{self.ckpt.path}: the saved tensordict records device {name!r}")
             self._devices[name] = found
         return found
 

@@ -45,8 +45,14 @@ def _libc() -> tuple[Any, Any] | None:
     except (OSError, AttributeError):
         return None
     do_map.restype = ctypes.c_void_p
-    do_map.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_ssize_t]
+    do_map.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_ssize_t,
+    ]
     do_unmap.restype = ctypes.c_int
     do_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     return do_map, do_unmap

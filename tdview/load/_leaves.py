@@ -43,20 +43,27 @@ from ._remote import remote_flat
 __all__ = ["file_leaf_tensor", "leaf_tensor"]
 
 _R_PLUS = "Cannot open {root} with mode='r+': "
-_COMPRESSED = (_R_PLUS + "entry {name!r} is compressed, so in-place writes cannot propagate "
-               "to the file. Re-save the archive without compression to make it writable.")
-_UNALIGNED = (_R_PLUS + "the payload of entry {name!r} is not aligned (the archive was likely "
-              "written by an external zip tool), so it must be copied and in-place writes "
-              "cannot propagate to the file. Re-save the archive with tensordict to make it "
-              "writable.")
-_NESTED = (_R_PLUS + "entry {name!r} is a nested tensor, which must be materialized in memory "
-           "when loading from an archive, so in-place writes cannot propagate to the file.")
+_COMPRESSED = (
+    _R_PLUS + "entry {name!r} is compressed, so in-place writes cannot propagate "
+    "to the file. Re-save the archive without compression to make it writable."
+)
+_UNALIGNED = (
+    _R_PLUS + "the payload of entry {name!r} is not aligned (the archive was likely "
+    "written by an external zip tool), so it must be copied and in-place writes "
+    "cannot propagate to the file. Re-save the archive with tensordict to make it "
+    "writable."
+)
+_NESTED = (
+    _R_PLUS + "entry {name!r} is a nested tensor, which must be materialized in memory "
+    "when loading from an archive, so in-place writes cannot propagate to the file."
+)
 _LIMIT = 2**62
 _make_subclass = torch.Tensor._make_subclass
 
 
-def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
-                strict: bool = False) -> torch.Tensor | None:
+def leaf_tensor(
+    ctx: LoadContext, node: Node, device: torch.device | None, *, strict: bool = False
+) -> torch.Tensor | None:
     """Load the tensor of a leaf node.
 
     Parameters
@@ -112,8 +119,13 @@ def leaf_tensor(ctx: LoadContext, node: Node, device: torch.device | None, *,
     return tensor
 
 
-def file_leaf_tensor(ctx: LoadContext, record: LeafRecord, file: str,
-                     device: torch.device | None, parent: tuple[str, ...]) -> torch.Tensor:
+def file_leaf_tensor(
+    ctx: LoadContext,
+    record: LeafRecord,
+    file: str,
+    device: torch.device | None,
+    parent: tuple[str, ...],
+) -> torch.Tensor:
     """Load a plain (not nested) leaf whose file (store key) exists; ``parent``, the nested
     key of its TensorDict, names it in errors. What :func:`leaf_tensor` does for such a
     leaf, without a node."""
@@ -147,16 +159,18 @@ def _dtype(ctx: LoadContext, path: tuple[str, ...], record: LeafRecord) -> torch
     return found
 
 
-def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.device | None,
-             strict: bool) -> torch.Tensor | None:
+def _missing(
+    ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.device | None, strict: bool
+) -> torch.Tensor | None:
     """A leaf without its data file: an all-empty nested tensor, or a dropped key; the
     store's refusal of the file is raised."""
     record = node.record
     assert record is not None
     refused = refusal(node)
     if refused is not None:
-        raise type(refused.error)(f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: "
-                                  f"{refused}.") from refused.error
+        raise type(refused.error)(
+            f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {refused}."
+        ) from refused.error
     if record.is_nested and node.sizes_file is not None:
         # tensordict writes the sizes but no data file when every element is empty
         if not ctx.read_data:
@@ -171,8 +185,7 @@ def _missing(ctx: LoadContext, node: Node, dtype: torch.dtype, device: torch.dev
         raise LeafDataError(message + ".")
     # tensordict leaves out a missing file too (a refused one was raised above)
     also = " (tensordict also leaves such keys out)" if problem.endswith("is missing") else ""
-    warnings.warn(f"tdview left out {message}{also}.", UserWarning,
-                  stacklevel=user_stacklevel())
+    warnings.warn(f"tdview left out {message}{also}.", UserWarning, stacklevel=user_stacklevel())
     return None
 
 
@@ -186,8 +199,9 @@ def _shared(path: str, mode: str | None) -> bool:
     return writable
 
 
-def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
-              what: str | Callable[[], str]) -> tuple[torch.Tensor, str, str | None]:
+def _map_file(
+    ctx: LoadContext, key: str, dtype: torch.dtype, numel: int, what: str | Callable[[], str]
+) -> tuple[torch.Tensor, str, str | None]:
     """Map the first ``numel`` elements of a directory file, checking its size first:
     ``(tensor, path, the mode its MemoryMappedTensor records)``; ``"r"`` for a file read
     through a link out of the root (mapped copy-on-write whatever the load's mode).
@@ -227,20 +241,32 @@ def _map_file(ctx: LoadContext, key: str, dtype: torch.dtype, numel: int,
         if AVAILABLE:
             return map_descriptor(fd, dtype, numel, shared=shared), path, mode
         # no mmap(2) to call (Windows, where the store follows no symlink either)
-        return torch.from_file(path, shared=shared, size=numel, dtype=dtype,
-                               device="cpu"), path, mode
+        return (
+            torch.from_file(path, shared=shared, size=numel, dtype=dtype, device="cpu"),
+            path,
+            mode,
+        )
     finally:
         os.close(fd)
 
 
-def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, numel: int,
-                what: str | Callable[[], str]) -> torch.Tensor:
+def _map_linked(
+    ctx: LoadContext,
+    key: str,
+    link: Link,
+    dtype: torch.dtype,
+    numel: int,
+    what: str | Callable[[], str],
+) -> torch.Tensor:
     """Map copy-on-write a file read through a symlink out of the root, from the
     descriptor the store opened and checked; ``mode="r+"`` is refused."""
     path = ctx.file(key)
     if ctx.mode == "r+":
-        through = (f"it is a symlink ({link.target!r})" if link.link == path else
-                   f"it is reached through the symlink {link.link} -> {link.target!r}")
+        through = (
+            f"it is a symlink ({link.target!r})"
+            if link.link == path
+            else f"it is reached through the symlink {link.link} -> {link.target!r}"
+        )
         raise LinkWriteError(
             f"Cannot open {path} with mode='r+': {through} to {link.real}, outside the "
             f"checkpoint root {ctx.ckpt.path} ({link.reason}), and tdview never writes "
@@ -252,15 +278,21 @@ def _map_linked(ctx: LoadContext, key: str, link: Link, dtype: torch.dtype, nume
     try:
         _check_size(path, numel * dtype.itemsize, what, st.st_size)
         if not AVAILABLE:
-            return torch.from_file(store.map_path(fd, link.real),  # type: ignore[attr-defined]
-                                   shared=False, size=numel, dtype=dtype, device="cpu")
+            return torch.from_file(
+                store.map_path(fd, link.real),  # type: ignore[attr-defined]
+                shared=False,
+                size=numel,
+                dtype=dtype,
+                device="cpu",
+            )
         return map_descriptor(fd, dtype, numel, shared=False)
     finally:
         os.close(fd)
 
 
-def _check_size(path: str, need: int, what: str | Callable[[], str],
-                size: int | None = None) -> None:
+def _check_size(
+    path: str, need: int, what: str | Callable[[], str], size: int | None = None
+) -> None:
     if size is None:
         size = os.stat(path).st_size
     if size < need:
@@ -271,8 +303,9 @@ def _check_size(path: str, need: int, what: str | Callable[[], str],
         )
 
 
-def _as_memmap(tensor: torch.Tensor, path: str, mode: str | None,
-               parent_shape: object) -> MemoryMappedTensor:
+def _as_memmap(
+    tensor: torch.Tensor, path: str, mode: str | None, parent_shape: object
+) -> MemoryMappedTensor:
     """Wrap a mapped tensor as the MemoryMappedTensor tensordict's loader returns."""
     # what MemoryMappedTensor(tensor) does for a plain tensor, without its argument checks
     result = _make_subclass(MemoryMappedTensor, tensor)
@@ -289,27 +322,31 @@ def _describe(record: LeafRecord) -> str:
     return f"leaf {record.key!r} of shape {list(record.shape)} and dtype {record.dtype.name}"
 
 
-def _directory_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
-                    numel: int) -> MemoryMappedTensor:
+def _directory_leaf(
+    ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord, numel: int
+) -> MemoryMappedTensor:
     flat, path, mode = _map_file(ctx, key, dtype, numel, lambda: _describe(record))
     shape = record.shape
     return _as_memmap(flat.as_strided(shape, ctx.strides(shape)), path, mode, torch.Size(shape))
 
 
-def _archive_leaf(ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord,
-                  numel: int) -> torch.Tensor:
+def _archive_leaf(
+    ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord, numel: int
+) -> torch.Tensor:
     """A leaf of an archive: a view of the mapping when its entry is stored and aligned."""
     need = numel * dtype.itemsize
     span = ctx.store.stored_span(key)  # type: ignore[attr-defined]
     shape = record.shape
     if span is not None and span[1] == need and span[0] % dtype.itemsize == 0:
-        return ctx.typed_mapping(dtype).as_strided(shape, ctx.strides(shape),
-                                                   span[0] // dtype.itemsize)
+        return ctx.typed_mapping(dtype).as_strided(
+            shape, ctx.strides(shape), span[0] // dtype.itemsize
+        )
     return _archive_flat(ctx, key, dtype, need, exact=True).view(shape)
 
 
-def _archive_flat(ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *,
-                  exact: bool) -> torch.Tensor:
+def _archive_flat(
+    ctx: LoadContext, key: str, dtype: torch.dtype, need: int, *, exact: bool
+) -> torch.Tensor:
     """The first ``need`` bytes of an archive entry as a flat tensor of ``dtype``."""
     store = ctx.store
     entry = store.entry(key)
@@ -388,7 +425,8 @@ def _nested(ctx: LoadContext, node: Node, dtype: torch.dtype) -> torch.Tensor:
     if node.sizes_file is None:
         raise LeafDataError(
             f"nested leaf {show_path(node.path)!r} of {ctx.ckpt.path} cannot be loaded: "
-            + ("; ".join(node.problems) or "its sizes file is missing") + "."
+            + ("; ".join(node.problems) or "its sizes file is missing")
+            + "."
         )
     if ctx.is_archive and ctx.mode == "r+":
         raise ArchiveModeError(_NESTED.format(root=ctx.store.root, name=node.file))

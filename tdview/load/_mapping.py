@@ -76,8 +76,9 @@ def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
             if AVAILABLE:
                 mapping = map_descriptor(fd, torch.uint8, size, shared=shared)
             else:  # device="cpu": an active torch.device context must not move it
-                mapping = torch.from_file(store.root, shared=shared, size=size,
-                                          dtype=torch.uint8, device="cpu")
+                mapping = torch.from_file(
+                    store.root, shared=shared, size=size, dtype=torch.uint8, device="cpu"
+                )
         finally:
             os.close(fd)
         maps[shared] = mapping

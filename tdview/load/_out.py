@@ -64,12 +64,12 @@ def out_device(out: Any, device: torch.device | None) -> torch.device | None:
         return device
     if device is not None and (
         device.type != current.type
-        or (device.index is not None and current.index is not None
-            and device.index != current.index)
+        or (
+            device.index is not None and current.index is not None and device.index != current.index
+        )
     ):
         raise ValueError(
-            f"Cannot load a tensordict on device {device} into a tensordict on device "
-            f"{current}."
+            f"Cannot load a tensordict on device {device} into a tensordict on device {current}."
         )
     return current
 
@@ -115,8 +115,7 @@ def member_outs(out: Any, stack_dim: int, count: int) -> list[Any]:
     members = out.unbind(stack_dim)
     if len(members) != count:
         raise ValueError(
-            f"Cannot load {count} stacked tensordicts into a stack of {len(members)} "
-            "tensordicts."
+            f"Cannot load {count} stacked tensordicts into a stack of {len(members)} tensordicts."
         )
     return list(members)
 

@@ -49,7 +49,8 @@ class Prefetcher:
                 except Exception:
                     continue  # the loader meets (and raises) the problem if it needs the leaf
                 self._futures[key] = self._executor.submit(
-                    store.decompress, key, None, self._executor)
+                    store.decompress, key, None, self._executor
+                )
         except BaseException:
             self.close()
             raise

@@ -36,8 +36,7 @@ class RangedLeaf:
         The leaf on the ``meta`` device, C-contiguous: slice it, then :meth:`read`.
     """
 
-    def __init__(self, store: object, key: str, dtype: torch.dtype,
-                 shape: tuple[int, ...]) -> None:
+    def __init__(self, store: object, key: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
         self.store, self.key, self.dtype = store, key, dtype
         self.meta = torch.empty(shape, dtype=dtype, device="meta")
         self._last: tuple[tuple, torch.Tensor] | None = None  # the last view read
@@ -72,10 +71,10 @@ class RangedLeaf:
         lengths = last - first
         at = lengths.cumsum(0) - lengths  # where each range's elements go in the buffer
         buffer = torch.empty(int(lengths.sum()), dtype=self.dtype)
-        spans = [(a * size, b * size) for a, b in zip(first.tolist(), last.tolist(),
-                                                       strict=True)]
+        spans = [(a * size, b * size) for a, b in zip(first.tolist(), last.tolist(), strict=True)]
         self.store.read_ranges(  # type: ignore[attr-defined]
-            self.key, spans, buffer.view(torch.uint8).numpy().data)
+            self.key, spans, buffer.view(torch.uint8).numpy().data
+        )
         if starts.numel() == 1 and first.numel() == 1:
             return buffer.view(view.shape)
         where = at[group] + starts - first[group]  # each run's place in the buffer
@@ -102,12 +101,22 @@ def ranged_leaf(ckpt: Checkpoint, node: Node) -> RangedLeaf | None:
     """The leaf at ``node`` read by ranges, when its store cannot be mapped and its bytes
     lie as they are in the store; else None (load it)."""
     store, record = ckpt.store, node.record
-    if (store.mappable or record is None or record.is_nested or node.file is None
-            or not record.numel or not record.dtype.loadable
-            or not hasattr(store, "read_ranges")):
+    if (
+        store.mappable
+        or record is None
+        or record.is_nested
+        or node.file is None
+        or not record.numel
+        or not record.dtype.loadable
+        or not hasattr(store, "read_ranges")
+    ):
         return None
     entry = leaf_entry(store, node)
-    if (entry is None or entry.compression != "stored" or entry.stored_size != entry.size
-            or size_problems(store, node)):
+    if (
+        entry is None
+        or entry.compression != "stored"
+        or entry.stored_size != entry.size
+        or size_problems(store, node)
+    ):
         return None
     return RangedLeaf(store, node.file, torch_dtype(record.dtype), tuple(record.shape))

@@ -31,7 +31,8 @@ def check_remote_mode(ckpt: Checkpoint, mode: str | None) -> None:
         raise RemoteModeError(
             f"Cannot open {ckpt.path} with mode='r+': it is a remote checkpoint, whose "
             "leaves are read into memory, so writes to them cannot reach its files. Load "
-            "it with mode='r' or the default mode, or copy it to a local disk to change it.")
+            "it with mode='r' or the default mode, or copy it to a local disk to change it."
+        )
 
 
 class Fetched:
@@ -43,8 +44,9 @@ class Fetched:
     def has(self, key: str) -> bool:
         return key in self._data
 
-    def flat(self, key: str, dtype: torch.dtype, need: int, *, exact: bool,
-             display: str) -> torch.Tensor:
+    def flat(
+        self, key: str, dtype: torch.dtype, need: int, *, exact: bool, display: str
+    ) -> torch.Tensor:
         """The first ``need`` bytes of ``key`` as a flat tensor of ``dtype``.
 
         Raises
@@ -61,15 +63,15 @@ class Fetched:
                 f"{display} holds {have} bytes, but the leaf needs "
                 f"{'exactly ' if exact else ''}{need} bytes ({dtype} elements). tdview does "
                 "not grow files: the file was truncated, or does not belong to this "
-                "checkpoint.")
+                "checkpoint."
+            )
         flat = torch.from_numpy(found[:need])
         if flat.data_ptr() % dtype.itemsize:
             flat = flat.clone()
         return flat.view(dtype)
 
 
-def remote_flat(ctx: Any, key: str, dtype: torch.dtype, need: int, *,
-                exact: bool) -> torch.Tensor:
+def remote_flat(ctx: Any, key: str, dtype: torch.dtype, need: int, *, exact: bool) -> torch.Tensor:
     """What the loader maps for a local store, from the bytes read for this load (or read
     now: a leaf loaded on its own, such as a preview's). ``ctx``: the LoadContext."""
     if need == 0:
@@ -80,8 +82,9 @@ def remote_flat(ctx: Any, key: str, dtype: torch.dtype, need: int, *,
     return fetched.flat(key, dtype, need, exact=exact, display=ctx.store.display(key))
 
 
-def fetch_subtree(ckpt: Checkpoint, node: Node,
-                  progress: Callable[[tuple[str, ...]], object] | None) -> Fetched:
+def fetch_subtree(
+    ckpt: Checkpoint, node: Node, progress: Callable[[tuple[str, ...]], object] | None
+) -> Fetched:
     """Read the bytes of every leaf file below ``node`` (see the module docstring)."""
     wanted: dict[str, int | None] = {}
     paths: dict[str, tuple[str, ...]] = {}

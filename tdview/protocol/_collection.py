@@ -24,8 +24,11 @@ def member_info(source: str, node: Node) -> dict[str, Any]:
     """Where a member is, as the loader takes it: ``{source, depth, container}``.
     ``source`` joins the collection's path as the user spelled it and the member's
     folders; ``depth`` is how many leading keys of a path name the member."""
-    return {"source": os.path.join(source, *node.path), "depth": len(node.path),
-            "container": node.type_hint or "directory"}
+    return {
+        "source": os.path.join(source, *node.path),
+        "depth": len(node.path),
+        "container": node.type_hint or "directory",
+    }
 
 
 def root_summary(ckpt: Checkpoint, source: str) -> dict[str, Any]:
@@ -50,25 +53,43 @@ def summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
     if node.kind == JSON_FILE:
         coll.side_value(node)  # a problem reading it shows on the row
     return {
-        "key": node.key, "path": list(node.path), "kind": node.kind,
+        "key": node.key,
+        "path": list(node.path),
+        "kind": node.kind,
         "class_name": {JSON_FILE: "JSON file", PICKLE_FILE: "pickle file"}.get(node.kind, ""),
-        "has_children": n_children > 0, "n_children": n_children, "shape": None,
-        "dtype": None, "batch_size": None, "stack_dim": None,
+        "has_children": n_children > 0,
+        "n_children": n_children,
+        "shape": None,
+        "dtype": None,
+        "batch_size": None,
+        "stack_dim": None,
         "bytes": None if total is None else total.bytes,
         "numel": None if total is None or node.kind != FOLDER else total.numel,
-        "pickled": node.kind == PICKLE_FILE, "problems": list(node.problems),
+        "pickled": node.kind == PICKLE_FILE,
+        "problems": list(node.problems),
     }
 
 
-def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool
-                    ) -> dict[str, Any]:
+def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[str, Any]:
     try:
         member = coll.member(node)
     except (TDViewError, OSError):
-        result = {"key": node.key, "path": list(node.path), "kind": MEMBER, "class_name": "",
-                  "has_children": False, "n_children": 0, "shape": None, "dtype": None,
-                  "batch_size": None, "stack_dim": None, "bytes": None, "numel": None,
-                  "pickled": False, "problems": list(node.problems)}
+        result = {
+            "key": node.key,
+            "path": list(node.path),
+            "kind": MEMBER,
+            "class_name": "",
+            "has_children": False,
+            "n_children": 0,
+            "shape": None,
+            "dtype": None,
+            "batch_size": None,
+            "stack_dim": None,
+            "bytes": None,
+            "numel": None,
+            "pickled": False,
+            "problems": list(node.problems),
+        }
     else:
         result = _summaries.summary(member, member.root, totals=totals)
         result.update(key=node.key, path=list(node.path), kind=MEMBER)
@@ -87,8 +108,16 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
         try:
             member = coll.member(node)
         except (TDViewError, OSError):
-            result.update(names=None, device=None, subpath="", storage=None, value=None,
-                          pickle=None, rollup=None, rows=None)
+            result.update(
+                names=None,
+                device=None,
+                subpath="",
+                storage=None,
+                value=None,
+                pickle=None,
+                rollup=None,
+                rows=None,
+            )
             return result
         inner = _summaries.details(member, member.root, totals=totals)
         inner.update(key=node.key, path=list(node.path), kind=MEMBER, member=result["member"])
@@ -97,12 +126,20 @@ def details(coll: Collection, node: Node, source: str, *, totals: bool) -> dict[
     problems = result["problems"]
     total = coll.total(node) if result["bytes"] is not None else None
     result.update(
-        names=None, device=None, subpath="/".join(node.path), storage=_file_storage(coll, node),
+        names=None,
+        device=None,
+        subpath="/".join(node.path),
+        storage=_file_storage(coll, node),
         value=bounded_value(coll.side_value(node)) if node.kind == JSON_FILE else None,
         pickle=_pickle(coll, node, problems) if node.kind == PICKLE_FILE else None,
-        rollup=None if total is None or node.kind != FOLDER and node.path else {
-            "bytes": total.bytes, "numel": total.numel, "leaves": total.leaves,
-            "by_dtype": {_summaries.dtype_name(k): v for k, v in total.by_dtype.items()}},
+        rollup=None
+        if total is None or node.kind != FOLDER and node.path
+        else {
+            "bytes": total.bytes,
+            "numel": total.numel,
+            "leaves": total.leaves,
+            "by_dtype": {_summaries.dtype_name(k): v for k, v in total.by_dtype.items()},
+        },
         rows=None,
     )
     return result
@@ -115,8 +152,14 @@ def _file_storage(coll: Collection, node: Node) -> dict[str, Any] | None:
         entry = coll.store.entry(node.file)
     except (TDViewError, OSError):
         return None
-    return {"location": entry.display, "offset": 0, "stored_bytes": entry.stored_size,
-            "compression": entry.compression, "crc32": None, "cost": "copy"}
+    return {
+        "location": entry.display,
+        "offset": 0,
+        "stored_bytes": entry.stored_size,
+        "compression": entry.compression,
+        "crc32": None,
+        "cost": "copy",
+    }
 
 
 def _pickle(coll: Collection, node: Node, problems: list[str]) -> dict[str, Any] | None:
@@ -127,16 +170,23 @@ def _pickle(coll: Collection, node: Node, problems: list[str]) -> dict[str, Any]
         return None
     if info.unknown is not None:
         problems.append(f"{coll.store.display(node.file or '')}: {info.unknown}")
-    return {"bytes": coll.file_size(node),
-            "globals": [[module, name] for module, name in info.globals],
-            "stopped": info.unknown}
+    return {
+        "bytes": coll.file_size(node),
+        "globals": [[module, name] for module, name in info.globals],
+        "stopped": info.unknown,
+    }
 
 
-def children_page(coll: Collection, node: Node, source: str, offset: int, limit: int, *,
-                  totals: bool) -> dict[str, Any]:
+def children_page(
+    coll: Collection, node: Node, source: str, offset: int, limit: int, *, totals: bool
+) -> dict[str, Any]:
     page = coll.page(node, offset, limit)
-    return {"path": list(node.path), "offset": offset, "total": page.total,
-            "children": [summary(coll, child, source, totals=totals) for child in page.items]}
+    return {
+        "path": list(node.path),
+        "offset": offset,
+        "total": page.total,
+        "children": [summary(coll, child, source, totals=totals) for child in page.items],
+    }
 
 
 def refuse_load(coll: Collection, node: Node) -> None:
@@ -145,8 +195,9 @@ def refuse_load(coll: Collection, node: Node) -> None:
         raise SubpathError(coll.not_loadable(node.path))
 
 
-def put_under(result: dict[str, Any], prefix: tuple[str, ...], member: dict[str, Any]
-              ) -> dict[str, Any]:
+def put_under(
+    result: dict[str, Any], prefix: tuple[str, ...], member: dict[str, Any]
+) -> dict[str, Any]:
     """A member's reply with its paths put under the member's place in the collection,
     and the member's facts (``member``) on each node it describes."""
     if isinstance(result.get("path"), list):

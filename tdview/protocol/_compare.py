@@ -41,18 +41,25 @@ class Comparison:
         """``CompareState``: the sources, the ``DiffSummary`` and the root's ``DiffItem``
         (small: the widget's ``compare`` trait holds it)."""
         with self.view.lock:
-            return {"source_a": self.source_a, "source_b": self.source_b,
-                    "summary": _diff.summary(self.view),
-                    "root": _diff.details(self.view, ())}
+            return {
+                "source_a": self.source_a,
+                "source_b": self.source_b,
+                "summary": _diff.summary(self.view),
+                "root": _diff.details(self.view, ()),
+            }
 
     def close(self) -> None:
         self.view.close()
 
 
-def run(comparison: Comparison | None, request: Request, check: Callable[[], None],
-        progress_fn: ProgressFn | None,
-        namespace: MutableMapping[str, Any] | None = None,
-        bind: Callable[[Any], None] | None = None) -> Reply:
+def run(
+    comparison: Comparison | None,
+    request: Request,
+    check: Callable[[], None],
+    progress_fn: ProgressFn | None,
+    namespace: MutableMapping[str, Any] | None = None,
+    bind: Callable[[Any], None] | None = None,
+) -> Reply:
     """Answer one checked request of a session that compares checkpoints (the ``diff_*``
     methods and ``devices``; the others are refused).
 
@@ -64,8 +71,9 @@ def run(comparison: Comparison | None, request: Request, check: Callable[[], Non
     """
     params, method = request.params, request.method
     if comparison is None:
-        raise NoCheckpointError(f"{method}: this view compares no checkpoints (open one "
-                                "with TDView(a, compare=b))")
+        raise NoCheckpointError(
+            f"{method}: this view compares no checkpoints (open one with TDView(a, compare=b))"
+        )
     if method not in DIFF_METHODS and method != "devices":
         raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
     view = comparison.view
@@ -73,8 +81,9 @@ def run(comparison: Comparison | None, request: Request, check: Callable[[], Non
         return _load.devices(), []
     if method == "diff_children":
         with view.lock:
-            return _diff.children_page(view, params["path"], params["offset"],
-                                       params["limit"], params["only_changed"]), []
+            return _diff.children_page(
+                view, params["path"], params["offset"], params["limit"], params["only_changed"]
+            ), []
     if method == "diff_node":
         with view.lock:
             return _diff.details(view, params["path"]), []
@@ -87,18 +96,30 @@ def run(comparison: Comparison | None, request: Request, check: Callable[[], Non
             progress_fn(done, total, label)
 
     if method == "diff_refine":
-        result = _diff.refine(view, params["path"], params["level"], rtol=params["rtol"],
-                              atol=params["atol"], allow_pickle=params["allow_pickle"],
-                              progress=report, check=check)
+        result = _diff.refine(
+            view,
+            params["path"],
+            params["level"],
+            rtol=params["rtol"],
+            atol=params["atol"],
+            allow_pickle=params["allow_pickle"],
+            progress=report,
+            check=check,
+        )
         if comparison.on_refine is not None:
             comparison.on_refine(comparison.state())
         return result, []
     return _load_side(comparison, params, namespace, report, bind, check), []
 
 
-def _load_side(comparison: Comparison, params: dict[str, Any],
-               namespace: MutableMapping[str, Any] | None, report: ProgressFn,
-               bind: Callable[[Any], None] | None, check: Callable[[], None]) -> dict[str, Any]:
+def _load_side(
+    comparison: Comparison,
+    params: dict[str, Any],
+    namespace: MutableMapping[str, Any] | None,
+    report: ProgressFn,
+    bind: Callable[[Any], None] | None,
+    check: Callable[[], None],
+) -> dict[str, Any]:
     """``diff_load``: the ``load`` of a subtree of side ``a`` or ``b``."""
     view = comparison.view
     ckpt: Checkpoint = view.a if params["side"] == "a" else view.b

@@ -80,9 +80,17 @@ class DiffView:
         self._changed.clear()
 
 
-def open_view(a: Any, b: Any, *, level: str = "metadata", subpath_a: object = None,
-              subpath_b: object = None, rtol: float = 0.0, atol: float = 0.0,
-              allow_pickle: bool = False) -> DiffView:
+def open_view(
+    a: Any,
+    b: Any,
+    *,
+    level: str = "metadata",
+    subpath_a: object = None,
+    subpath_b: object = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    allow_pickle: bool = False,
+) -> DiffView:
     """Open both checkpoints and diff them (metadata by default: no payload read).
 
     Examples
@@ -98,8 +106,16 @@ def open_view(a: Any, b: Any, *, level: str = "metadata", subpath_a: object = No
         if ckpt_a is not a:
             ckpt_a.close()
         raise
-    result = diff(ckpt_a, ckpt_b, level=level, subpath_a=subpath_a, subpath_b=subpath_b,
-                  rtol=rtol, atol=atol, allow_pickle=allow_pickle)
+    result = diff(
+        ckpt_a,
+        ckpt_b,
+        level=level,
+        subpath_a=subpath_a,
+        subpath_b=subpath_b,
+        rtol=rtol,
+        atol=atol,
+        allow_pickle=allow_pickle,
+    )
     return DiffView(ckpt_a, ckpt_b, result, result.subpath_a, result.subpath_b)
 
 
@@ -107,20 +123,32 @@ def summary(view: DiffView) -> dict[str, Any]:
     """``DiffSummary``: the sides, the options, whether equal, and the totals (small: a
     trait can hold it, so that a saved notebook still says what was compared)."""
     result = view.result
-    return {"a": result.a, "b": result.b, "subpath_a": list(view.subpath_a),
-            "subpath_b": list(view.subpath_b), "level": result.level, "rtol": result.rtol,
-            "atol": result.atol, "equal": result.equal,
-            "summary": _rollup(result.rollup())}
+    return {
+        "a": result.a,
+        "b": result.b,
+        "subpath_a": list(view.subpath_a),
+        "subpath_b": list(view.subpath_b),
+        "level": result.level,
+        "rtol": result.rtol,
+        "atol": result.atol,
+        "equal": result.equal,
+        "summary": _rollup(result.rollup()),
+    }
 
 
-def children_page(view: DiffView, path: NestedPath, offset: int, limit: int,
-                  only_changed: bool = False) -> dict[str, Any]:
+def children_page(
+    view: DiffView, path: NestedPath, offset: int, limit: int, only_changed: bool = False
+) -> dict[str, Any]:
     """``DiffPage``: a page of the keys below ``path``."""
     _row(view, path)
     rows = view.children_of(path, only_changed)
     stop = offset + min(limit, MAX_PAGE)
-    return {"path": list(path), "offset": offset, "total": len(rows),
-            "items": [item(view, row) for row in rows[offset:stop]]}
+    return {
+        "path": list(path),
+        "offset": offset,
+        "total": len(rows),
+        "items": [item(view, row) for row in rows[offset:stop]],
+    }
 
 
 def details(view: DiffView, path: NestedPath) -> dict[str, Any]:
@@ -135,29 +163,44 @@ def item(view: DiffView, row: Row) -> dict[str, Any]:
     facts = row.b if row.b is not None else row.a
     has_children = bool(view.children_of(row.path)) if not row.is_leaf else False
     return {
-        "key": row.key, "path": list(row.path), "status": row.status,
+        "key": row.key,
+        "path": list(row.path),
+        "status": row.status,
         "changes": list(row.changes),
         "renamed_from": None if row.renamed_from is None else list(row.renamed_from),
         "kind": None if facts is None else facts.kind,
-        "a": _facts(row.a), "b": _facts(row.b), "fingerprint": row.fingerprint,
-        "values": _stats(row.values), "value_equal": row.value_equal,
-        "note": row.note or None, "problem": row.problem or None,
+        "a": _facts(row.a),
+        "b": _facts(row.b),
+        "fingerprint": row.fingerprint,
+        "values": _stats(row.values),
+        "value_equal": row.value_equal,
+        "note": row.note or None,
+        "problem": row.problem or None,
         "has_children": has_children,
         "rollup": None if row.is_leaf else _rollup(view.result.rollup(row.path)),
     }
 
 
-def refine(view: DiffView, path: NestedPath, level: str, *, rtol: float = 0.0,
-           atol: float = 0.0, allow_pickle: bool = False, progress: Progress | None = None,
-           check: Callable[[], None] = lambda: None) -> dict[str, Any]:
+def refine(
+    view: DiffView,
+    path: NestedPath,
+    level: str,
+    *,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    allow_pickle: bool = False,
+    progress: Progress | None = None,
+    check: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
     """Compare the subtree at ``path`` again at ``level``; its rows replace the old ones.
 
     A rename across the subtree's edge (a leaf moved in or out of it) is found again only
     when a subtree holding both ends is refined.
     """
     if level not in LEVELS:
-        raise RequestError(f"diff_refine params.level: expected one of {', '.join(LEVELS)}, "
-                           f"got {level!r}")
+        raise RequestError(
+            f"diff_refine params.level: expected one of {', '.join(LEVELS)}, got {level!r}"
+        )
     row = _row(view, path)
     if row.a is None or row.b is None:
         return summary(view)  # only on one side: nothing more to compare
@@ -169,9 +212,17 @@ def refine(view: DiffView, path: NestedPath, level: str, *, rtol: float = 0.0,
             progress(done, total, label)
 
     check()
-    sub = diff(view.a, view.b, level=level, subpath_a=view.subpath_a + old,
-               subpath_b=view.subpath_b + path, rtol=rtol, atol=atol,
-               allow_pickle=allow_pickle, progress=report)
+    sub = diff(
+        view.a,
+        view.b,
+        level=level,
+        subpath_a=view.subpath_a + old,
+        subpath_b=view.subpath_b + path,
+        rtol=rtol,
+        atol=atol,
+        allow_pickle=allow_pickle,
+        progress=report,
+    )
     for new in sub.rows:
         new.path = path + new.path
         if new.renamed_from is not None:
@@ -185,8 +236,9 @@ def refine(view: DiffView, path: NestedPath, level: str, *, rtol: float = 0.0,
         return summary(view)
 
 
-def preview_pair(view: DiffView, path: NestedPath, rows: int,
-                 check: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[bytes]]:
+def preview_pair(
+    view: DiffView, path: NestedPath, rows: int, check: Callable[[], None] = lambda: None
+) -> tuple[dict[str, Any], list[bytes]]:
     """``{path, a, b}``: the preview of the leaf on each side (``null`` where absent);
     ``b``'s buffer numbers follow ``a``'s."""
     from ._preview import preview
@@ -196,8 +248,10 @@ def preview_pair(view: DiffView, path: NestedPath, rows: int,
     buffers: list[bytes] = []
     out: dict[str, Any] = {"path": list(path), "a": None, "b": None}
     old = row.renamed_from if row.renamed_from is not None else row.path
-    for side, ckpt, present, sub in (("a", view.a, row.a, view.subpath_a + old),
-                                     ("b", view.b, row.b, view.subpath_b + row.path)):
+    for side, ckpt, present, sub in (
+        ("a", view.a, row.a, view.subpath_a + old),
+        ("b", view.b, row.b, view.subpath_b + row.path),
+    ):
         if present is None:
             continue
         owner, inner = _owner(ckpt, sub)
@@ -207,8 +261,13 @@ def preview_pair(view: DiffView, path: NestedPath, rows: int,
     return out, buffers
 
 
-def handle(view: DiffView, method: str, params: object, progress: Progress | None = None,
-           check: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[bytes]]:
+def handle(
+    view: DiffView,
+    method: str,
+    params: object,
+    progress: Progress | None = None,
+    check: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, Any], list[bytes]]:
     """Answer one compare-view request's ``params`` (checked here): ``(result, buffers)``.
 
     Raises
@@ -225,8 +284,13 @@ def handle(view: DiffView, method: str, params: object, progress: Progress | Non
     path = _path(params, method)
     if method == "diff_children":
         only = _bool(params, "only_changed", method) if "only_changed" in params else False
-        return children_page(view, path, _count(params, "offset", method),
-                             min(_count(params, "limit", method), MAX_PAGE), only), []
+        return children_page(
+            view,
+            path,
+            _count(params, "offset", method),
+            min(_count(params, "limit", method), MAX_PAGE),
+            only,
+        ), []
     if method == "diff_node":
         return details(view, path), []
     if method == "diff_preview":
@@ -236,14 +300,18 @@ def handle(view: DiffView, method: str, params: object, progress: Progress | Non
         raise _fail("diff_refine params.level", "a string", level)
     tolerances = {key: _tolerance(params, key) for key in ("rtol", "atol")}
     allow = _bool(params, "allow_pickle", method) if "allow_pickle" in params else False
-    return refine(view, path, level, allow_pickle=allow, progress=progress, check=check,
-                  **tolerances), []
+    return refine(
+        view, path, level, allow_pickle=allow, progress=progress, check=check, **tolerances
+    ), []
 
 
 def _tolerance(params: dict[str, Any], key: str) -> float:
     value = params.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value >= 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
         raise _fail(f"diff_refine params.{key}", "a finite non-negative number", value)
     return float(value)
 
@@ -252,8 +320,9 @@ def _row(view: DiffView, path: NestedPath) -> Row:
     try:
         return view.result.row(path)
     except KeyError:
-        raise SubpathError(f"no key {show_path(path)!r} in the diff of {view.result.a} and "
-                           f"{view.result.b}") from None
+        raise SubpathError(
+            f"no key {show_path(path)!r} in the diff of {view.result.a} and {view.result.b}"
+        ) from None
 
 
 def _owner(ckpt: Checkpoint, path: NestedPath) -> tuple[Checkpoint, NestedPath]:
@@ -268,8 +337,9 @@ def _owner(ckpt: Checkpoint, path: NestedPath) -> tuple[Checkpoint, NestedPath]:
 def _differs(view: DiffView, row: Row) -> bool:
     if row.status != "same" or row.problem:
         return True
-    return not row.is_leaf and bool(view.result.rollup(row.path).differences
-                                    or view.result.rollup(row.path).problems)
+    return not row.is_leaf and bool(
+        view.result.rollup(row.path).differences or view.result.rollup(row.path).problems
+    )
 
 
 def _facts(facts: Any) -> dict[str, Any] | None:
@@ -298,8 +368,10 @@ def _rollup(total: DiffRollup) -> dict[str, int]:
 def _renumber(value: Any, shift: int) -> Any:
     """A preview result with every ``{"buffer": n}`` reference moved by ``shift``."""
     if isinstance(value, dict):
-        return {k: (v + shift if k == "buffer" and isinstance(v, int) else _renumber(v, shift))
-                for k, v in value.items()}
+        return {
+            k: (v + shift if k == "buffer" and isinstance(v, int) else _renumber(v, shift))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_renumber(v, shift) for v in value]
     return value

@@ -42,8 +42,11 @@ SIDES = ("a", "b")
 
 def _tolerance(params: dict[str, Any], key: str) -> float:
     value = params.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value >= 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
         raise _fail(f"diff_refine params.{key}", "a finite non-negative number", value)
     return float(value)
 
@@ -71,9 +74,12 @@ def diff_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return _load_params(params)
     path = _path(params, method)
     if method == "diff_children":
-        return {"path": path, "offset": _count(params, "offset", method),
-                "limit": min(_count(params, "limit", method), MAX_PAGE),
-                "only_changed": _optional_bool(params, "only_changed", method)}
+        return {
+            "path": path,
+            "offset": _count(params, "offset", method),
+            "limit": min(_count(params, "limit", method), MAX_PAGE),
+            "only_changed": _optional_bool(params, "only_changed", method),
+        }
     if method == "diff_node":
         return {"path": path}
     if method == "diff_preview":
@@ -81,9 +87,13 @@ def diff_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     level = _field(params, "level", method)
     if not isinstance(level, str) or level not in LEVELS:
         raise _fail("diff_refine params.level", f"one of {', '.join(LEVELS)}", level)
-    return {"path": path, "level": level, "rtol": _tolerance(params, "rtol"),
-            "atol": _tolerance(params, "atol"),
-            "allow_pickle": _optional_bool(params, "allow_pickle", method)}
+    return {
+        "path": path,
+        "level": level,
+        "rtol": _tolerance(params, "rtol"),
+        "atol": _tolerance(params, "atol"),
+        "allow_pickle": _optional_bool(params, "allow_pickle", method),
+    }
 
 
 def _load_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +104,11 @@ def _load_params(params: dict[str, Any]) -> dict[str, Any]:
     mode = _field(params, "mode", method)
     if mode not in MODES or isinstance(mode, bool):
         raise _fail("diff_load params.mode", '"r", "r+" or null', mode)
-    return {"side": side, "path": _path(params, method),
-            "device": _text(params, "device", method), "mode": mode,
-            "allow_pickle": _bool(params, "allow_pickle", method),
-            "variable": _variable(params)}
+    return {
+        "side": side,
+        "path": _path(params, method),
+        "device": _text(params, "device", method),
+        "mode": mode,
+        "allow_pickle": _bool(params, "allow_pickle", method),
+        "variable": _variable(params),
+    }

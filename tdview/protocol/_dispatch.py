@@ -120,8 +120,14 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
     if session.diff is not None or request.method.startswith("diff_"):
         from . import _compare
 
-        return _compare.run(session.diff, request, lambda: session.check(request.id),
-                            progress_fn, session.namespace, session.on_load)
+        return _compare.run(
+            session.diff,
+            request,
+            lambda: session.check(request.id),
+            progress_fn,
+            session.namespace,
+            session.on_load,
+        )
     ckpt = session.ckpt
     assert ckpt is not None
     if isinstance(ckpt, Collection):
@@ -129,8 +135,9 @@ def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> 
     return _run_on(session, ckpt, session.source, request, progress_fn)
 
 
-def _run_collection(session: Session, coll: Collection, request: Request,
-                    progress_fn: ProgressFn | None) -> Reply:
+def _run_collection(
+    session: Session, coll: Collection, request: Request, progress_fn: ProgressFn | None
+) -> Reply:
     """A request on a folder of checkpoints: its own nodes answered here, a member's
     by the member (see :mod:`._collection`)."""
     method, params = request.method, request.params
@@ -140,11 +147,16 @@ def _run_collection(session: Session, coll: Collection, request: Request,
     if owner is coll:
         node = coll.node(inner)
         if method == "children":
-            return _collection.children_page(coll, node, session.source, params["offset"],
-                                             params["limit"], totals=params["totals"]), []
+            return _collection.children_page(
+                coll,
+                node,
+                session.source,
+                params["offset"],
+                params["limit"],
+                totals=params["totals"],
+            ), []
         if method == "node":
-            return _collection.details(coll, node, session.source,
-                                       totals=params["totals"]), []
+            return _collection.details(coll, node, session.source, totals=params["totals"]), []
         if method == "load":
             _collection.refuse_load(coll, node)
         return _run_on(session, coll, session.source, request, progress_fn)
@@ -159,40 +171,63 @@ def _run_collection(session: Session, coll: Collection, request: Request,
     return _collection.put_under(result, prefix, member), out
 
 
-def _run_on(session: Session, ckpt: Checkpoint, source: str, request: Request,
-            progress_fn: ProgressFn | None) -> Reply:
+def _run_on(
+    session: Session,
+    ckpt: Checkpoint,
+    source: str,
+    request: Request,
+    progress_fn: ProgressFn | None,
+) -> Reply:
     params = request.params
     check = lambda: session.check(request.id)  # noqa: E731
     method = request.method
     if method == "children":
-        return _summaries.children_page(ckpt, params["path"], params["offset"], params["limit"],
-                                    totals=params["totals"]), []
+        return _summaries.children_page(
+            ckpt, params["path"], params["offset"], params["limit"], totals=params["totals"]
+        ), []
     if method == "node":
         return _summaries.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
     if method == "search":
-        return _search.search_result(ckpt, params["pattern"], params["limit"],
-                                     offset=params["offset"], source=source,
-                                     count=params["count"]), []
+        return _search.search_result(
+            ckpt,
+            params["pattern"],
+            params["limit"],
+            offset=params["offset"],
+            source=source,
+            count=params["count"],
+        ), []
     if method == "devices":
         return _load.devices(), []
     if method == "preview":
-        return _preview.preview(ckpt, params["path"], params["rows"], check,
-                                rows_scope=params["rows_scope"], index=params["index"],
-                                offset=params["offset"], stats=params["stats"],
-                                heatmap=params["heatmap"])
+        return _preview.preview(
+            ckpt,
+            params["path"],
+            params["rows"],
+            check,
+            rows_scope=params["rows_scope"],
+            index=params["index"],
+            offset=params["offset"],
+            stats=params["stats"],
+            heatmap=params["heatmap"],
+        )
 
     def report(done: int, total: int, label: str) -> None:
         check()
         if progress_fn is not None:
             progress_fn(done, total, label)
 
-    return _load.load(ckpt, source, params, session.namespace, report,
-                      bind=session.on_load, check=check), []
+    return _load.load(
+        ckpt, source, params, session.namespace, report, bind=session.on_load, check=check
+    ), []
 
 
 def handle(
-    session: Session, message: object, buffers: list[bytes] | None = None,
-    progress_fn: ProgressFn | None = None, *, expected: bool = False,
+    session: Session,
+    message: object,
+    buffers: list[bytes] | None = None,
+    progress_fn: ProgressFn | None = None,
+    *,
+    expected: bool = False,
 ) -> Reply:
     """Answer one message: ``(reply, buffers)``; ``reply`` is None for a cancel.
 
@@ -255,8 +290,9 @@ def handle(
         session.forget(request.id)
 
 
-def _error_reply(request: Request, error: BaseException,
-                 path: tuple[str, ...] | None) -> dict[str, Any]:
+def _error_reply(
+    request: Request, error: BaseException, path: tuple[str, ...] | None
+) -> dict[str, Any]:
     """The error reply of a failed request; never raises (a hostile value's error must
     still be answered, and the reply bounded)."""
     try:
@@ -306,13 +342,19 @@ class Dispatcher:
         last always go).
     """
 
-    def __init__(self, session: Session, send: Callable[[dict, list[bytes]], None],
-                 progress_interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        session: Session,
+        send: Callable[[dict, list[bytes]], None],
+        progress_interval: float = 0.1,
+    ) -> None:
         self.session = session
         self._send = send
         self._interval = progress_interval
-        self._lanes = {lane: ThreadPoolExecutor(n, thread_name_prefix=f"tdview-{lane}")
-                       for lane, n in LANES.items()}
+        self._lanes = {
+            lane: ThreadPoolExecutor(n, thread_name_prefix=f"tdview-{lane}")
+            for lane, n in LANES.items()
+        }
         self._futures: set[Future[None]] = set()
 
     def receive(self, content: object, buffers: list[bytes] | None = None) -> None:

@@ -38,9 +38,13 @@ def _block(tensor: torch.Tensor, start: int, stop: int, read: Read) -> torch.Ten
         return read(block).reshape(shape)
 
 
-def heatmap(tensor: torch.Tensor, rows: int, cols: int,
-            check: Callable[[], None] = lambda: None,
-            read: Read = as_is) -> dict[str, Any] | None:
+def heatmap(
+    tensor: torch.Tensor,
+    rows: int,
+    cols: int,
+    check: Callable[[], None] = lambda: None,
+    read: Read = as_is,
+) -> dict[str, Any] | None:
     """``{cells, of, min, max}``: the ``float32 [h, w]`` cells of ``tensor``'s table
     (see the module docstring), the table's ``[R, C]`` and the finite range of the cells
     (None when none is finite). None for a 0-d tensor or an empty table.
@@ -70,11 +74,13 @@ def heatmap(tensor: torch.Tensor, rows: int, cols: int,
             for c0 in range(0, n_cols, CHUNK):  # a row longer than a chunk: in pieces
                 part = _values64(read(block[:, c0 : c0 + CHUNK]))
                 finite = part.isfinite()
-                sums[i].index_add_(0, group[c0 : c0 + CHUNK],
-                                   torch.where(finite, part, 0.0).sum(0))
+                sums[i].index_add_(0, group[c0 : c0 + CHUNK], torch.where(finite, part, 0.0).sum(0))
                 counts[i].index_add_(0, group[c0 : c0 + CHUNK], finite.sum(0).to(torch.float64))
     cells = (sums / counts).to(torch.float32)  # 0 / 0: NaN, a block with no finite value
     finite = cells[cells.isfinite()]
-    return {"cells": cells, "of": [n_rows, n_cols],
-            "min": finite_or_none(float(finite.min())) if finite.numel() else None,
-            "max": finite_or_none(float(finite.max())) if finite.numel() else None}
+    return {
+        "cells": cells,
+        "of": [n_rows, n_cols],
+        "min": finite_or_none(float(finite.min())) if finite.numel() else None,
+        "max": finite_or_none(float(finite.max())) if finite.numel() else None,
+    }

@@ -106,8 +106,10 @@ def check_bounds(message: object) -> None:
                 raise RequestError(f"message: more than {MAX_MESSAGE_ITEMS:,} values")
             stack.extend((child, depth + 1) for child in children)
         if chars > MAX_MESSAGE_CHARS:
-            raise RequestError(f"message: more than {MAX_MESSAGE_CHARS:,} characters of "
-                               "text (no key that long can be asked for)")
+            raise RequestError(
+                f"message: more than {MAX_MESSAGE_CHARS:,} characters of "
+                "text (no key that long can be asked for)"
+            )
 
 
 def _field(params: dict[str, Any], key: str, method: str) -> Any:
@@ -197,10 +199,12 @@ def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
         if not all(1 <= n <= MAX_HEATMAP_CELLS for n in sides):
             raise _fail(f"{where}.heatmap", f"rows and cols from 1 to {MAX_HEATMAP_CELLS}", heatmap)
         heatmap = sides
-    return {"index": None if index is None else parse_index(index),
-            "offset": _count(params, "offset", "preview") if "offset" in params else None,
-            "stats": _bool(params, "stats", "preview") if "stats" in params else True,
-            "heatmap": heatmap}
+    return {
+        "index": None if index is None else parse_index(index),
+        "offset": _count(params, "offset", "preview") if "offset" in params else None,
+        "stats": _bool(params, "stats", "preview") if "stats" in params else True,
+        "heatmap": heatmap,
+    }
 
 
 def _variable(params: dict[str, Any]) -> str | None:
@@ -223,28 +227,40 @@ def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
         return diff_params(method, params)
     if method == "children":
-        return {"path": _path(params, method), "offset": _count(params, "offset", method),
-                "limit": min(_count(params, "limit", method), MAX_PAGE),
-                "totals": _totals(params, method)}
+        return {
+            "path": _path(params, method),
+            "offset": _count(params, "offset", method),
+            "limit": min(_count(params, "limit", method), MAX_PAGE),
+            "totals": _totals(params, method),
+        }
     if method == "node":
         return {"path": _path(params, method), "totals": _totals(params, method)}
     if method == "search":
-        return {"pattern": _text(params, "pattern", method),
-                "limit": min(_count(params, "limit", method), MAX_PAGE),
-                "offset": _count(params, "offset", method) if "offset" in params else 0,
-                "count": _bool(params, "count", method) if "count" in params else True}
+        return {
+            "pattern": _text(params, "pattern", method),
+            "limit": min(_count(params, "limit", method), MAX_PAGE),
+            "offset": _count(params, "offset", method) if "offset" in params else 0,
+            "count": _bool(params, "count", method) if "count" in params else True,
+        }
     if method == "preview":
-        return {"path": _path(params, method),
-                "rows": min(_count(params, "rows", method), MAX_ROWS),
-                "rows_scope": _rows_scope(params), **_preview_view(params)}
+        return {
+            "path": _path(params, method),
+            "rows": min(_count(params, "rows", method), MAX_ROWS),
+            "rows_scope": _rows_scope(params),
+            **_preview_view(params),
+        }
     if method == "devices":
         return {}
     mode = _field(params, "mode", method)
     if mode not in MODES or isinstance(mode, bool):
         raise _fail("load params.mode", '"r", "r+" or null', mode)
-    return {"path": _path(params, method), "device": _text(params, "device", method),
-            "mode": mode, "allow_pickle": _bool(params, "allow_pickle", method),
-            "variable": _variable(params)}
+    return {
+        "path": _path(params, method),
+        "device": _text(params, "device", method),
+        "mode": mode,
+        "allow_pickle": _bool(params, "allow_pickle", method),
+        "variable": _variable(params),
+    }
 
 
 def message_id(message: object) -> int | None:
@@ -326,14 +342,21 @@ def reply_error(
     as text: its control and bidirectional characters are escaped and it is cut to
     :data:`~tdview._text.MAX_MESSAGE` characters (whatever it echoes)."""
     return {
-        "kind": REPLY, "v": PROTOCOL_VERSION, "id": request_id, "ok": False,
-        "error": {"type": error_type, "message": printable(message, limit=MAX_MESSAGE),
-                  "path": None if path is None else list(path)},
+        "kind": REPLY,
+        "v": PROTOCOL_VERSION,
+        "id": request_id,
+        "ok": False,
+        "error": {
+            "type": error_type,
+            "message": printable(message, limit=MAX_MESSAGE),
+            "path": None if path is None else list(path),
+        },
     }
 
 
-def bound_reply(reply: dict[str, Any], buffers: list[bytes], method: str
-                ) -> tuple[dict[str, Any], list[bytes]]:
+def bound_reply(
+    reply: dict[str, Any], buffers: list[bytes], method: str
+) -> tuple[dict[str, Any], list[bytes]]:
     """``(reply, buffers)`` as they may be sent: at most :data:`MAX_REPLY_BYTES` of JSON
     and buffers together, and every integer one that JavaScript holds exactly.
 
@@ -349,18 +372,24 @@ def bound_reply(reply: dict[str, Any], buffers: list[bytes], method: str
     {'bytes': 9007199254740991}
     """
     try:
-        text = json.dumps(reply, ensure_ascii=False, allow_nan=False,
-                          check_circular=False)
+        text = json.dumps(reply, ensure_ascii=False, allow_nan=False, check_circular=False)
     except (ValueError, TypeError, RecursionError) as error:
-        return reply_error(int(reply.get("id", 0)), "LimitExceededError",
-                           f"the reply to the {method} request cannot be sent as JSON: "
-                           f"{error}", None), []
+        return reply_error(
+            int(reply.get("id", 0)),
+            "LimitExceededError",
+            f"the reply to the {method} request cannot be sent as JSON: {error}",
+            None,
+        ), []
     size = len(text) + sum(len(b) for b in buffers)
     if size > MAX_REPLY_BYTES:
-        return reply_error(int(reply.get("id", 0)), "LimitExceededError",
-                           f"the reply to the {method} request would be {size:,} bytes, more "
-                           f"than the cap of {MAX_REPLY_BYTES:,} bytes (MAX_REPLY_BYTES): it "
-                           "is not sent", None), []
+        return reply_error(
+            int(reply.get("id", 0)),
+            "LimitExceededError",
+            f"the reply to the {method} request would be {size:,} bytes, more "
+            f"than the cap of {MAX_REPLY_BYTES:,} bytes (MAX_REPLY_BYTES): it "
+            "is not sent",
+            None,
+        ), []
     if _LONG_NUMBER.search(text):  # rare: a digit run that may be an unsafe integer
         reply = _safe_ints(reply)
     return reply, buffers
@@ -371,6 +400,7 @@ _LONG_NUMBER = re.compile(r"\d{16}")
 
 def _safe_ints(value: Any) -> Any:
     """``value`` with every integer clamped to ``±(2**53 - 1)`` (iterative: no depth)."""
+
     def clamp(item: Any) -> Any:
         if type(item) is int and not -_MAX_SAFE_INT <= item <= _MAX_SAFE_INT:
             return _MAX_SAFE_INT if item > 0 else -_MAX_SAFE_INT
@@ -396,5 +426,11 @@ def _safe_ints(value: Any) -> Any:
 
 def progress(request_id: int, done: int, total: int, label: str) -> dict[str, Any]:
     """A ``tdview:progress`` message (``done`` of ``total`` steps, ``label`` the current one)."""
-    return {"kind": PROGRESS, "v": PROTOCOL_VERSION, "id": request_id,
-            "done": max(int(done), 0), "total": max(int(total), 0), "label": label}
+    return {
+        "kind": PROGRESS,
+        "v": PROTOCOL_VERSION,
+        "id": request_id,
+        "done": max(int(done), 0),
+        "total": max(int(total), 0),
+        "label": label,
+    }

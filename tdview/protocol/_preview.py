@@ -78,20 +78,40 @@ MAX_KEPT_STATS = 64
 
 _TO_FLOAT32 = {torch.float16, torch.bfloat16}
 _TO_FLOAT32.update(
-    getattr(torch, name) for name in (
-        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+    getattr(torch, name)
+    for name in (
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+    )
     if hasattr(torch, name)
 )
-_AS_IS = {torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, torch.int32,
-          torch.int64, torch.uint16, torch.uint32, torch.uint64}
-_COMPLEX = {torch.complex32: torch.float32, torch.complex64: torch.float32,
-            torch.complex128: torch.float64}
+_AS_IS = {
+    torch.float32,
+    torch.float64,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+}
+_COMPLEX = {
+    torch.complex32: torch.float32,
+    torch.complex64: torch.float32,
+    torch.complex128: torch.float64,
+}
 
 # Checkpoint -> (path, rows covered) -> (stats, histogram): the statistics of the leaves
 # previewed last (a leaf changed on disk under an open checkpoint is stale here as its
 # index is).
 _KEPT: weakref.WeakKeyDictionary[Checkpoint, OrderedDict[tuple, tuple]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 def _display(tensor: torch.Tensor) -> tuple[torch.Tensor, str]:
@@ -175,18 +195,23 @@ def _packed(nested: torch.Tensor) -> torch.Tensor:
     (as tdview's loader lays them out), a copy otherwise."""
     sizes = nested._nested_tensor_size()
     strides, offsets = torch._nested_compute_contiguous_strides_offsets(sizes)
-    if (torch.equal(nested._nested_tensor_strides(), strides)
-            and torch.equal(nested._nested_tensor_storage_offsets(), offsets)):
+    if torch.equal(nested._nested_tensor_strides(), strides) and torch.equal(
+        nested._nested_tensor_storage_offsets(), offsets
+    ):
         numel = int(sizes.prod(-1).sum()) if sizes.numel() else 0
-        return torch.empty(0, dtype=nested.dtype).set_(nested.untyped_storage(), 0, (numel,),
-                                                       (1,))
+        return torch.empty(0, dtype=nested.dtype).set_(nested.untyped_storage(), 0, (numel,), (1,))
     parts = [t.reshape(-1) for t in nested.unbind(0)]
     return torch.cat(parts) if parts else torch.empty(0, dtype=nested.dtype)
 
 
-def _kept_stats(ckpt: Checkpoint, key: tuple, tensor: torch.Tensor, compute: bool,
-                check: Callable[[], None],
-                read: Read) -> tuple[dict[str, Any] | None, dict | None]:
+def _kept_stats(
+    ckpt: Checkpoint,
+    key: tuple,
+    tensor: torch.Tensor,
+    compute: bool,
+    check: Callable[[], None],
+    read: Read,
+) -> tuple[dict[str, Any] | None, dict | None]:
     """The statistics of a leaf: kept ones, else computed (``compute``) and kept."""
     kept = _KEPT.setdefault(ckpt, OrderedDict())
     found = kept.get(key)
@@ -202,8 +227,9 @@ def _kept_stats(ckpt: Checkpoint, key: tuple, tensor: torch.Tensor, compute: boo
     return found
 
 
-def _selection(parts: tuple[Part, ...] | None, offset: int | None,
-               tensor: torch.Tensor) -> tuple[torch.Tensor, list[Dim]]:
+def _selection(
+    parts: tuple[Part, ...] | None, offset: int | None, tensor: torch.Tensor
+) -> tuple[torch.Tensor, list[Dim]]:
     """The selected view of ``tensor`` and what it shows per dim."""
     if parts is None:
         parts = ((offset, None, None),) if offset and tensor.dim() else ()
@@ -212,9 +238,15 @@ def _selection(parts: tuple[Part, ...] | None, offset: int | None,
 
 
 def preview(
-    ckpt: Checkpoint, path: tuple[str, ...], rows: int,
-    check: Callable[[], None] = lambda: None, *, rows_scope: str = "written",
-    index: tuple[Part, ...] | None = None, offset: int | None = None, stats: bool = True,
+    ckpt: Checkpoint,
+    path: tuple[str, ...],
+    rows: int,
+    check: Callable[[], None] = lambda: None,
+    *,
+    rows_scope: str = "written",
+    index: tuple[Part, ...] | None = None,
+    offset: int | None = None,
+    stats: bool = True,
     heatmap: tuple[int, int] | None = None,
 ) -> tuple[dict[str, Any], list[bytes]]:
     """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts,
@@ -262,8 +294,10 @@ def preview(
     """
     node = ckpt.node(path)
     if not node.is_leaf or node.record is None:
-        raise PreviewUnsupportedError(f"{'/'.join(path) or '<root>'} is a {node.kind}, "
-                                      "not a tensor: only tensor leaves have a preview")
+        raise PreviewUnsupportedError(
+            f"{'/'.join(path) or '<root>'} is a {node.kind}, "
+            "not a tensor: only tensor leaves have a preview"
+        )
     ranged = ranged_leaf(ckpt, node)
     read: Read = as_is
     if ranged is not None:  # remote: a meta tensor, its views read by byte ranges
@@ -291,19 +325,31 @@ def preview(
         "shape": shape,
         "display_dtype": display_dtype,
         "slice": _ref(shown, display_dtype, buffers),
-        "selection": {"index": index_text(dims), "dims": [d.as_json() for d in dims],
-                      "shape": list(chosen.shape)},
+        "selection": {
+            "index": index_text(dims),
+            "dims": [d.as_json() for d in dims],
+            "shape": list(chosen.shape),
+        },
         "stats": found,
-        "histogram": None if histogram is None else {
+        "histogram": None
+        if histogram is None
+        else {
             "edges": _ref(histogram["edges"], "float64", buffers),
             "counts": _ref(histogram["counts"], "int64", buffers),
-            "values": None if histogram["values"] is None else _ref(
-                histogram["values"], "float64", buffers),
+            "values": None
+            if histogram["values"] is None
+            else _ref(histogram["values"], "float64", buffers),
         },
-        "heatmap": None if cells is None else {
-            "cells": _ref(cells["cells"], "float32", buffers), "of": cells["of"],
-            "min": cells["min"], "max": cells["max"]},
-        "rows": None if written is None else {
-            "written": written.written, "capacity": written.capacity, "scope": rows_scope},
+        "heatmap": None
+        if cells is None
+        else {
+            "cells": _ref(cells["cells"], "float32", buffers),
+            "of": cells["of"],
+            "min": cells["min"],
+            "max": cells["max"],
+        },
+        "rows": None
+        if written is None
+        else {"written": written.written, "capacity": written.capacity, "scope": rows_scope},
     }
     return result, buffers

@@ -34,13 +34,19 @@ def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, 
     if not inner:  # the member itself: a "checkpoint" row, as in its folder's children
         return _collection.summary(ckpt, mount, source, totals=False)
     result = _summaries.summary(owner, owner.node(inner), totals=False)
-    result.update(key=path[-1], path=list(path),
-                  member=_collection.member_info(source, mount))
+    result.update(key=path[-1], path=list(path), member=_collection.member_info(source, mount))
     return result
 
 
-def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0,
-                  source: str = "", count: bool = True) -> dict[str, Any]:
+def search_result(
+    ckpt: Checkpoint,
+    pattern: str,
+    limit: int,
+    *,
+    offset: int = 0,
+    source: str = "",
+    count: bool = True,
+) -> dict[str, Any]:
     """``SearchResult``: matches ``offset`` to ``offset + limit`` of ``pattern``.
 
     Returns
@@ -68,14 +74,32 @@ def search_result(ckpt: Checkpoint, pattern: str, limit: int, *, offset: int = 0
             nodes.append(_summary(ckpt, path, source))
         except (TDViewError, OSError) as error:  # a node changed since it was found
             nodes.append(_missing(path, error))
-    return {"pattern": pattern, "offset": page.offset, "total": page.total,
-            "counted": page.counted, "matches": [list(path) for path in page.matches],
-            "nodes": nodes, "truncated": page.truncated}
+    return {
+        "pattern": pattern,
+        "offset": page.offset,
+        "total": page.total,
+        "counted": page.counted,
+        "matches": [list(path) for path in page.matches],
+        "nodes": nodes,
+        "truncated": page.truncated,
+    }
 
 
 def _missing(path: tuple[str, ...], error: Exception) -> dict[str, Any]:
     """The summary of a match that cannot be read again: its key and the problem."""
-    return {"key": path[-1], "path": list(path), "kind": "leaf", "class_name": "",
-            "has_children": False, "n_children": 0, "shape": None, "dtype": None,
-            "batch_size": None, "stack_dim": None, "bytes": None, "numel": None,
-            "pickled": False, "problems": [str(error)]}
+    return {
+        "key": path[-1],
+        "path": list(path),
+        "kind": "leaf",
+        "class_name": "",
+        "has_children": False,
+        "n_children": 0,
+        "shape": None,
+        "dtype": None,
+        "batch_size": None,
+        "stack_dim": None,
+        "bytes": None,
+        "numel": None,
+        "pickled": False,
+        "problems": [str(error)],
+    }

@@ -93,8 +93,10 @@ def _part(piece: str, where: str) -> Part:
         return value
     found = _SLICE.fullmatch(piece)
     if found is None:
-        raise RequestError(f"{where}: {piece.strip(_WS)!r} is not an integer or a slice "
-                           "start:stop:step of integers")
+        raise RequestError(
+            f"{where}: {piece.strip(_WS)!r} is not an integer or a slice "
+            "start:stop:step of integers"
+        )
     start, stop, step = (_int(found.group(i), where) for i in (1, 2, 3))
     if step is not None and step < 1:
         raise RequestError(f"{where}: the step {step} must be at least 1")
@@ -119,8 +121,9 @@ class Dim:
         return {"start": self.start, "stop": self.stop, "step": self.step, "kept": self.kept}
 
 
-def select(parts: tuple[Part, ...], shape: tuple[int, ...] | list[int]
-           ) -> tuple[tuple[int | slice, ...], list[Dim]]:
+def select(
+    parts: tuple[Part, ...], shape: tuple[int, ...] | list[int]
+) -> tuple[tuple[int | slice, ...], list[Dim]]:
     """``(key, dims)``: the torch index of ``parts`` over ``shape`` (ints and slices:
     indexing a tensor with it is a view, nothing read) and, per dim, what it shows.
 
@@ -136,8 +139,9 @@ def select(parts: tuple[Part, ...], shape: tuple[int, ...] | list[int]
     ((slice(5, 8, 1), 2), [(5, 8, True), (2, 3, False)])
     """
     if len(parts) > len(shape):
-        raise PreviewIndexError(f"the index has {len(parts)} parts but the leaf has "
-                                f"{len(shape)} dims {list(shape)}")
+        raise PreviewIndexError(
+            f"the index has {len(parts)} parts but the leaf has {len(shape)} dims {list(shape)}"
+        )
     key: list[int | slice] = []
     dims: list[Dim] = []
     for d, size in enumerate(shape):
@@ -145,8 +149,7 @@ def select(parts: tuple[Part, ...], shape: tuple[int, ...] | list[int]
         if isinstance(part, int):
             at = part + size if part < 0 else part
             if not 0 <= at < size:
-                raise PreviewIndexError(f"index {part} is out of range for dim {d} of size "
-                                        f"{size}")
+                raise PreviewIndexError(f"index {part} is out of range for dim {d} of size {size}")
             key.append(at)
             dims.append(Dim(at, at + 1, 1, kept=False))
             continue

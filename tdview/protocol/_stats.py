@@ -40,8 +40,11 @@ BINS = 64
 #: Integer spans counted with ``bincount`` (one counter per integer of the span).
 _COUNTED_SPAN = 1 << 16
 
-_COMPLEX = {torch.complex32: torch.float32, torch.complex64: torch.float32,
-            torch.complex128: torch.float64}
+_COMPLEX = {
+    torch.complex32: torch.float32,
+    torch.complex64: torch.float32,
+    torch.complex128: torch.float64,
+}
 
 
 def _values64(chunk: torch.Tensor) -> torch.Tensor:
@@ -55,8 +58,9 @@ def as_is(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def chunks(flat: torch.Tensor, check: Callable[[], None],
-           read: Read = as_is) -> Iterator[torch.Tensor]:
+def chunks(
+    flat: torch.Tensor, check: Callable[[], None], read: Read = as_is
+) -> Iterator[torch.Tensor]:
     """``flat`` as float64 chunks of :data:`CHUNK` elements (each read by ``read``);
     ``check`` before each."""
     for start in range(0, flat.numel(), CHUNK):
@@ -147,7 +151,8 @@ def statistics(
         "max": finite_or_none(moments.hi) if some else None,
         "mean": finite_or_none(moments.mean) if some and not boolean else None,
         "std": None if boolean else finite_or_none(moments.std()),
-        "nan": None if exact else nan, "inf": None if exact else inf,
+        "nan": None if exact else nan,
+        "inf": None if exact else inf,
         "count": flat.numel(),
     }
     if not some:
@@ -157,8 +162,9 @@ def statistics(
     return stats, _histogram(flat, moments.lo, moments.hi, check, read)
 
 
-def _histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
-               read: Read) -> dict[str, Any]:
+def _histogram(
+    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
+) -> dict[str, Any]:
     """:data:`BINS` equal bins over ``[lo, hi]`` of the finite values."""
     span = hi - lo
     # values from near -1.8e308 to near 1.8e308 have a span of inf: bin them halved (a
@@ -169,14 +175,16 @@ def _histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], Non
     counts = torch.zeros(BINS, dtype=torch.int64)
     for values in chunks(flat, check, read):
         finite = values[values.isfinite()]
-        counts += torch.histc(finite * scale, bins=BINS, min=lo * scale,
-                              max=hi * scale).to(torch.int64)
+        counts += torch.histc(finite * scale, bins=BINS, min=lo * scale, max=hi * scale).to(
+            torch.int64
+        )
     edges = torch.linspace(lo * scale, hi * scale, BINS + 1, dtype=torch.float64) / scale
     return {"edges": edges, "counts": counts, "values": None}
 
 
-def _exact_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
-                     read: Read) -> dict[str, Any]:
+def _exact_histogram(
+    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
+) -> dict[str, Any]:
     """A bar per value when there are at most :data:`BINS` distinct values, else
     :data:`BINS` equal bins: an integer's bin is ``floor((v - lo) * BINS / span)``
     (the last bin holds ``hi``)."""
@@ -188,16 +196,22 @@ def _exact_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[
         present = per.nonzero().reshape(-1)
         if present.numel() <= BINS:
             return _per_value(present.to(torch.float64) + lo, per[present])
-        bins = torch.clamp((torch.arange(per.numel(), dtype=torch.float64) * BINS / span)
-                           .floor().to(torch.int64), max=BINS - 1)
+        bins = torch.clamp(
+            (torch.arange(per.numel(), dtype=torch.float64) * BINS / span).floor().to(torch.int64),
+            max=BINS - 1,
+        )
         counts = torch.zeros(BINS, dtype=torch.int64).index_add_(0, bins, per)
-        return {"edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
-                "counts": counts, "values": None}
+        return {
+            "edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
+            "counts": counts,
+            "values": None,
+        }
     return _wide_histogram(flat, lo, hi, check, read)
 
 
-def _wide_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None],
-                    read: Read) -> dict[str, Any]:
+def _wide_histogram(
+    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
+) -> dict[str, Any]:
     """Integers over a wide span: the distinct values are followed while there are at
     most :data:`BINS` of them (a sorted search per chunk), the bins meanwhile."""
     span = hi - lo
@@ -224,8 +238,11 @@ def _wide_histogram(flat: torch.Tensor, lo: float, hi: float, check: Callable[[]
         per += torch.bincount(torch.searchsorted(known, values), minlength=known.numel())
     if known is not None:
         return _per_value(known, per)
-    return {"edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64), "counts": counts,
-            "values": None}
+    return {
+        "edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
+        "counts": counts,
+        "values": None,
+    }
 
 
 def _per_value(values: torch.Tensor, counts: torch.Tensor) -> dict[str, Any]:

@@ -27,8 +27,9 @@ from ..index._facts import pickle_key
 from ._json import bounded_value
 
 #: Said of a node whose load unpickles, as ``tdview tree`` says it (``PICKLE_POLICY``).
-PICKLE_PROBLEM = ("pickled value: unpickled only on load with allow_pickle=True, or None "
-                  "with a warning")
+PICKLE_PROBLEM = (
+    "pickled value: unpickled only on load with allow_pickle=True, or None with a warning"
+)
 
 
 def dtype_name(name: str) -> str:
@@ -92,9 +93,11 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     record = node.record
     n_children = _n_children(ckpt, node)
     # a leaf's totals are its own (no walk): always there
-    total = (rollup(ckpt, node) if totals or node.is_leaf
-             or cached_rollup(ckpt, node) is not None
-             else None)
+    total = (
+        rollup(ckpt, node)
+        if totals or node.is_leaf or cached_rollup(ckpt, node) is not None
+        else None
+    )
     holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
     sized = holds_tensors or (total is not None and total.pickles > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)
@@ -124,9 +127,14 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
         facts = leaf_storage(ckpt.store, node)
         if facts.location is None:
             return None
-        return {"location": facts.location, "offset": facts.offset,
-                "stored_bytes": facts.stored_bytes, "compression": facts.compression,
-                "crc32": facts.crc32, "cost": facts.cost}
+        return {
+            "location": facts.location,
+            "offset": facts.offset,
+            "stored_bytes": facts.stored_bytes,
+            "compression": facts.compression,
+            "crc32": facts.crc32,
+            "cost": facts.cost,
+        }
     key = pickle_key(node)
     if key is None or not ckpt.store.is_file(key):
         return None
@@ -137,9 +145,14 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
             offset = ckpt.store.payload_offset(key)  # type: ignore[attr-defined]
         except (TDViewError, OSError):
             offset = None
-    return {"location": entry.display, "offset": offset, "stored_bytes": entry.stored_size,
-            "compression": entry.compression, "crc32": entry.crc32,
-            "cost": "copy" if entry.compression == "stored" else "decompress"}
+    return {
+        "location": entry.display,
+        "offset": offset,
+        "stored_bytes": entry.stored_size,
+        "compression": entry.compression,
+        "crc32": entry.crc32,
+        "cost": "copy" if entry.compression == "stored" else "decompress",
+    }
 
 
 def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any] | None:
@@ -152,8 +165,11 @@ def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any]
         return None
     if info.unknown is not None:  # the scan stopped: what it found is not all
         problems.append(f"{ckpt.store.display(pickle_key(node) or '')}: {info.unknown}")
-    return {"bytes": info.size, "globals": [[module, name] for module, name in info.globals],
-            "stopped": info.unknown}
+    return {
+        "bytes": info.size,
+        "globals": [[module, name] for module, name in info.globals],
+        "stopped": info.unknown,
+    }
 
 
 def _rows(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, int] | None:
@@ -196,8 +212,12 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     total = None
     if not node.is_leaf and result["bytes"] is not None:
         found = rollup(ckpt, node)
-        total = {"bytes": found.bytes, "numel": found.numel, "leaves": found.leaves,
-                 "by_dtype": {dtype_name(k): v for k, v in found.by_dtype.items()}}
+        total = {
+            "bytes": found.bytes,
+            "numel": found.numel,
+            "leaves": found.leaves,
+            "by_dtype": {dtype_name(k): v for k, v in found.by_dtype.items()},
+        }
         if found.pickles:  # pickled values below: their files are in "bytes", no leaf
             total.update(pickles=found.pickles, pickle_bytes=found.pickle_bytes)
     try:
@@ -232,17 +252,27 @@ def _schema(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
     entries = stack_schema(ckpt, node)
     if found is None or entries is None:
         return None
-    return {"members": len(found[0]), "stack_dim": found[1],
-            "entries": [{"key": list(e.key), "kind": e.kind, "class_name": e.class_name,
-                         "dtype": None if e.dtype is None else dtype_name(e.dtype),
-                         "shape": None if e.shape is None else list(e.shape),
-                         "members": e.members}
-                        for e in entries[:MAX_SCHEMA_ENTRIES]],
-            "truncated": len(entries) > MAX_SCHEMA_ENTRIES}
+    return {
+        "members": len(found[0]),
+        "stack_dim": found[1],
+        "entries": [
+            {
+                "key": list(e.key),
+                "kind": e.kind,
+                "class_name": e.class_name,
+                "dtype": None if e.dtype is None else dtype_name(e.dtype),
+                "shape": None if e.shape is None else list(e.shape),
+                "members": e.members,
+            }
+            for e in entries[:MAX_SCHEMA_ENTRIES]
+        ],
+        "truncated": len(entries) > MAX_SCHEMA_ENTRIES,
+    }
 
 
-def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int, *,
-                  totals: bool = True) -> dict:
+def children_page(
+    ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int, *, totals: bool = True
+) -> dict:
     """One page of a node's children as ``ChildrenResult``: ``{path, offset, total,
     children}``; ``total`` counts every child, ``children`` at most ``limit`` summaries
     (``totals=False``: without the rollups not cached yet, see :func:`summary`).
@@ -256,5 +286,9 @@ def children_page(ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: i
     node = ckpt.node(path) if path else ckpt.root
     page = ckpt.page(node, offset, limit) if node.kind != LEAF else None
     items = page.items if page is not None else []
-    return {"path": list(path), "offset": offset, "total": page.total if page else 0,
-            "children": [summary(ckpt, child, totals=totals) for child in items]}
+    return {
+        "path": list(path),
+        "offset": offset,
+        "total": page.total if page else 0,
+        "children": [summary(ckpt, child, totals=totals) for child in items],
+    }

@@ -24,6 +24,19 @@ from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
 
-__all__ = ["TRUSTED_PATHS_ENV", "WINDOWS_PATHS", "ArchiveStore", "DirectoryStore", "EntryInfo",
-           "Link", "RemotePath", "Store", "is_archive", "is_remote", "open_store", "remote",
-           "trust_paths", "trusted_paths"]
+__all__ = [
+    "TRUSTED_PATHS_ENV",
+    "WINDOWS_PATHS",
+    "ArchiveStore",
+    "DirectoryStore",
+    "EntryInfo",
+    "Link",
+    "RemotePath",
+    "Store",
+    "is_archive",
+    "is_remote",
+    "open_store",
+    "remote",
+    "trust_paths",
+    "trusted_paths",
+]

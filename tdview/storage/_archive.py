@@ -160,8 +160,13 @@ class ArchiveStore(Store):
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         e = self._file(key)
-        if (e is not None and e.method == STORED and e.size <= limit and e.size == e.stored_size
-                and not e.flags & FLAG_ENCRYPTED):
+        if (
+            e is not None
+            and e.method == STORED
+            and e.size <= limit
+            and e.size == e.stored_size
+            and not e.flags & FLAG_ENCRYPTED
+        ):
             # a stored file (every meta.json): one copy out of the mapping, CRC-checked
             start = self._offsets.get(key)
             if start is None:
@@ -218,11 +223,13 @@ class ArchiveStore(Store):
             if (st.st_dev, st.st_ino) != self._identity or not stat.S_ISREG(st.st_mode):
                 raise ArchiveError(
                     f"{self.root} changed since it was opened: the path names another "
-                    "file now (one saved or copied over it). Open it again.")
+                    "file now (one saved or copied over it). Open it again."
+                )
             if st.st_size != self.file_size:
                 raise ArchiveError(
                     f"{self.root} changed since it was opened: it is now {st.st_size} "
-                    f"bytes, it was {self.file_size} bytes. Open it again.")
+                    f"bytes, it was {self.file_size} bytes. Open it again."
+                )
         except BaseException:
             os.close(fd)
             raise
@@ -291,8 +298,15 @@ class ArchiveStore(Store):
         end = payload + e.stored_size
         limit, is_next_entry = self._catalog.next_start(at)
         if end > limit:
-            raise layout_error(self.root, e, end, limit, payload=payload,
-                               is_next_entry=is_next_entry, file_size=self.file_size)
+            raise layout_error(
+                self.root,
+                e,
+                end,
+                limit,
+                payload=payload,
+                is_next_entry=is_next_entry,
+                file_size=self.file_size,
+            )
         return payload
 
     def prepare(self, dirkey: str, *, payloads: bool) -> None:
@@ -329,14 +343,12 @@ class ArchiveStore(Store):
         self._prepared.add((dirkey, payloads))
         names, rows = catalog.rows_below(dirkey, "" if payloads else META)
         offsets = self._offsets
-        fresh = [(name, row) for name, row in zip(names, rows, strict=True)
-                 if name not in offsets]
+        fresh = [(name, row) for name, row in zip(names, rows, strict=True) if name not in offsets]
         if not fresh:
             return
         columns = catalog.columns
         self.check_intact()
-        found = payload_offsets(self.mapping, columns, [row for _, row in fresh],
-                                catalog.starts)
+        found = payload_offsets(self.mapping, columns, [row for _, row in fresh], catalog.starts)
         fields = columns.rows()
         spans = self._spans
         for (name, row), offset in zip(fresh, found, strict=True):
@@ -368,8 +380,7 @@ class ArchiveStore(Store):
         if span is not None:
             return span
         e = self._file(key)
-        if (e is None or e.method != STORED or e.flags & FLAG_ENCRYPTED
-                or e.stored_size != e.size):
+        if e is None or e.method != STORED or e.flags & FLAG_ENCRYPTED or e.stored_size != e.size:
             return None
         offset = self._offsets.get(key)
         if offset is None:
@@ -406,8 +417,9 @@ class ArchiveStore(Store):
             )
         return self.raw_payload(key)
 
-    def decompress(self, key: str, max_size: int | None = None,
-                   pool: Executor | None = None) -> np.ndarray:
+    def decompress(
+        self, key: str, max_size: int | None = None, pool: Executor | None = None
+    ) -> np.ndarray:
         """Return a fresh, writable uint8 array of the entry's uncompressed bytes,
         CRC-checked.
 
@@ -433,8 +445,9 @@ class ArchiveStore(Store):
             )
         src = self.raw_payload(key)
         try:
-            return decode(e.method, e.flags, src, e.size, e.crc32,
-                          f"entry {key!r} in {self.root}", pool)
+            return decode(
+                e.method, e.flags, src, e.size, e.crc32, f"entry {key!r} in {self.root}", pool
+            )
         finally:
             src.release()
 

@@ -23,8 +23,15 @@ from dataclasses import dataclass
 from ..errors import UnsafeCheckpointError
 from ._links import Link
 
-__all__ = ["WINDOWS_PATHS", "EntryInfo", "Store", "check_key", "first_unsafe_name",
-           "name_problem", "not_found"]
+__all__ = [
+    "WINDOWS_PATHS",
+    "EntryInfo",
+    "Store",
+    "check_key",
+    "first_unsafe_name",
+    "name_problem",
+    "not_found",
+]
 
 # Whether a directory key is joined to a Windows path (backslash and drive prefixes count).
 WINDOWS_PATHS = os.name == "nt"
@@ -94,10 +101,16 @@ def name_problem(name: str, *, windows: bool = False) -> str | None:
     >>> name_problem("a:b.memmap") is None, name_problem("a:b.memmap", windows=True)
     (True, 'starts with a drive letter')
     """
-    if (name and name[0] not in "/." and name[-1] != "/" and "//" not in name
-            and "/." not in name and "\x00" not in name
-            and not (windows and ("\\" in name or name[1:2] == ":"))
-            and (name.isascii() or has_file_name(name))):
+    if (
+        name
+        and name[0] not in "/."
+        and name[-1] != "/"
+        and "//" not in name
+        and "/." not in name
+        and "\x00" not in name
+        and not (windows and ("\\" in name or name[1:2] == ":"))
+        and (name.isascii() or has_file_name(name))
+    ):
         return None  # the common name, in a few substring searches
     if not name:
         return "is empty"

@@ -44,8 +44,9 @@ _SUBTREE_NAMES = 4096
 class EagerCatalog:
     """Every name checked at open: files by name, all directories, sorted offsets."""
 
-    def __init__(self, root: str, entries: list[CentralEntry], cd_start: int,
-                 file_size: int) -> None:
+    def __init__(
+        self, root: str, entries: list[CentralEntry], cd_start: int, file_size: int
+    ) -> None:
         self.root = root
         self.file_size = file_size
         names = [e.name for e in entries]
@@ -60,8 +61,7 @@ class EagerCatalog:
         clash = files.keys() & self.dirs
         if clash:
             raise UnsafeCheckpointError(
-                f"refusing archive {root}: {min(clash)!r} is both a file entry and a "
-                "directory."
+                f"refusing archive {root}: {min(clash)!r} is both a file entry and a directory."
             )
         self.starts = self._check_layout(entries, cd_start)
         self._children: dict[str, list[str]] | None = None
@@ -101,9 +101,14 @@ class EagerCatalog:
         for i, e in enumerate(order):
             end = e.header_offset + fixed + len(e.raw_name) + e.stored_size
             if end > starts[i + 1]:
-                raise layout_error(self.root, e, end, starts[i + 1],
-                                   is_next_entry=i + 1 < len(order),
-                                   file_size=self.file_size)
+                raise layout_error(
+                    self.root,
+                    e,
+                    end,
+                    starts[i + 1],
+                    is_next_entry=i + 1 < len(order),
+                    file_size=self.file_size,
+                )
         return starts
 
     def file(self, key: str) -> CentralEntry | None:
@@ -270,8 +275,9 @@ class LazyCatalog:
         if len(rows) <= _FOLDER_NAMES:
             files: dict[str, int | str] = {}
             subdirs: set[str] = set()
-            for row, name in zip(rows.tolist(), self.columns.names_after(rows, len(prefix)),
-                                 strict=True):
+            for row, name in zip(
+                rows.tolist(), self.columns.names_after(rows, len(prefix)), strict=True
+            ):
                 if "/" in name:
                     subdirs.add(name.partition("/")[0])
                 elif name in files:
@@ -342,15 +348,21 @@ class LazyCatalog:
         sub = self._below(dirkey + "/")
         if sub is not None:
             prefix = dirkey + "/"
-            found = [(name, row) for name, row in sub[1].items()
-                     if name.startswith(prefix) and name.endswith(suffix) and type(row) is int]
+            found = [
+                (name, row)
+                for name, row in sub[1].items()
+                if name.startswith(prefix) and name.endswith(suffix) and type(row) is int
+            ]
             return [name for name, _ in found], [row for _, row in found]  # type: ignore[misc]
         self._build()
         assert self._rows is not None
         prefix = dirkey + "/" if dirkey else ""
         refused = self._refused
-        names = [name for name in self._rows if name.startswith(prefix)
-                 and name.endswith(suffix) and name not in refused]
+        names = [
+            name
+            for name in self._rows
+            if name.startswith(prefix) and name.endswith(suffix) and name not in refused
+        ]
         rows = self._rows
         return names, [rows[name] for name in names]
 
@@ -399,7 +411,8 @@ def _twice(root: str, name: str) -> UnsafeCheckpointError:
 
 def _clash(root: str, name: str) -> UnsafeCheckpointError:
     return UnsafeCheckpointError(
-        f"refusing archive {root}: {name!r} is both a file entry and a directory.")
+        f"refusing archive {root}: {name!r} is both a file entry and a directory."
+    )
 
 
 def directories(files: Any, explicit: list[str]) -> set[str]:
@@ -424,13 +437,26 @@ def index_children(files: Any, dirs: set[str]) -> dict[str, list[str]]:
     return {parent: sorted(names) for parent, names in children.items()}
 
 
-def layout_error(root: str, e: CentralEntry, end: int, limit: int, *, is_next_entry: bool,
-                 file_size: int, payload: int | None = None) -> Exception:
+def layout_error(
+    root: str,
+    e: CentralEntry,
+    end: int,
+    limit: int,
+    *,
+    is_next_entry: bool,
+    file_size: int,
+    payload: int | None = None,
+) -> Exception:
     """The error for an entry whose region ends past ``limit``."""
-    start = f"payload at offset {payload}" if payload is not None else (
-        f"local header at offset {e.header_offset}")
-    where = (f"entry {e.name!r} in {root}: its {start} with {e.stored_size} stored "
-             f"bytes ends at offset {end}")
+    start = (
+        f"payload at offset {payload}"
+        if payload is not None
+        else (f"local header at offset {e.header_offset}")
+    )
+    where = (
+        f"entry {e.name!r} in {root}: its {start} with {e.stored_size} stored "
+        f"bytes ends at offset {end}"
+    )
     if is_next_entry:
         return UnsafeCheckpointError(
             f"refusing {where}, which overlaps the next entry starting at offset {limit}."

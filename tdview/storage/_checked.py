@@ -22,8 +22,7 @@ __all__ = ["map_path", "open_checked", "proc_name", "proc_names", "readlink_or"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def open_checked(opener: Callable[[str, int], int], real: str, display: str,
-                 real_root: str) -> int:
+def open_checked(opener: Callable[[str, int], int], real: str, display: str, real_root: str) -> int:
     """Open ``real`` read-only with ``opener(path, extra flags)`` and return the descriptor.
 
     Parameters
@@ -53,12 +52,14 @@ def open_checked(opener: Callable[[str, int], int], real: str, display: str,
         if error.errno != errno.ELOOP:
             raise
         raise UnsafeCheckpointError(
-            f"refusing {display}: {real} became a symlink after it was checked.") from None
+            f"refusing {display}: {real} became a symlink after it was checked."
+        ) from None
     if not _is_at(fd, real, real_root):
         os.close(fd)
         raise UnsafeCheckpointError(
             f"refusing {display}: the file opened is not {real} (a folder on its path "
-            "changed after it was checked).")
+            "changed after it was checked)."
+        )
     return fd
 
 
@@ -98,8 +99,11 @@ def proc_name(fd_or_path: int | str) -> str | None:
     """The path Linux gives for an open descriptor (or for a folder, opened for this),
     or None where ``/proc/self/fd`` does not tell."""
     try:
-        fd = fd_or_path if isinstance(fd_or_path, int) else os.open(
-            fd_or_path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = (
+            fd_or_path
+            if isinstance(fd_or_path, int)
+            else os.open(fd_or_path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        )
     except OSError:
         return None
     try:

@@ -52,8 +52,15 @@ def method_name(method: int) -> str:
     return METHODS.get(method, f"unknown({method})")
 
 
-def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
-           what: str, pool: Executor | None = None) -> np.ndarray:
+def decode(
+    method: int,
+    flags: int,
+    src: memoryview,
+    size: int,
+    crc: int,
+    what: str,
+    pool: Executor | None = None,
+) -> np.ndarray:
     """Return the uncompressed content of an entry, fully checked.
 
     Parameters
@@ -118,8 +125,7 @@ def decode(method: int, flags: int, src: memoryview, size: int, crc: int,
         out = sink.buf
     if actual != crc:
         raise LeafDataError(
-            f"{what}: CRC-32 mismatch, computed {actual:#010x} but the archive records "
-            f"{crc:#010x}."
+            f"{what}: CRC-32 mismatch, computed {actual:#010x} but the archive records {crc:#010x}."
         )
     return out
 
@@ -219,8 +225,7 @@ def _lzma_decompressor(src: memoryview, what: str):
     start = _LZMA_HEADER.size + props_size
     if start > len(src):
         raise LeafDataError(
-            f"{what}: lzma properties of {props_size} bytes run past the {len(src)} "
-            "stored bytes."
+            f"{what}: lzma properties of {props_size} bytes run past the {len(src)} stored bytes."
         )
     props = bytes(src[_LZMA_HEADER.size : start])
     try:
@@ -270,9 +275,7 @@ def _inflate(decomp, src: memoryview, pos: int, size: int, sink: _Sink, what: st
 
 def _check_end(decomp, flags: int, unfed: int, produced: int, size: int, what: str) -> None:
     """Check that the stream ended exactly at the end of the stored bytes, at ``size``."""
-    lzma_without_marker = isinstance(decomp, lzma.LZMADecompressor) and not (
-        flags & _FLAG_LZMA_EOS
-    )
+    lzma_without_marker = isinstance(decomp, lzma.LZMADecompressor) and not (flags & _FLAG_LZMA_EOS)
     if not decomp.eof and not (lzma_without_marker and produced == size):
         raise LeafDataError(
             f"{what}: the compressed stream is truncated: it ended after {produced} of "

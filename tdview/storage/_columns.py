@@ -81,24 +81,33 @@ class Columns:
         """The names of ``rows`` without their first ``skip`` bytes."""
         width = self.width
         raw = self._block[rows].tobytes()  # the rows one after the other
-        return [raw[at + 1 + skip : at + 1 + length].decode()
-                for at, length in zip(range(0, len(raw), width),
-                                      self.name_len[rows].tolist(), strict=True)]
+        return [
+            raw[at + 1 + skip : at + 1 + length].decode()
+            for at, length in zip(
+                range(0, len(raw), width), self.name_len[rows].tolist(), strict=True
+            )
+        ]
 
     def name_bytes(self, rows: Any, at: Any) -> Any:
         """Byte ``at[i]`` (or ``at``) of the name of row ``rows[i]``; 0 past its end."""
         return self._block[rows, at + 1]
 
     def _columns(self) -> tuple[Any, ...]:
-        return (self.name_len, self.flags, self.method, self.crc32, self.stored_size,
-                self.size, self.header_offset)
+        return (
+            self.name_len,
+            self.flags,
+            self.method,
+            self.crc32,
+            self.stored_size,
+            self.size,
+            self.header_offset,
+        )
 
     def rows(self) -> list[tuple[int, ...]]:
         """The fields of every row as a tuple of ints (made once: building many records
         is then cheap)."""
         if self._rows is None:
-            self._rows = list(zip(*(column.tolist() for column in self._columns()),
-                                  strict=True))
+            self._rows = list(zip(*(column.tolist() for column in self._columns()), strict=True))
         return self._rows
 
     def entry(self, row: int, name: str, *, lists: bool = False) -> CentralEntry:
@@ -108,10 +117,10 @@ class Columns:
             length, flags, method, crc, csize, usize, offset = self.rows()[row]
         else:
             length, flags, method, crc, csize, usize, offset = (
-                int(column[row]) for column in self._columns())
+                int(column[row]) for column in self._columns()
+            )
         raw = self._row(row)[1 : 1 + length]
-        return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize,
-                                            offset))
+        return tuple.__new__(CentralEntry, (name, raw, flags, method, crc, csize, usize, offset))
 
     def names(self) -> list[str]:
         """Every name, in central-directory order."""
@@ -158,9 +167,11 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
     arr[size:] = 0
     # signature candidates: every "P", then the three bytes after it
     hits = np.flatnonzero(arr[: size - 3] == CENTRAL_SIG & 0xFF)
-    hits = hits[(arr[hits + 1] == (CENTRAL_SIG >> 8) & 0xFF)
-                & (arr[hits + 2] == (CENTRAL_SIG >> 16) & 0xFF)
-                & (arr[hits + 3] == CENTRAL_SIG >> 24)]
+    hits = hits[
+        (arr[hits + 1] == (CENTRAL_SIG >> 8) & 0xFF)
+        & (arr[hits + 2] == (CENTRAL_SIG >> 16) & 0xFF)
+        & (arr[hits + 3] == CENTRAL_SIG >> 24)
+    ]
     if not hits.size or hits[0] != 0 or int(hits[-1]) + CENTRAL.size > size:
         return None
     rec = _fields(arr, hits, _CENTRAL_FIELDS)  # the fields of every candidate record
@@ -175,19 +186,34 @@ def read_columns(buf, start: int, end: int, shift: int) -> Columns | None:
     block = _name_rows(arr, name_start, name_len)
     if block is None:
         return None  # a name with NUL, not UTF-8, or far longer than most: record by record
-    return Columns(block, {
-        "name_len": name_len, "flags": rec["flags"],
-        "method": rec["method"], "crc32": rec["crc32"], "stored_size": csize, "size": usize,
-        "header_offset": offset + shift})
+    return Columns(
+        block,
+        {
+            "name_len": name_len,
+            "flags": rec["flags"],
+            "method": rec["method"],
+            "crc32": rec["crc32"],
+            "stored_size": csize,
+            "size": usize,
+            "header_offset": offset + shift,
+        },
+    )
 
 
 # The fields read of a record: name -> (offset in the record, little-endian type).
 Fields = dict[str, tuple[int, str]]
 # Of the central file header (CENTRAL), those kept.
 _CENTRAL_FIELDS: Fields = {
-    "flags": (8, "<u2"), "method": (10, "<u2"), "crc32": (16, "<u4"),
-    "stored_size": (20, "<u4"), "size": (24, "<u4"), "name_len": (28, "<u2"),
-    "extra_len": (30, "<u2"), "comment_len": (32, "<u2"), "offset": (42, "<u4")}
+    "flags": (8, "<u2"),
+    "method": (10, "<u2"),
+    "crc32": (16, "<u4"),
+    "stored_size": (20, "<u4"),
+    "size": (24, "<u4"),
+    "name_len": (28, "<u2"),
+    "extra_len": (30, "<u2"),
+    "comment_len": (32, "<u2"),
+    "offset": (42, "<u4"),
+}
 # Of the local file header (LOCAL), those that locate the payload.
 _LOCAL_FIELDS: Fields = {"sig": (0, "<u4"), "name_len": (26, "<u2"), "extra_len": (28, "<u2")}
 
@@ -201,9 +227,14 @@ def _fields(data: Any, at: Any, fields: Fields) -> dict[str, Any]:
     import numpy as np
     from numpy.lib.stride_tricks import as_strided
 
-    layout = np.dtype({"names": list(fields), "formats": [k for _, k in fields.values()],
-                       "offsets": [o for o, _ in fields.values()],
-                       "itemsize": max(o + np.dtype(k).itemsize for o, k in fields.values())})
+    layout = np.dtype(
+        {
+            "names": list(fields),
+            "formats": [k for _, k in fields.values()],
+            "offsets": [o for o, _ in fields.values()],
+            "itemsize": max(o + np.dtype(k).itemsize for o, k in fields.values()),
+        }
+    )
     raw = np.frombuffer(data, dtype=np.uint8)
     every = as_strided(raw, (raw.size - layout.itemsize + 1, layout.itemsize), (1, 1))
     records = every[at].view(layout)[:, 0]
@@ -230,8 +261,9 @@ def _name_rows(arr: Any, start: Any, length: Any) -> Any:
     words = np.arange(0, width, 8)
     masks = np.array(_MASKS, dtype=np.uint64)
     if longest < len(start):
-        block.view("<u8")[...] &= masks[np.clip(np.arange(longest + 1)[:, None] + 1 - words,
-                                                0, 8)][length]
+        block.view("<u8")[...] &= masks[np.clip(np.arange(longest + 1)[:, None] + 1 - words, 0, 8)][
+            length
+        ]
     else:
         block.view("<u8")[...] &= masks[np.clip(length[:, None] + 1 - words, 0, 8)]
     block[:, 0] = 0
@@ -289,5 +321,4 @@ def payload_offsets(buf, columns: Columns, rows: list[int], starts: Any) -> list
         central = columns.name_bytes(np.repeat(index[kept], lengths), step)
         same = np.minimum.reduceat((local == central).view(np.uint8), first)
         good[kept[same == 0]] = False
-    return [int(p) if ok else None for p, ok in zip(payload.tolist(), good.tolist(),
-                                                     strict=True)]
+    return [int(p) if ok else None for p, ok in zip(payload.tolist(), good.tolist(), strict=True)]

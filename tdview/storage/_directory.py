@@ -29,8 +29,7 @@ _REGULAR = object()  # a listed regular file (no symlink)
 # a symlink out of the root to a regular file that the link policy allows, found in a
 # folder held open (see DirectoryStore._probe_link)
 _LINKED = object()
-_Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str],
-                 frozenset[str]]
+_Listing = tuple[str, frozenset[str], dict[str, os.DirEntry[str]], frozenset[str], frozenset[str]]
 # Listings kept per store, counted in names: enough for the folders a walk is in, bounded
 # for a checkpoint of 100,000 files (a listing dropped is read again when needed).
 _HELD_NAMES = 16384
@@ -122,9 +121,13 @@ class DirectoryStore(Store):
 
     kind = "directory"
 
-    def __init__(self, path: str | os.PathLike[str], *,
-                 trusted: Iterable[str | os.PathLike[str]] | None = None,
-                 real: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        trusted: Iterable[str | os.PathLike[str]] | None = None,
+        real: str | None = None,
+    ) -> None:
         self.root = os.path.abspath(os.fspath(path))
         # real: the real path of the root when the caller found it (found_dir)
         self._real_root = real_dir(self.root) if real is None else real
@@ -143,8 +146,12 @@ class DirectoryStore(Store):
         self._checkout = False  # a link into a folder held open was met: names are links
         self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = os.path.join(self.root, "")
-        self._resolver = LinkResolver(self.root, self._real_root, self.display,
-                                      trusted_paths() if trusted is None else trusted)
+        self._resolver = LinkResolver(
+            self.root,
+            self._real_root,
+            self.display,
+            trusted_paths() if trusted is None else trusted,
+        )
 
     def display(self, key: str) -> str:
         return self._display + key if key else self.root
@@ -282,8 +289,7 @@ class DirectoryStore(Store):
         that need no per-key check); None for a directory answered per key. ``wanted``:
         how many names the caller will probe there; a folder not listed yet is then not
         listed for as few as _PROBE_MAX (PER_NAME), its names are probed one by one."""
-        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (
-                key not in self._listings):
+        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (key not in self._listings):
             return None
         return self._plain_names(key, 3)
 
@@ -291,8 +297,7 @@ class DirectoryStore(Store):
         """The sub-directories of a directory that the listing shows (no symlinks, only
         names that need no per-key check); None for a directory answered per key.
         ``wanted``: see :meth:`plain_files`."""
-        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (
-                key not in self._listings):
+        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (key not in self._listings):
             return None
         return self._plain_names(key, 4)
 
@@ -387,8 +392,9 @@ class DirectoryStore(Store):
     # Any other link, or a file the policy refuses, takes the per-key path (which raises
     # naming the link).
 
-    def _link_at(self, folder: str, name: str, target: str | None = None
-                 ) -> tuple[str, str, int, str] | None:
+    def _link_at(
+        self, folder: str, name: str, target: str | None = None
+    ) -> tuple[str, str, int, str] | None:
         """``(target, real path, descriptor of its folder, its name there)`` of the
         symlink ``name`` in the real folder ``folder`` (with a trailing separator) when
         its target lies outside the root in a folder held open; None otherwise.
@@ -404,8 +410,9 @@ class DirectoryStore(Store):
         fd, blob = self._folders.split(real)
         return None if fd < 0 else (target, real, fd, blob)
 
-    def _probe_link(self, key: str, folder: str, name: str, target: str | None = None
-                    ) -> tuple[str, object, int] | None:
+    def _probe_link(
+        self, key: str, folder: str, name: str, target: str | None = None
+    ) -> tuple[str, object, int] | None:
         """The probe ``(real path, _LINKED, size)`` of ``key``, the symlink ``name`` in
         the real folder ``folder``, when its target is a regular file outside the root,
         in a folder held open, that the link policy lets be read (the link is then
@@ -591,7 +598,8 @@ class DirectoryStore(Store):
             if write and self._resolver.links.get(key) is not None:
                 raise UnsafeCheckpointError(
                     f"refusing to open {self.display(key)} for writing: it is read through "
-                    "a link out of the checkpoint root, and tdview never writes through one.")
+                    "a link out of the checkpoint root, and tdview never writes through one."
+                )
             fd = self._open_checked(key, real, write=write)
         return fd, self._checked_stat(key, fd)
 
@@ -643,8 +651,9 @@ class DirectoryStore(Store):
 
     def _open_checked(self, key: str, real: str, *, write: bool = False) -> int:
         """Open the real path of ``key``, checked on the descriptor (see ``_checked``)."""
-        return open_checked(self._open_write if write else self._open, real,
-                            self.display(key), self._real_root)
+        return open_checked(
+            self._open_write if write else self._open, real, self.display(key), self._real_root
+        )
 
     def map_path(self, fd: int, real: str) -> str:
         """A path that opens the very file of descriptor ``fd`` (from :meth:`open_file`)
@@ -669,8 +678,11 @@ class DirectoryStore(Store):
             return False
         if type(found) is tuple:
             entry = found[1]
-            return entry is _REGULAR or entry is _LINKED or (
-                entry is not None and _is(entry, stat.S_ISREG))
+            return (
+                entry is _REGULAR
+                or entry is _LINKED
+                or (entry is not None and _is(entry, stat.S_ISREG))
+            )
         real = self._resolve(key)
         known = self._resolver.last_stat(real)
         return stat.S_ISREG(known.st_mode) if known is not None else os.path.isfile(real)
@@ -685,8 +697,12 @@ class DirectoryStore(Store):
             entry = found[1]
             if type(entry) is os.stat_result:
                 return stat.S_ISDIR(entry.st_mode)
-            return entry is not None and entry is not _REGULAR and entry is not _LINKED and _is(
-                entry, stat.S_ISDIR)
+            return (
+                entry is not None
+                and entry is not _REGULAR
+                and entry is not _LINKED
+                and _is(entry, stat.S_ISDIR)
+            )
         return os.path.isdir(self._resolve(key))
 
     def list_dir(self, key: str) -> list[str]:
@@ -794,8 +810,15 @@ class DirectoryStore(Store):
             fd = self._open_checked(key, real)
         return self._read_open(fd, key, limit)
 
-    def _read_open(self, fd: int, key: str, limit: int, *, record: str | None = None,
-                   st: os.stat_result | None = None) -> bytes:
+    def _read_open(
+        self,
+        fd: int,
+        key: str,
+        limit: int,
+        *,
+        record: str | None = None,
+        st: os.stat_result | None = None,
+    ) -> bytes:
         """Read the whole file open at ``fd`` (up to ``limit`` bytes), then close it.
         ``record``: its path, opened by name (``O_NOFOLLOW``) in a folder known to be
         plain, unprobed: a regular file is remembered as its probe would (no ``lstat``
@@ -896,16 +919,28 @@ def _scan(real: str, dirkey: str) -> _Listing:
                     dirs.append(entry.name)
     joined = "\n" + "\n".join(files) + "\n" + "\n".join(dirs)
     found = frozenset(files)
-    if "\n." in joined or "\x00" in joined or (
-            WINDOWS_PATHS and ("\\" in joined or (not dirkey and ":" in joined))):
-        return (real, found, others, frozenset(n for n in files if _plain_name(n, dirkey)),
-                frozenset(n for n in dirs if _plain_name(n, dirkey)))
+    if (
+        "\n." in joined
+        or "\x00" in joined
+        or (WINDOWS_PATHS and ("\\" in joined or (not dirkey and ":" in joined)))
+    ):
+        return (
+            real,
+            found,
+            others,
+            frozenset(n for n in files if _plain_name(n, dirkey)),
+            frozenset(n for n in dirs if _plain_name(n, dirkey)),
+        )
     return real, found, others, found, frozenset(dirs)
 
 
 def _plain_name(name: str, dirkey: str) -> bool:
     """Whether a name in directory ``dirkey`` surely passes ``check_key`` (no per-key
     check needed). Conservative: a name it refuses is checked, and probed, per key."""
-    return bool(name) and name[0] != "." and "\x00" not in name and not (
-        WINDOWS_PATHS and ("\\" in name or (not dirkey and name[1:2] == ":"))) and (
-        name.isascii() or has_file_name(name))
+    return (
+        bool(name)
+        and name[0] != "."
+        and "\x00" not in name
+        and not (WINDOWS_PATHS and ("\\" in name or (not dirkey and name[1:2] == ":")))
+        and (name.isascii() or has_file_name(name))
+    )

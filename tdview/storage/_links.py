@@ -42,8 +42,16 @@ from dataclasses import dataclass
 from ..errors import UnsafeCheckpointError, UntrustedLinkError
 from ._checked import proc_names, readlink_or
 
-__all__ = ["TRUSTED_PATHS_ENV", "Link", "LinkPolicy", "LinkResolver", "plain_target",
-           "trust_paths", "trusted_paths", "untrusted_link"]
+__all__ = [
+    "TRUSTED_PATHS_ENV",
+    "Link",
+    "LinkPolicy",
+    "LinkResolver",
+    "plain_target",
+    "trust_paths",
+    "trusted_paths",
+    "untrusted_link",
+]
 
 #: The environment variable listing trusted paths (``os.pathsep``-separated).
 TRUSTED_PATHS_ENV = "TDVIEW_TRUSTED_PATHS"
@@ -185,8 +193,13 @@ class LinkResolver:
         Made when a key first leaves the root.
     """
 
-    def __init__(self, root: str, real_root: str, display: Callable[[str], str],
-                 trusted: Iterable[str | os.PathLike[str]]) -> None:
+    def __init__(
+        self,
+        root: str,
+        real_root: str,
+        display: Callable[[str], str],
+        trusted: Iterable[str | os.PathLike[str]],
+    ) -> None:
         self.root, self.real_root, self.display = root, real_root, display
         self.prefix = real_root.rstrip(os.sep) + os.sep
         self.trusted = tuple(os.path.abspath(os.fspath(p)) for p in trusted) if trusted else ()
@@ -220,8 +233,9 @@ class LinkResolver:
         reason = self.policy.reason(real, final=True, st=st)
         target = paths.target(here)
         if reason is None:
-            raise untrusted_link(self.root, self.real_root, key, self.display(key), target,
-                                 real, final=True)
+            raise untrusted_link(
+                self.root, self.real_root, key, self.display(key), target, real, final=True
+            )
         links = self.links
         known = links.get(key)
         if known is None or (known.target, known.real, known.reason) != (target, real, reason):
@@ -295,9 +309,15 @@ class LinkResolver:
                 self.policy = LinkPolicy(self.real_root, self.trusted)
             reason = self.policy.reason(real, final=final, st=st)
             if reason is None:
-                raise untrusted_link(self.root, self.real_root, key,
-                                     self.display("/".join(parts[:depth])), paths.target(here),
-                                     real, final=final)
+                raise untrusted_link(
+                    self.root,
+                    self.real_root,
+                    key,
+                    self.display("/".join(parts[:depth])),
+                    paths.target(here),
+                    real,
+                    final=final,
+                )
             if left is None:
                 left = self.display("/".join(parts[:depth])), paths.target(here)
         if left is not None and reason is not None:
@@ -362,8 +382,9 @@ class RealPaths:
         except (OSError, ValueError):
             return real, None
 
-    def _join(self, path: str, rest: str, seen: dict[str, str | None]
-              ) -> tuple[str, os.stat_result | None, bool]:
+    def _join(
+        self, path: str, rest: str, seen: dict[str, str | None]
+    ) -> tuple[str, os.stat_result | None, bool]:
         """posixpath's ``_joinrealpath`` (not strict) from the real path ``path``, with
         the folders remembered; False when it meets a loop of symlinks."""
         sep = os.sep
@@ -378,7 +399,7 @@ class RealPaths:
                 continue
             if name == "..":
                 if path != sep:
-                    path = path[:path.rindex(sep)] or sep
+                    path = path[: path.rindex(sep)] or sep
                 st = None
                 continue
             new = sep + name if path == sep else path + sep + name
@@ -463,11 +484,15 @@ class LinkPolicy:
         if not final:
             return None
         blobs = self._hf_blobs
-        if blobs is not None and real.startswith(blobs + os.sep) and _fits(
-                "hf", real[len(blobs) + 1:].split(os.sep)) and _regular(real, st):
+        if (
+            blobs is not None
+            and real.startswith(blobs + os.sep)
+            and _fits("hf", real[len(blobs) + 1 :].split(os.sep))
+            and _regular(real, st)
+        ):
             return self._hf_reason
         for kind, folder in self.stores():
-            rest = real[len(folder) + 1:] if real.startswith(folder + os.sep) else None
+            rest = real[len(folder) + 1 :] if real.startswith(folder + os.sep) else None
             if rest is not None and _fits(kind, rest.split(os.sep)) and _regular(real, st):
                 return f"a {_KINDS[kind]} {os.path.dirname(folder) if kind == 'hf' else folder}"
         return None
@@ -479,8 +504,11 @@ class LinkPolicy:
         return self._stores
 
 
-_KINDS = {"hf": "blob of the Hugging Face cache", "annex": "git-annex object of",
-          "dvc": "file of the DVC cache"}
+_KINDS = {
+    "hf": "blob of the Hugging Face cache",
+    "annex": "git-annex object of",
+    "dvc": "file of the DVC cache",
+}
 
 
 def _fits(kind: str, parts: list[str]) -> bool:
@@ -488,12 +516,19 @@ def _fits(kind: str, parts: list[str]) -> bool:
     if kind == "hf":
         return len(parts) == 1 and _HF_BLOB.fullmatch(parts[0]) is not None
     if kind == "annex":
-        return (len(parts) == 4 and parts[2] == parts[3] and "-" in parts[2]
-                and all(_ANNEX_HASH_DIR.fullmatch(p) for p in parts[:2]))
+        return (
+            len(parts) == 4
+            and parts[2] == parts[3]
+            and "-" in parts[2]
+            and all(_ANNEX_HASH_DIR.fullmatch(p) for p in parts[:2])
+        )
     if parts[:2] == ["files", "md5"]:
         parts = parts[2:]
-    return (len(parts) == 2 and _HEX2.fullmatch(parts[0]) is not None
-            and _HEX30.fullmatch(parts[1]) is not None)
+    return (
+        len(parts) == 2
+        and _HEX2.fullmatch(parts[0]) is not None
+        and _HEX30.fullmatch(parts[1]) is not None
+    )
 
 
 def _regular(real: str, st: object = None) -> bool:
@@ -545,8 +580,10 @@ def _find_stores(real_root: str) -> list[tuple[str, str]]:
         if not git and os.path.lexists(os.path.join(here, ".git")):
             git = True  # the nearest repository decides, whatever its .git is
             objects = os.path.join(here, ".git", "annex", "objects")
-            if all(_real_dir(p) for p in (os.path.join(here, ".git"),
-                                         os.path.dirname(objects), objects)):
+            if all(
+                _real_dir(p)
+                for p in (os.path.join(here, ".git"), os.path.dirname(objects), objects)
+            ):
                 found.append(("annex", objects))
         if not dvc and _real_dir(os.path.join(here, ".dvc")):
             dvc = True
@@ -592,8 +629,9 @@ def _dvc_cache_dir(config: str) -> str | None:
     return None
 
 
-def untrusted_link(root: str, real_root: str, key: str, link: str, target: str,
-                   real: str, *, final: bool) -> UntrustedLinkError:
+def untrusted_link(
+    root: str, real_root: str, key: str, link: str, target: str, real: str, *, final: bool
+) -> UntrustedLinkError:
     """The error for a key that leaves the root through ``link`` to an untrusted place."""
     folder = os.path.dirname(real) if final else real
     return UntrustedLinkError(
@@ -628,7 +666,13 @@ def plain_target(folder: str, target: str) -> str | None:
         if target[:ups] != "../" * (ups // 3) or ups % 3:
             return None  # "./", "..." or a dot name: not the plain form
         base = folder[:-1].rsplit(sep, ups // 3)[0] if ups else folder[:-1]
-    if not rest or rest[0] == "." or "/." in rest or "//" in rest or rest[-1] == sep or (
-            "\x00" in rest):
+    if (
+        not rest
+        or rest[0] == "."
+        or "/." in rest
+        or "//" in rest
+        or rest[-1] == sep
+        or ("\x00" in rest)
+    ):
         return None
     return base + sep + rest

@@ -134,8 +134,13 @@ class Transport:
 
     # -- many reads ------------------------------------------------------------------
 
-    def read(self, jobs: Sequence[Job], done: Callable[[Job], object] | None = None, *,
-             concurrency: int | None = None) -> None:
+    def read(
+        self,
+        jobs: Sequence[Job],
+        done: Callable[[Job], object] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> None:
         """Run every job, ``concurrency`` (the transport's by default) at a time;
         ``done(job)`` is called in this thread as each one finishes. An error of a read,
         or one raised by ``done``, cancels the reads not finished and is raised once they
@@ -182,8 +187,9 @@ class Transport:
                         self.count()
                         return error
 
-            futures = [asyncio.run_coroutine_threadsafe(one(name, args), fs.loop)
-                       for name, args in calls]
+            futures = [
+                asyncio.run_coroutine_threadsafe(one(name, args), fs.loop) for name, args in calls
+            ]
             return [future.result() for future in futures]
 
         def call(name: str, args: tuple[Any, ...]) -> Any:
@@ -194,8 +200,9 @@ class Transport:
                 return error
 
         pool = self._threads()
-        return [future.result() for future in [pool.submit(call, name, args)
-                                               for name, args in calls]]
+        return [
+            future.result() for future in [pool.submit(call, name, args) for name, args in calls]
+        ]
 
     def close(self) -> None:
         if self._pool is not None:
@@ -257,18 +264,21 @@ class Transport:
             if got is not None and (got[0], got[1]) != (job.start, job.end - 1):
                 raise RemoteReadError(
                     f"{job.path}: asked for {asked}, the server sent bytes {got[0]}-{got[1]} "
-                    "(Content-Range): refusing bytes other than those asked for.")
+                    "(Content-Range): refusing bytes other than those asked for."
+                )
             length = r.content_length
             if length is not None and length != want:
                 raise RemoteReadError(
                     f"{job.path}: asked for {asked} ({want} bytes), the server announced "
-                    f"{length} bytes (Content-Length).")
+                    f"{length} bytes (Content-Length)."
+                )
             dest = job.dest if job.dest is not None else memoryview(bytearray(want))
             n = await _stream_into(r, dest, job.path, asked)
         if n != want:
             raise RemoteReadError(
                 f"{job.path}: asked for {asked} ({want} bytes), the server sent {n} bytes "
-                "and closed the response (a short read).")
+                "and closed the response (a short read)."
+            )
         self.count(0, n)
         if job.dest is None:
             job.data = bytes(dest)
@@ -292,19 +302,21 @@ class Transport:
                 raise RemoteReadError(
                     f"{url}: asked for {asked}, the server answered 206 without the "
                     "object's size (Content-Range); tdview needs it to find the archive's "
-                    "central directory.")
+                    "central directory."
+                )
             first, last, size = found[0], found[1], found[2]
             want = last - first + 1
             if last != size - 1 or want > n or (want < n and first != 0):
                 raise RemoteReadError(
-                    f"{url}: asked for {asked}, the server sent bytes {first}-{last} of "
-                    f"{size}.")
+                    f"{url}: asked for {asked}, the server sent bytes {first}-{last} of {size}."
+                )
             dest = memoryview(bytearray(want))
             got = await _stream_into(r, dest, url, asked)
         if got != want:
             raise RemoteReadError(
                 f"{url}: asked for {asked} ({want} bytes), the server sent {got} bytes "
-                "and closed the response (a short read).")
+                "and closed the response (a short read)."
+            )
         self.count(0, got)
         return size, bytes(dest)
 
@@ -331,8 +343,9 @@ def cached_size(fs: Any, path: str) -> int | None:
     return int(size) if size is not None else None
 
 
-def span_jobs(path: str, base: int, spans: Sequence[tuple[int, int]], dest: memoryview,
-              piece: int) -> list[Job]:
+def span_jobs(
+    path: str, base: int, spans: Sequence[tuple[int, int]], dest: memoryview, piece: int
+) -> list[Job]:
     """The reads of bytes ``[base + start, base + end)`` of ``path`` for each span, into
     ``dest`` one span after the other, each cut into pieces of at most ``piece`` bytes
     (read concurrently)."""
@@ -340,8 +353,9 @@ def span_jobs(path: str, base: int, spans: Sequence[tuple[int, int]], dest: memo
     for start, end in spans:
         for cut in range(start, end, piece):
             stop = min(end, cut + piece)
-            jobs.append(Job(path, base + cut, base + stop,
-                            dest[at + cut - start : at + stop - start]))
+            jobs.append(
+                Job(path, base + cut, base + stop, dest[at + cut - start : at + stop - start])
+            )
         at += end - start
     return jobs
 
@@ -354,15 +368,15 @@ def _deliver(job: Job, data: bytes) -> None:
             f"{job.path}: asked for bytes {job.start}-{job.end - 1} ({want} bytes), got "
             f"{len(data)} bytes ({'a short read' if len(data) < want else 'more than asked'}"
             "): the object is shorter than its listing says, or changed since it was "
-            "opened.")
+            "opened."
+        )
     if job.dest is not None:
         job.dest[:] = data
     else:
         job.data = data
 
 
-def _ignored_range(url: str, asked: str, status: int, length: int | None,
-                   r: Any = None) -> None:
+def _ignored_range(url: str, asked: str, status: int, length: int | None, r: Any = None) -> None:
     if r is not None:
         r.close()  # hang up now: the rest of the body is never read
     size = f"{length:,} bytes" if length is not None else "a body of unknown length"
@@ -370,7 +384,8 @@ def _ignored_range(url: str, asked: str, status: int, length: int | None,
         f"{url}: the server ignored the Range header (asked for {asked}, it answered "
         f"{status} with {size}). tdview reads remote checkpoints by byte ranges and does "
         "not download whole files: serve it from a server that honours Range requests "
-        "(object stores and common web servers do), or copy it to a local disk.")
+        "(object stores and common web servers do), or copy it to a local disk."
+    )
 
 
 def _check_status(r: Any, url: str, asked: str) -> None:
@@ -379,15 +394,19 @@ def _check_status(r: Any, url: str, asked: str) -> None:
     if r.status == 200:
         _ignored_range(url, asked, r.status, r.content_length, r)
     if r.status == 416:
-        raise RemoteReadError(f"{url}: {asked} lie past the end of the object (416): it "
-                              "is shorter than its central directory or listing says.")
+        raise RemoteReadError(
+            f"{url}: {asked} lie past the end of the object (416): it "
+            "is shorter than its central directory or listing says."
+        )
     if r.status != 206:
         r.raise_for_status()
         raise RemoteReadError(f"{url}: asked for {asked}, the server answered {r.status}.")
     encoding = r.headers.get("Content-Encoding", "identity")
     if encoding not in ("identity", ""):
-        raise RemoteReadError(f"{url}: the server sent {asked} {encoding}-encoded; tdview "
-                              "asked for them as they are (Accept-Encoding: identity).")
+        raise RemoteReadError(
+            f"{url}: the server sent {asked} {encoding}-encoded; tdview "
+            "asked for them as they are (Accept-Encoding: identity)."
+        )
 
 
 def _content_range(r: Any, url: str, asked: str) -> tuple[int, int, int | None] | None:
@@ -397,14 +416,16 @@ def _content_range(r: Any, url: str, asked: str) -> tuple[int, int, int | None] 
         return None
     match = _CONTENT_RANGE.fullmatch(header.strip())
     if match is None:
-        raise RemoteReadError(f"{url}: asked for {asked}, the server sent an unreadable "
-                              f"Content-Range {header!r}.")
+        raise RemoteReadError(
+            f"{url}: asked for {asked}, the server sent an unreadable Content-Range {header!r}."
+        )
     size = None if match.group(3) == "*" else int(match.group(3))
     return int(match.group(1)), int(match.group(2)), size
 
 
-async def _stream_into(r: Any, dest: memoryview, url: str, asked: str, *,
-                       refuse_more: bool = True) -> int:
+async def _stream_into(
+    r: Any, dest: memoryview, url: str, asked: str, *, refuse_more: bool = True
+) -> int:
     """Copy the body into ``dest``; more bytes than it holds is an error (or, with
     ``refuse_more`` False, stops the copy: the caller sees a count past its size)."""
     import aiohttp
@@ -417,7 +438,8 @@ async def _stream_into(r: Any, dest: memoryview, url: str, asked: str, *,
                 if not refuse_more:
                     return end
                 raise RemoteReadError(
-                    f"{url}: asked for {asked} ({room} bytes), the server sent more.")
+                    f"{url}: asked for {asked} ({room} bytes), the server sent more."
+                )
             dest[n:end] = chunk
             n = end
     except aiohttp.ClientPayloadError:

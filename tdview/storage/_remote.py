@@ -51,9 +51,17 @@ class RemotePath(str):
     concurrency: int | None
     verify: bool
 
-    def __new__(cls, url: str, fs: Any, path: str, options: dict[str, Any],
-                cache: str | None, cache_dir: str | None,
-                concurrency: int | None, verify: bool = False) -> RemotePath:
+    def __new__(
+        cls,
+        url: str,
+        fs: Any,
+        path: str,
+        options: dict[str, Any],
+        cache: str | None,
+        cache_dir: str | None,
+        concurrency: int | None,
+        verify: bool = False,
+    ) -> RemotePath:
         self = super().__new__(cls, url)
         self.fs, self.path, self.options = fs, path, options
         self.cache, self.cache_dir, self.concurrency = cache, cache_dir, concurrency
@@ -61,9 +69,16 @@ class RemotePath(str):
         return self
 
 
-def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str | None = None,
-           concurrency: int | None = None, verify: bool = False,
-           **storage_options: Any) -> RemotePath:
+def remote(
+    url: str,
+    fs: Any = None,
+    *,
+    cache: str | None = None,
+    cache_dir: str | None = None,
+    concurrency: int | None = None,
+    verify: bool = False,
+    **storage_options: Any,
+) -> RemotePath:
     """Name a remote checkpoint, with what fsspec needs to reach it.
 
     Parameters
@@ -114,16 +129,17 @@ def remote(url: str, fs: Any = None, *, cache: str | None = None, cache_dir: str
     if cache is not None and cache not in _CACHES:
         raise ValueError(f"cache must be None, 'blocks' or 'files', got {cache!r}.")
     if fs is not None and storage_options:
-        raise ValueError("pass storage options to the filesystem you made, or no "
-                         f"filesystem: got both fs= and {sorted(storage_options)}.")
+        raise ValueError(
+            "pass storage options to the filesystem you made, or no "
+            f"filesystem: got both fs= and {sorted(storage_options)}."
+        )
     if fs is not None:
         path = fs._strip_protocol(url)
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         shown = url if _URL.match(url) else f"{protocol}://{path}"
     else:
         path, shown = url, url
-    return RemotePath(shown, fs, path, dict(storage_options), cache, cache_dir, concurrency,
-                      verify)
+    return RemotePath(shown, fs, path, dict(storage_options), cache, cache_dir, concurrency, verify)
 
 
 def is_remote(path: object) -> bool:
@@ -134,8 +150,7 @@ def is_remote(path: object) -> bool:
     >>> is_remote("s3://bucket/x.tdz"), is_remote("/data/x.tdz"), is_remote("C://x")
     (True, False, False)
     """
-    return isinstance(path, RemotePath) or (isinstance(path, str) and _URL.match(path)
-                                            is not None)
+    return isinstance(path, RemotePath) or (isinstance(path, str) and _URL.match(path) is not None)
 
 
 def open_remote(path: str) -> Store:
@@ -173,11 +188,14 @@ def open_remote(path: str) -> Store:
             raise NotACheckpointError(
                 f"{url}: a checkpoint folder cannot be listed over HTTP; serve the "
                 "checkpoint as an archive (.tdz: tensordict's td.save('x.tdz') or "
-                "pack_memmap), or from an object store.")
-        return RemoteDirectoryStore(url.rstrip("/"), fs, fspath.rstrip("/"),
-                                    concurrency=where.concurrency)
-    return RemoteArchiveStore(url, fs, fspath, concurrency=where.concurrency, size=size,
-                              verify=where.verify)
+                "pack_memmap), or from an object store."
+            )
+        return RemoteDirectoryStore(
+            url.rstrip("/"), fs, fspath.rstrip("/"), concurrency=where.concurrency
+        )
+    return RemoteArchiveStore(
+        url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify
+    )
 
 
 def filesystem(where: RemotePath) -> tuple[Any, str]:
@@ -192,14 +210,19 @@ def filesystem(where: RemotePath) -> tuple[Any, str]:
         except ImportError as error:
             protocol = where.path.split("://", 1)[0].lower()
             extra = EXTRAS.get(protocol)
-            hint = (f'pip install "tdview[{extra}]"' if extra is not None else
-                    f"install the fsspec implementation of {protocol}://")
-            raise ImportError(f"reading {where} needs a package that is not installed "
-                              f"({error}): {hint}.") from None
+            hint = (
+                f'pip install "tdview[{extra}]"'
+                if extra is not None
+                else f"install the fsspec implementation of {protocol}://"
+            )
+            raise ImportError(
+                f"reading {where} needs a package that is not installed ({error}): {hint}."
+            ) from None
     if where.cache is not None:
         storage = where.cache_dir or _temporary_cache()
-        fs = fsspec.filesystem(_CACHES[where.cache], fs=fs, cache_storage=storage,
-                               check_files=False, expiry_time=False)
+        fs = fsspec.filesystem(
+            _CACHES[where.cache], fs=fs, cache_storage=storage, check_files=False, expiry_time=False
+        )
     return fs, path
 
 
@@ -228,4 +251,3 @@ def _is_http(fs: Any) -> bool:
 def display_join(root: str, key: str) -> str:
     """``root/key`` for a folder URL (``root`` for the root)."""
     return f"{root}/{key}" if key else root
-

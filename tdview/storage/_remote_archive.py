@@ -102,8 +102,16 @@ class RemoteArchiveStore(ArchiveStore):
     kind = "archive"
     mappable = False
 
-    def __init__(self, url: str, fs: Any, path: str, *, concurrency: int | None = None,
-                 size: int | None = None, verify: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        fs: Any,
+        path: str,
+        *,
+        concurrency: int | None = None,
+        size: int | None = None,
+        verify: bool = False,
+    ) -> None:
         self.root = url
         self.path = path
         self.verify_payloads = verify  # not `verify`: ArchiveStore.verify(key) is a method
@@ -145,11 +153,13 @@ class RemoteArchiveStore(ArchiveStore):
             raise ArchiveError(
                 f"corrupt zip archive {self.root}: a central directory of {cd_size} bytes at "
                 f"offset {cd_offset} does not fit before its end record at offset "
-                f"{record_abs}.")
+                f"{record_abs}."
+            )
         if cd_size > MAX_CENTRAL:
             raise LimitExceededError(
                 f"{self.root}: the central directory is {cd_size:,} bytes, above tdview's "
-                f"limit of {MAX_CENTRAL:,} bytes for a remote archive.")
+                f"limit of {MAX_CENTRAL:,} bytes for a remote archive."
+            )
         if start >= base:
             central = tail[start - base : record_pos]
         else:
@@ -162,7 +172,8 @@ class RemoteArchiveStore(ArchiveStore):
         e = self._central(key)
         if e.size > limit:
             raise LimitExceededError(
-                f"{self.display(key)} is {e.size} bytes, above the limit of {limit} bytes.")
+                f"{self.display(key)} is {e.size} bytes, above the limit of {limit} bytes."
+            )
         found = self._small.get(key)
         if found is None:
             self._read_small(self._ahead(key, e))
@@ -218,8 +229,11 @@ class RemoteArchiveStore(ArchiveStore):
         prefix = dirkey + "/" if dirkey else ""
         found = []
         for name in self.keys():
-            if (name.startswith(prefix) and (name == META or name.endswith("/" + META))
-                    and name not in self._small):
+            if (
+                name.startswith(prefix)
+                and (name == META or name.endswith("/" + META))
+                and name not in self._small
+            ):
                 try:
                     e = self._file(name)
                 except UnsafeCheckpointError:
@@ -241,9 +255,14 @@ class RemoteArchiveStore(ArchiveStore):
         for key, data in regions.items():
             self._small[key] = data
 
-    def _regions(self, entries: list[tuple[str, CentralEntry]], *, gap: int,
-                 done: Callable[[str], object] | None = None,
-                 threads: Executor | None = None) -> dict[str, Any]:
+    def _regions(
+        self,
+        entries: list[tuple[str, CentralEntry]],
+        *,
+        gap: int,
+        done: Callable[[str], object] | None = None,
+        threads: Executor | None = None,
+    ) -> dict[str, Any]:
         """Read and check the entries (each: its local header, then its data), ranges
         closer than ``gap`` read as one; the uncompressed content of each (``bytes``
         with ``gap=0``, for small entries, else uint8 arrays), or the error it gave."""
@@ -274,7 +293,8 @@ class RemoteArchiveStore(ArchiveStore):
             if len(data) != e.stored_size:
                 raise ArchiveError(
                     f"corrupt entry {e.name!r} in {self.root}: its data at offset {payload} "
-                    f"runs past the {len(region)} bytes read for it.")
+                    f"runs past the {len(region)} bytes read for it."
+                )
             what = f"entry {key!r} in {self.root}"
             if e.method == STORED and e.stored_size == e.size:
                 # metadata always; payloads with verify (a mapped local load checks none)
@@ -282,7 +302,8 @@ class RemoteArchiveStore(ArchiveStore):
                     raise LeafDataError(
                         f"{what}: CRC-32 mismatch, computed {zlib.crc32(data):#010x} but the "
                         f"archive records {e.crc32:#010x} (the server sent other bytes than "
-                        "the archive's, or the object changed since it was opened).")
+                        "the archive's, or the object changed since it was opened)."
+                    )
                 return bytes(data) if small else data
             result = decode(e.method, e.flags, memoryview(data), e.size, e.crc32, what)
             return result.tobytes() if small else result
@@ -296,24 +317,34 @@ class RemoteArchiveStore(ArchiveStore):
         if len(head) < LOCAL.size + len(e.raw_name):
             raise ArchiveError(
                 f"corrupt entry {e.name!r} in {self.root}: its local header at offset {at} "
-                f"runs past the end of the file ({self.file_size} bytes).")
+                f"runs past the end of the file ({self.file_size} bytes)."
+            )
         fields = LOCAL.unpack_from(head, 0)
         sig, name_len, extra_len = fields[0], fields[9], fields[10]
         if sig != LOCAL_SIG:
             raise ArchiveError(
                 f"corrupt entry {e.name!r} in {self.root}: bad local header signature "
-                f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x}).")
+                f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x})."
+            )
         local_name = bytes(head[LOCAL.size : LOCAL.size + name_len])
         if local_name != e.raw_name:
             raise ArchiveError(
                 f"corrupt entry {e.name!r} in {self.root}: the local header at offset {at} "
-                f"names {local_name!r}, the central directory {e.raw_name!r}.")
+                f"names {local_name!r}, the central directory {e.raw_name!r}."
+            )
         payload = at + LOCAL.size + name_len + extra_len
         end = payload + e.stored_size
         limit, is_next_entry = self._catalog.next_start(at)
         if end > limit:
-            raise layout_error(self.root, e, end, limit, payload=payload,
-                               is_next_entry=is_next_entry, file_size=self.file_size)
+            raise layout_error(
+                self.root,
+                e,
+                end,
+                limit,
+                payload=payload,
+                is_next_entry=is_next_entry,
+                file_size=self.file_size,
+            )
         return payload
 
     # -- local headers and payloads ----------------------------------------------------------
@@ -348,8 +379,11 @@ class RemoteArchiveStore(ArchiveStore):
         prefix = dirkey + "/" if dirkey else ""
         jobs = []
         for name in self.keys():
-            if name.startswith(prefix) and name not in self._offsets and (
-                    payloads or name.endswith(META)):
+            if (
+                name.startswith(prefix)
+                and name not in self._offsets
+                and (payloads or name.endswith(META))
+            ):
                 e = self._file(name)
                 if e is not None:
                     end = min(e.header_offset + LOCAL.size + len(e.raw_name), self.file_size)
@@ -368,18 +402,28 @@ class RemoteArchiveStore(ArchiveStore):
         start = self.payload_offset(key)
         return memoryview(self.transport.read_bytes(self.path, start, start + e.stored_size))
 
-    def decompress(self, key: str, max_size: int | None = None,
-                   pool: Executor | None = None) -> np.ndarray:
+    def decompress(
+        self, key: str, max_size: int | None = None, pool: Executor | None = None
+    ) -> np.ndarray:
         e = self._readable(key)
         if max_size is not None and e.size > max_size:
             raise LimitExceededError(
                 f"{self.display(key)} declares {e.size} uncompressed bytes, above the limit "
-                f"of {max_size} bytes.")
-        return decode(e.method, e.flags, self.raw_payload(key), e.size, e.crc32,
-                      f"entry {key!r} in {self.root}", pool)
+                f"of {max_size} bytes."
+            )
+        return decode(
+            e.method,
+            e.flags,
+            self.raw_payload(key),
+            e.size,
+            e.crc32,
+            f"entry {key!r} in {self.root}",
+            pool,
+        )
 
-    def fetch(self, wanted: Mapping[str, int | None], *,
-              done: Callable[[str], object] | None = None) -> dict[str, Any]:
+    def fetch(
+        self, wanted: Mapping[str, int | None], *, done: Callable[[str], object] | None = None
+    ) -> dict[str, Any]:
         """Read the content of many entries for a load: ``{key: uint8 array}`` (for an
         entry that cannot be read, the error to raise when it is used).
 
@@ -401,7 +445,6 @@ class RemoteArchiveStore(ArchiveStore):
         out.update(self._regions(entries, gap=GAP, done=done))
         return out
 
-
     def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
         """Read the bytes ``[start, end)`` of a STORED entry's content for each span into
         ``dest``, one span after the other (pieces of at most ``PIECE`` bytes, concurrent):
@@ -415,8 +458,9 @@ class RemoteArchiveStore(ArchiveStore):
         """
         e = self._readable(key)
         if e.method != STORED or e.stored_size != e.size:
-            raise ArchiveError(f"{self.display(key)} is compressed: it is read whole, not "
-                               "by byte ranges.")
+            raise ArchiveError(
+                f"{self.display(key)} is compressed: it is read whole, not by byte ranges."
+            )
         if any(not 0 <= start <= end <= e.size for start, end in spans):
             raise ArchiveError(f"{self.display(key)}: a byte range outside its {e.size} bytes.")
         jobs = span_jobs(self.path, self.payload_offset(key), spans, dest, PIECE)
@@ -426,16 +470,19 @@ class RemoteArchiveStore(ArchiveStore):
 class _Plan:
     """Where each entry's region lies, the coalesced spans, their buffers and reads."""
 
-    def __init__(self, store: RemoteArchiveStore, entries: Iterable[tuple[str, CentralEntry]],
-                 gap: int) -> None:
+    def __init__(
+        self, store: RemoteArchiveStore, entries: Iterable[tuple[str, CentralEntry]], gap: int
+    ) -> None:
         self.entries: dict[str, CentralEntry] = {}
         regions = []
         for key, e in entries:
             self.entries[key] = e
             at = e.header_offset
-            end = min(store._catalog.next_start(at)[0],
-                      at + LOCAL.size + len(e.raw_name) + _MAX_EXTRA + e.stored_size,
-                      store.file_size)
+            end = min(
+                store._catalog.next_start(at)[0],
+                at + LOCAL.size + len(e.raw_name) + _MAX_EXTRA + e.stored_size,
+                store.file_size,
+            )
             regions.append((at, max(end, at), key))
         regions.sort()
         # spans: [first, last, keys (by region start)]
@@ -478,8 +525,9 @@ class _Plan:
                         mine.append(keys[j])
                         self._left[keys[j]] += 1
                     j += 1
-                jobs.append(Job(path, cut, stop, view[cut - first : stop - first],
-                                tag=len(self._jobs_of)))
+                jobs.append(
+                    Job(path, cut, stop, view[cut - first : stop - first], tag=len(self._jobs_of))
+                )
                 self._jobs_of.append(mine)
                 cut = stop
         return jobs
@@ -495,8 +543,11 @@ class _Plan:
 
     def empty(self) -> list[str]:
         """The keys that no read covers (an empty region)."""
-        return [key for key, left in self._left.items() if not left
-                and self.region[key][0] == self.region[key][1]]
+        return [
+            key
+            for key, left in self._left.items()
+            if not left and self.region[key][0] == self.region[key][1]
+        ]
 
     def view(self, key: str) -> Any:
         """The bytes read for ``key``'s region (a uint8 array; its first byte at a
@@ -517,8 +568,9 @@ def _region_bytes(store: RemoteArchiveStore, keys: list[str]) -> int:
     return total
 
 
-def _central_directory(central: bytes, start: int, shift: int, comment: bytes,
-                       where: str) -> CentralDirectory:
+def _central_directory(
+    central: bytes, start: int, shift: int, comment: bytes, where: str
+) -> CentralDirectory:
     """Parse the central directory read into ``central`` (its first byte at file offset
     ``start``): what :func:`~._zip.parse_central_directory` makes of a whole file."""
     if len(central) >= _FAST_BYTES:
@@ -527,4 +579,3 @@ def _central_directory(central: bytes, start: int, shift: int, comment: bytes,
             return CentralDirectory(None, start, shift, comment, fast)
     entries = _read_entries(central, 0, len(central), shift, where)
     return CentralDirectory(entries, start, shift, comment)
-

@@ -148,15 +148,23 @@ class RemoteDirectoryStore(Store):
                 raise NotADirectoryError(f"{self.display(key)} is not a directory")
             raise not_found(self.display(key))
         listing = self._listing(key)
-        return sorted(name for name in (*listing.files, *listing.dirs)
-                      if name_problem(name) is None)
+        return sorted(
+            name for name in (*listing.files, *listing.dirs) if name_problem(name) is None
+        )
 
     def entry(self, key: str) -> EntryInfo:
         size = self.known_size(key)
         if size is None:
             raise not_found(self.display(key))
-        return EntryInfo(key=key, display=self.display(key), size=size, stored_size=size,
-                         compression="stored", crc32=None, file=None)
+        return EntryInfo(
+            key=key,
+            display=self.display(key),
+            size=size,
+            stored_size=size,
+            compression="stored",
+            crc32=None,
+            file=None,
+        )
 
     def known_size(self, key: str) -> int | None:
         check_key(key, self.root)
@@ -173,7 +181,8 @@ class RemoteDirectoryStore(Store):
             raise not_found(self.display(key))
         if size > limit:
             raise LimitExceededError(
-                f"{self.display(key)} is {size} bytes, above the limit of {limit} bytes.")
+                f"{self.display(key)} is {size} bytes, above the limit of {limit} bytes."
+            )
         found = self._small.pop(key, None)
         if found is None:
             found = self.transport.call_many([("cat_file", (self._fspath(key),))])[0]
@@ -182,8 +191,10 @@ class RemoteDirectoryStore(Store):
         if len(found) != size:
             from ..errors import RemoteReadError
 
-            raise RemoteReadError(f"{self.display(key)}: the listing says {size} bytes, "
-                                  f"reading it gave {len(found)} bytes.")
+            raise RemoteReadError(
+                f"{self.display(key)}: the listing says {size} bytes, "
+                f"reading it gave {len(found)} bytes."
+            )
         return found
 
     def writable(self, key: str | None = None) -> bool:
@@ -207,8 +218,9 @@ class RemoteDirectoryStore(Store):
                 listing = self._listings.get(d)
                 if listing is not None:
                     prefix = d + "/" if d else ""
-                    nxt.extend(prefix + name for name in sorted(listing.dirs)
-                               if name_problem(name) is None)
+                    nxt.extend(
+                        prefix + name for name in sorted(listing.dirs) if name_problem(name) is None
+                    )
             level = nxt
 
     def close(self) -> None:
@@ -216,8 +228,9 @@ class RemoteDirectoryStore(Store):
 
     # -- loads ----------------------------------------------------------------------------
 
-    def fetch(self, wanted: Mapping[str, int | None], *,
-              done: Callable[[str], object] | None = None) -> dict[str, Any]:
+    def fetch(
+        self, wanted: Mapping[str, int | None], *, done: Callable[[str], object] | None = None
+    ) -> dict[str, Any]:
         """Read the bytes of many files for a load: ``{key: uint8 array}`` holding the
         first ``wanted[key]`` bytes (the whole file for None, or when it is shorter: the
         loader then says so), or the error to raise when the key is used.

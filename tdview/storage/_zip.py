@@ -148,8 +148,9 @@ def parse_central_directory(buf, size: int, where: str) -> CentralDirectory | No
         )
     from ._columns import read_columns  # numpy, for large archives only
 
-    fast = read_columns(buf, start, record_pos, shift) if (
-        record_pos - start >= _FAST_BYTES) else None
+    fast = (
+        read_columns(buf, start, record_pos, shift) if (record_pos - start >= _FAST_BYTES) else None
+    )
     if fast is not None:
         return CentralDirectory(None, start, shift, comment, fast)
     entries = _read_entries(buf, start, record_pos, shift, where)
@@ -216,8 +217,9 @@ def _read_entries(buf, start: int, end: int, shift: int, where: str) -> list[Cen
                 f"corrupt zip archive {where}: truncated central directory record at "
                 f"offset {pos} (the directory ends at {end})."
             )
-        (sig, flags, method, crc, csize, usize, name_len, extra_len, comment_len,
-         offset) = unpack(buf, pos)
+        (sig, flags, method, crc, csize, usize, name_len, extra_len, comment_len, offset) = unpack(
+            buf, pos
+        )
         if sig != CENTRAL_SIG:
             raise ArchiveError(
                 f"corrupt zip archive {where}: bad central directory signature {sig:#010x} "
@@ -237,10 +239,10 @@ def _read_entries(buf, start: int, end: int, shift: int, where: str) -> list[Cen
         except UnicodeDecodeError:
             name = _decode_name(raw, flags, where)
         if csize == _FFFF or usize == _FFFF or offset == _FFFF:
-            usize, csize, offset = _zip64_extra(buf, name_end, extra_end, usize, csize,
-                                                offset, name, where)
-        append(make(CentralEntry, (name, raw, flags, method, crc, csize, usize,
-                                   offset + shift)))
+            usize, csize, offset = _zip64_extra(
+                buf, name_end, extra_end, usize, csize, offset, name, where
+            )
+        append(make(CentralEntry, (name, raw, flags, method, crc, csize, usize, offset + shift)))
         pos = record_end
     return entries
 
@@ -259,8 +261,9 @@ def _decode_name(raw: bytes, flags: int, where: str) -> str:
     return raw.decode("cp437")
 
 
-def _zip64_extra(buf, pos: int, end: int, usize: int, csize: int, offset: int,
-                 name: str, where: str) -> tuple[int, int, int]:
+def _zip64_extra(
+    buf, pos: int, end: int, usize: int, csize: int, offset: int, name: str, where: str
+) -> tuple[int, int, int]:
     """Replace the 0xFFFFFFFF fields by the 64-bit values of the zip64 extra block."""
     while pos + EXTRA.size <= end:
         tag, length = EXTRA.unpack_from(buf, pos)

@@ -36,8 +36,10 @@ def holds_checkpoints(coll: Collection) -> bool:
 
 def nothing_found(coll: Collection) -> str:
     """The message of ``tdview tree`` on a folder holding no checkpoint."""
-    return (f"{coll.path} is not a checkpoint and holds none: no meta.json in it or in any "
-            f"folder below it (up to {MAX_DEPTH} levels down), and no .tdz or .zip archive.")
+    return (
+        f"{coll.path} is not a checkpoint and holds none: no meta.json in it or in any "
+        f"folder below it (up to {MAX_DEPTH} levels down), and no .tdz or .zip archive."
+    )
 
 
 def describe_own(coll: Collection, node: Node, *, rollups: bool = True) -> str:
@@ -92,8 +94,9 @@ def render_collection(coll: Collection, start: Node, options: TreeOptions) -> It
     yield from draw_rows(_level(coll, start, 1, options, kept))
 
 
-def _level(coll: Collection, node: Node, depth: int, options: TreeOptions,
-           kept: _Kept | None) -> Iterator[TreeRow]:
+def _level(
+    coll: Collection, node: Node, depth: int, options: TreeOptions, kept: _Kept | None
+) -> Iterator[TreeRow]:
     if options.depth is not None and depth > options.depth and kept is None:
         return
     children = [c for c in coll.children(node) if kept is None or c.path in kept]
@@ -109,8 +112,9 @@ def _level(coll: Collection, node: Node, depth: int, options: TreeOptions,
         yield depth, f"… {len(children) - options.limit} more", "", True
 
 
-def _member_rows(coll: Collection, node: Node, depth: int, options: TreeOptions,
-                 kept: _Kept | None) -> Iterator[TreeRow]:
+def _member_rows(
+    coll: Collection, node: Node, depth: int, options: TreeOptions, kept: _Kept | None
+) -> Iterator[TreeRow]:
     try:
         member = coll.member(node)
     except (TDViewError, OSError):
@@ -118,11 +122,13 @@ def _member_rows(coll: Collection, node: Node, depth: int, options: TreeOptions,
     keep = None if kept is None else kept.get(node.path)
     if keep is _HIT:
         keep = None  # the member's own name matched: its tree is not filtered
-    below = TreeOptions(depth=None if options.depth is None else options.depth - depth,
-                        pattern=options.pattern, limit=options.limit,
-                        rollups=options.rollups)
-    for row_depth, key, text, last in tree_rows(member, member.root, below,
-                                                keep):  # type: ignore[arg-type]
+    below = TreeOptions(
+        depth=None if options.depth is None else options.depth - depth,
+        pattern=options.pattern,
+        limit=options.limit,
+        rollups=options.rollups,
+    )
+    for row_depth, key, text, last in tree_rows(member, member.root, below, keep):  # type: ignore[arg-type]
         yield depth + row_depth, key, text, last
 
 

@@ -33,8 +33,9 @@ STATE_HTML = 64 << 10
 Row = tuple[int, str, str]  # depth, key, description
 
 
-def rows(ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN,
-         budget: int = META_BUDGET) -> Iterator[Row]:
+def rows(
+    ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN, budget: int = META_BUDGET
+) -> Iterator[Row]:
     """The rows of the static tree: the root, then ``depth`` levels of at most ``limit``
     children each (a ``"… n more"`` row stands for the rest of a level), reading at most
     about ``budget`` bytes of ``meta.json`` beyond the root's."""
@@ -92,15 +93,20 @@ def _collection_rows(coll: Collection, depth: int, limit: int, budget: int) -> I
 Item = tuple[str, "Node | None", "str | None"]  # key, node (None: not read), type hint
 
 
-def _first_children(ckpt: Checkpoint, node: Node, limit: int, affordable: Callable[[], bool]
-                    ) -> tuple[Iterator[Item], int]:
+def _first_children(
+    ckpt: Checkpoint, node: Node, limit: int, affordable: Callable[[], bool]
+) -> tuple[Iterator[Item], int]:
     """The first ``limit`` children of ``node`` (read as they are taken), and how many
     there are. A TensorDict's children are read one by one (its other children and their
     ``meta.json`` untouched); a collection is left unread (None) once the budget is
     spent. Other kinds, which are small, are read whole while the budget lasts."""
     meta = node.meta
-    if (node.children_cache is None and type(meta) is TensorDictNode
-            and not meta.legacy_no_collection_records):
+    if (
+        node.children_cache is None
+        and type(meta) is TensorDictNode
+        and not meta.legacy_no_collection_records
+    ):
+
         def one_by_one() -> Iterator[Item]:
             for record in meta.load_order[:limit]:
                 if isinstance(record, CollectionRecord) and not affordable():
@@ -109,6 +115,7 @@ def _first_children(ckpt: Checkpoint, node: Node, limit: int, affordable: Callab
                 child = ckpt.lookup(node, record.key)
                 if child is not None:
                     yield record.key, child, None
+
         return one_by_one(), len(meta.entries)
     if not affordable() and node.children_cache is None:
         return iter(()), 0
@@ -133,8 +140,7 @@ def render_text(source: str, table: list[Row], error: str = "") -> str:
     """
     if error or not table:
         return _shown(f"tdview: {source}: {error}")
-    return "\n".join(map(_shown, [f"{source}  {table[0][2]}",
-                                  *draw_rows(_with_last(table[1:]))]))
+    return "\n".join(map(_shown, [f"{source}  {table[0][2]}", *draw_rows(_with_last(table[1:]))]))
 
 
 def _shown(text: str) -> str:
@@ -161,8 +167,7 @@ def _with_last(table: list[Row]) -> list[TreeRow]:
     return rows
 
 
-def render_html(source: str, table: list[Row], error: str = "", limit: int | None = None
-                ) -> str:
+def render_html(source: str, table: list[Row], error: str = "", limit: int | None = None) -> str:
     """The ``text/html`` rendering: a two-column table (key, description), escaped, with
     inline styles only (GitHub's and nbviewer's sanitizers keep those, not classes). With
     ``limit``, rows past about ``limit`` characters are left out and counted.
@@ -174,6 +179,7 @@ def render_html(source: str, table: list[Row], error: str = "", limit: int | Non
     >>> "3 more rows" in render_html("c", [(1, "a" * 50, "x")] * 4, limit=100)
     True
     """
+
     def esc(text: str) -> str:
         return html.escape(_shown(text))
 
@@ -184,17 +190,23 @@ def render_html(source: str, table: list[Row], error: str = "", limit: int | Non
     if error:
         parts.append(f'<p style="color:#b00020">{esc(error)}</p>')
     if table:
-        parts.append('<table style="border-collapse:collapse;font-family:monospace">'
-                     "<thead><tr><th>key</th><th>contents</th></tr></thead><tbody>")
+        parts.append(
+            '<table style="border-collapse:collapse;font-family:monospace">'
+            "<thead><tr><th>key</th><th>contents</th></tr></thead><tbody>"
+        )
         used = 0
         for at, (depth, key, text) in enumerate(table):
             pad = f"padding-left:{depth * 1.5}em;text-align:left"
-            row = (f'<tr><td style="{pad}">{esc(key or "(root)")}</td>'
-                   f'<td style="text-align:left">{esc(text)}</td></tr>')
+            row = (
+                f'<tr><td style="{pad}">{esc(key or "(root)")}</td>'
+                f'<td style="text-align:left">{esc(text)}</td></tr>'
+            )
             used += len(row)
             if limit is not None and used > limit and at > 0:
-                parts.append(f'<tr><td colspan="2">… {len(table) - at:,} more rows '
-                             "(run the cell to browse)</td></tr>")
+                parts.append(
+                    f'<tr><td colspan="2">… {len(table) - at:,} more rows '
+                    "(run the cell to browse)</td></tr>"
+                )
                 break
             parts.append(row)
         parts.append("</tbody></table>")

@@ -147,14 +147,16 @@ def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator
     yield from draw_rows(tree_rows(ckpt, start, options, keep))
 
 
-def tree_rows(ckpt: Checkpoint, start: Node, options: TreeOptions,
-              keep: _Filter | None = None) -> Iterator[TreeRow]:
+def tree_rows(
+    ckpt: Checkpoint, start: Node, options: TreeOptions, keep: _Filter | None = None
+) -> Iterator[TreeRow]:
     """The rows below ``start``, from depth 1 (``keep``: what a filter shows)."""
     return _level(ckpt, start, 1, options, keep)
 
 
-def _level(ckpt: Checkpoint, node: Node, depth: int, options: TreeOptions,
-           keep: _Filter | None) -> Iterator[TreeRow]:
+def _level(
+    ckpt: Checkpoint, node: Node, depth: int, options: TreeOptions, keep: _Filter | None
+) -> Iterator[TreeRow]:
     # A filter shows the way to every match, at any depth; --depth bounds the rest.
     if options.depth is not None and depth > options.depth and keep is None:
         return

@@ -66,9 +66,15 @@ def start_server(app: str, root: Path, log: Path, timeout: float = 90.0) -> Jupy
     news.parent.mkdir(parents=True, exist_ok=True)
     news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
     command = [
-        sys.executable, "-m", app, "--no-browser",
-        "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        sys.executable,
+        "-m",
+        app,
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
         # No workspace or news fetches: the test machine has no outside network.
         "--LabServerApp.workspaces_dir=" + str(root / ".workspaces"),
         f"--LabServerApp.user_settings_dir={settings}",

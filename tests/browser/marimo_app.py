@@ -38,14 +38,31 @@ def start_marimo(notebook: Path, log: Path, timeout: float = 90.0) -> MarimoApp:
     """``marimo run NOTEBOOK --headless`` on 127.0.0.1 (no token: loopback only); wait
     until it answers. Its working directory is the notebook's folder."""
     port = free_port()
-    command = [sys.executable, "-m", "marimo", "run", str(notebook), "--headless",
-               "--host", "127.0.0.1", "--port", str(port), "--no-token", "--no-sandbox"]
+    command = [
+        sys.executable,
+        "-m",
+        "marimo",
+        "run",
+        str(notebook),
+        "--headless",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-token",
+        "--no-sandbox",
+    ]
     # A config home of its own: no user settings, no telemetry prompt.
-    env = dict(os.environ, XDG_CONFIG_HOME=str(log.parent / "marimo-config"),
-               MARIMO_SKIP_UPDATE_CHECK="1", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        XDG_CONFIG_HOME=str(log.parent / "marimo-config"),
+        MARIMO_SKIP_UPDATE_CHECK="1",
+        PYTHONUNBUFFERED="1",
+    )
     handle = log.open("wb")
-    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                               cwd=notebook.parent)
+    process = subprocess.Popen(
+        command, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=notebook.parent
+    )
     app = MarimoApp(notebook, port, process, log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

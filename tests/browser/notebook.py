@@ -16,14 +16,17 @@ def write_notebook(root: Path, name: str, cells: list[str]) -> str:
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     notebook.metadata["kernelspec"] = {
-        "name": "python3", "display_name": "Python 3", "language": "python",
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
     }
     nbformat.write(notebook, root / name)
     return name
 
 
-def open_and_run(page: Any, server: JupyterLabServer, name: str, theme: str = "light",
-                 url: str | None = None) -> None:
+def open_and_run(
+    page: Any, server: JupyterLabServer, name: str, theme: str = "light", url: str | None = None
+) -> None:
     """Open ``name`` alone, wait for its kernel, and run every cell.
 
     ``url`` defaults to JupyterLab's ``/lab/tree/<name>?reset`` (``?reset``: the
@@ -34,7 +37,8 @@ def open_and_run(page: Any, server: JupyterLabServer, name: str, theme: str = "l
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
     if theme == "dark":
         page.wait_for_function(
-            "() => window.jupyterapp.commands.hasCommand('apputils:change-theme')")
+            "() => window.jupyterapp.commands.hasCommand('apputils:change-theme')"
+        )
         page.evaluate(
             "() => window.jupyterapp.commands.execute('apputils:change-theme',"
             " {theme: 'JupyterLab Dark'})"
@@ -49,7 +53,8 @@ def open_and_run(page: Any, server: JupyterLabServer, name: str, theme: str = "l
                 && w.sessionContext.session && w.sessionContext.session.kernel;
             return k && k.status === 'idle';
         }""",
-        arg=name, timeout=RUN_TIMEOUT_MS,
+        arg=name,
+        timeout=RUN_TIMEOUT_MS,
     )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     wait_until_executed(page)

@@ -39,8 +39,10 @@ def write_collection(root: Path) -> None:
 
     def model(step: int) -> TensorDict:
         weight = torch.arange(12, dtype=torch.float32).reshape(4, 3) * step
-        return TensorDict({"model": {"weight": weight, "bias": torch.ones(4) * step},
-                           "step": torch.tensor(step)}, [])
+        return TensorDict(
+            {"model": {"weight": weight, "bias": torch.ones(4) * step}, "step": torch.tensor(step)},
+            [],
+        )
 
     root.mkdir(exist_ok=True)
     if not (root / "step_1000" / "meta.json").exists():
@@ -105,8 +107,10 @@ def test_collection_member_leaf_preview_and_load(lab, page, artifacts) -> None:
     text = show(page, widget, "weight", 4, "step_2000.tdz / model / weight")
     assert f"{FOLDER}/step_2000.tdz (archive)" in text, text
     assert '("model", "weight")' in text and "model/weight" in text, text
-    expected = (f'weight = tdview.Checkpoint("{FOLDER}/step_2000.tdz").load_leaf("model/weight",'
-                ' device="cpu", mode="r")')
+    expected = (
+        f'weight = tdview.Checkpoint("{FOLDER}/step_2000.tdz").load_leaf("model/weight",'
+        ' device="cpu", mode="r")'
+    )
     assert form.locator(".tdview-code").inner_text() == expected
 
     # Its preview.
@@ -128,7 +132,8 @@ def test_collection_member_leaf_preview_and_load(lab, page, artifacts) -> None:
     assert "checkpoint · directory" in text and f"{FOLDER}/step_1000 (directory)" in text, text
     load_through_form(widget, "ck")
     assert form.locator(".tdview-code").inner_text() == (
-        f'ck = tdview.load_memmap("{FOLDER}/step_1000", device="cpu", mode="r")')
+        f'ck = tdview.load_memmap("{FOLDER}/step_1000", device="cpu", mode="r")'
+    )
 
     checked = marked(run_cell(page, CHECK), "LOADED")
     assert checked == {

@@ -94,14 +94,17 @@ def press_and_wait(page: Any, widget: Any, key: str) -> str:
             const path = row ? (row.getAttribute('title') || '').split(': ')[0] : '';
             const status = root.querySelector('.tdview-compare-status').textContent;
             return path !== before || status !== '';
-        }""", arg=[before], timeout=TIMEOUT)
+        }""",
+        arg=[before],
+        timeout=TIMEOUT,
+    )
     return "" if status.inner_text() else selected_path(widget)
 
 
 def marked(text: str, mark: str) -> dict[str, Any]:
     for line in text.splitlines():
         if line.startswith(mark + " "):
-            return json.loads(line[len(mark) + 1:])
+            return json.loads(line[len(mark) + 1 :])
     raise AssertionError(f"no {mark} line in the output: {text!r}")
 
 
@@ -134,8 +137,11 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
     compare.locator('[role="treeitem"] .tdview-count-changed').first.wait_for(timeout=TIMEOUT)
 
     # Step through every difference with the keyboard: ] forward, [ back.
-    out = run_cell(page, "import json\nprint('ROWS', json.dumps([' / '.join(r.path) for r in "
-                         "v.diff.changed() if r.path]))")
+    out = run_cell(
+        page,
+        "import json\nprint('ROWS', json.dumps([' / '.join(r.path) for r in "
+        "v.diff.changed() if r.path]))",
+    )
     expected = marked(out, "ROWS")
     assert "grad_scale" in expected and "0 / weight" in expected, expected
     compare.locator('[role="tree"]').focus()
@@ -148,7 +154,8 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
         seen.append(path)
     assert seen == expected, (seen, expected)
     assert compare.locator(".tdview-compare-status").inner_text() == (
-        "No difference after this one.")
+        "No difference after this one."
+    )
     assert press_and_wait(page, compare, "[") == expected[-2]
     # back to the first weight, by the keyboard too
     for _ in range(len(expected)):
@@ -170,14 +177,18 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
         widget.screenshot(path=str(artifacts / "debug-compare.png"))
         print("DEBUG", details.inner_text(), compare.inner_text())
         raise
-    out = run_cell(page, (
-        "import torch, tdview\n"
-        "r = v.diff.row(('0', 'weight'))\n"
-        "a = tdview.load_memmap('cmp_step_1')['0', 'weight']\n"
-        "b = tdview.load_memmap('cmp_step_2.tdz')['0', 'weight']\n"
-        "print('STATS', json.dumps({'level': v.diff.level, 'differing': r.values.differing,"
-        " 'numel': r.values.numel, 'max_abs': r.values.max_abs,"
-        " 'torch': float((b.double() - a.double()).abs().max())}))"))
+    out = run_cell(
+        page,
+        (
+            "import torch, tdview\n"
+            "r = v.diff.row(('0', 'weight'))\n"
+            "a = tdview.load_memmap('cmp_step_1')['0', 'weight']\n"
+            "b = tdview.load_memmap('cmp_step_2.tdz')['0', 'weight']\n"
+            "print('STATS', json.dumps({'level': v.diff.level, 'differing': r.values.differing,"
+            " 'numel': r.values.numel, 'max_abs': r.values.max_abs,"
+            " 'torch': float((b.double() - a.double()).abs().max())}))"
+        ),
+    )
     stats = marked(out, "STATS")
     assert stats["level"] == "mixed"
     assert stats["max_abs"] == pytest.approx(stats["torch"])
@@ -223,10 +234,14 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
     compare.locator(".tdview-compare-all-values").click()
     compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
     header.get_by_text("within rtol 0, atol ").wait_for(timeout=TIMEOUT)
-    out = run_cell(page, (
-        "r = v.diff.row(('0', 'weight'))\n"
-        "print('TOL', json.dumps({'atol': v.diff.atol, 'differing': r.values.differing,"
-        " 'equal': r.values.equal}))"))
+    out = run_cell(
+        page,
+        (
+            "r = v.diff.row(('0', 'weight'))\n"
+            "print('TOL', json.dumps({'atol': v.diff.atol, 'differing': r.values.differing,"
+            " 'equal': r.values.equal}))"
+        ),
+    )
     assert marked(out, "TOL") == {"atol": float(atol), "differing": 0, "equal": True}
 
 
@@ -246,12 +261,14 @@ def test_compare_in_tdview_from_the_file_browser(lab, page, artifacts, steps) ->
     labels = menu.locator(".lm-Menu-item:visible .lm-Menu-itemLabel").all_inner_texts()
     assert "Compare in tdview" in labels and "Open in tdview" not in labels, labels
     menu.locator(".lm-Menu-item:visible", has_text="Compare in tdview").click()
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab",
-                       has_text=f"tdview compare: {BEFORE} ⇄ {AFTER}")
+    tab = page.locator(
+        ".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=f"tdview compare: {BEFORE} ⇄ {AFTER}"
+    )
     tab.wait_for(timeout=TIMEOUT)
     panel = page.locator(".jp-MainAreaWidget.tdview-console:visible")
     panel.locator('.tdview-compare [role="treeitem"][data-status="added"]').wait_for(
-        timeout=RUN_TIMEOUT_MS)
+        timeout=RUN_TIMEOUT_MS
+    )
     code = panel.locator(".jp-CodeConsole-content .jp-InputArea").all_inner_texts()
     assert any(f'view = TDView("{BEFORE}", compare="{AFTER}")' in t for t in code), code
     page.screenshot(path=str(artifacts / "labextension-compare-light.png"))

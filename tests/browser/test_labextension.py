@@ -28,8 +28,10 @@ WORKSPACE = "tdview-labextension-tests"
 def _extension_installed() -> None:
     found = [p for p in jupyter_path("labextensions") if (Path(p) / EXTENSION).is_dir()]
     if not found:
-        pytest.fail(f"the JupyterLab extension {EXTENSION} is not installed: run "
-                    "scripts/bootstrap.sh (it builds labextension/ and links it)")
+        pytest.fail(
+            f"the JupyterLab extension {EXTENSION} is not installed: run "
+            "scripts/bootstrap.sh (it builds labextension/ and links it)"
+        )
 
 
 class ContentRequests:
@@ -58,8 +60,10 @@ def _own_kernels(lab: Any) -> Iterator[None]:
     for session in lab.api("/api/sessions"):
         if session["id"] not in before:
             request = urllib.request.Request(
-                f"{lab.base_url}/api/sessions/{session['id']}", method="DELETE",
-                headers={"Authorization": f"token {lab.token}"})
+                f"{lab.base_url}/api/sessions/{session['id']}",
+                method="DELETE",
+                headers={"Authorization": f"token {lab.token}"},
+            )
             try:
                 urllib.request.urlopen(request, timeout=10).close()
             except urllib.error.HTTPError as error:  # gone with a kernel it shared
@@ -73,18 +77,21 @@ def open_lab(page: Any, lab: Any, theme: str = "light") -> None:
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=TIMEOUT)
     page.evaluate("() => window.jupyterapp.restored")
     assert page.evaluate("() => window.jupyterapp.commands.hasCommand('tdview:open')"), (
-        "the tdview extension did not activate (see the browser console)")
+        "the tdview extension did not activate (see the browser console)"
+    )
     if theme == "dark":
-        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme',"
-                      " {theme: 'JupyterLab Dark'})")
-        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'",
-                               timeout=TIMEOUT)
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+            " {theme: 'JupyterLab Dark'})"
+        )
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeLight === 'false'", timeout=TIMEOUT
+        )
     browse_root(page)
 
 
 def browse_root(page: Any) -> None:
-    page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:go-to-path',"
-                  " {path: '/'})")
+    page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path: '/'})")
     listing_item(page, "demo_ckpt.tdz").wait_for(timeout=TIMEOUT)
 
 
@@ -146,8 +153,7 @@ _RUN_IN_CONSOLE = """async (code) => {
 
 def run_in_console(page: Any, panel: Any, code: str, marker: str) -> str:
     page.evaluate(_RUN_IN_CONSOLE, code)
-    output = panel.locator(".jp-CodeConsole-content .jp-OutputArea-output",
-                           has_text=marker).last
+    output = panel.locator(".jp-CodeConsole-content .jp-OutputArea-output", has_text=marker).last
     output.wait_for(timeout=RUN_TIMEOUT_MS)
     return output.inner_text()
 
@@ -198,10 +204,12 @@ def test_folder_load_then_use_in_notebook_on_same_kernel(lab, page, artifacts) -
     out = run_in_console(page, panel, "print('SELECTED', view.selected)", "SELECTED")
     assert "('replay',)" in out
     out = run_in_console(
-        page, panel,
+        page,
+        panel,
         "replay_td = view.load(view.selected)\n"
         "print('LOADED', type(replay_td).__name__, list(replay_td.batch_size))",
-        "LOADED")
+        "LOADED",
+    )
     assert "LOADED TensorDict [1000]" in out, out
     page.screenshot(path=str(artifacts / "labextension-folder-light.png"))
 
@@ -214,7 +222,9 @@ def test_folder_load_then_use_in_notebook_on_same_kernel(lab, page, artifacts) -
             const k = w && w.sessionContext && w.sessionContext.session
                 && w.sessionContext.session.kernel;
             return k && k.status === 'idle';
-        }""", timeout=RUN_TIMEOUT_MS)
+        }""",
+        timeout=RUN_TIMEOUT_MS,
+    )
     same_kernel = page.evaluate("""() => {
         const app = window.jupyterapp;
         const ids = [...app.shell.widgets('main')]
@@ -224,15 +234,17 @@ def test_folder_load_then_use_in_notebook_on_same_kernel(lab, page, artifacts) -
         return ids.length === 2 && ids[0] === ids[1];
     }""")
     assert same_kernel
-    page.evaluate("""async (code) => {
+    page.evaluate(
+        """async (code) => {
         const app = window.jupyterapp;
         app.shell.currentWidget.content.activeCell.model.sharedModel.setSource(code);
         await app.commands.execute('notebook:run-cell');
-    }""", "import torch\n"
-          "print('NOTEBOOK', torch.equal(replay_td['observation'], view.value['observation']),\n"
-          "      replay_td.batch_size)")
-    output = page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output",
-                         has_text="NOTEBOOK")
+    }""",
+        "import torch\n"
+        "print('NOTEBOOK', torch.equal(replay_td['observation'], view.value['observation']),\n"
+        "      replay_td.batch_size)",
+    )
+    output = page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output", has_text="NOTEBOOK")
     output.wait_for(timeout=RUN_TIMEOUT_MS)
     assert "NOTEBOOK True torch.Size([1000])" in output.inner_text()
     assert requests.fetched == [], requests.fetched
@@ -242,14 +254,16 @@ def test_insert_cell_into_notebook_in_subfolder(lab, page) -> None:
     (lab.root / "sub").mkdir(exist_ok=True)
     name = write_notebook(lab.root / "sub", "insert.ipynb", ["1 + 1"])
     open_lab(page, lab)
-    page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})",
-                  f"sub/{name}")
+    page.evaluate(
+        "(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", f"sub/{name}"
+    )
     page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for(timeout=TIMEOUT)
     browse_root(page)
     context_menu(page, "demo_ckpt.tdz", "Insert TDView cell").click()
     source = page.evaluate(
         "() => window.jupyterapp.shell.currentWidget.content.activeCell"
-        ".model.sharedModel.getSource()")
+        ".model.sharedModel.getSource()"
+    )
     # The notebook's kernel runs in sub/: the path is relative to it, quoted as JSON.
     assert source == 'from tdview import TDView\nTDView("../demo_ckpt.tdz")'
     page.wait_for_function(
@@ -258,7 +272,9 @@ def test_insert_cell_into_notebook_in_subfolder(lab, page) -> None:
             const k = w && w.sessionContext && w.sessionContext.session
                 && w.sessionContext.session.kernel;
             return k && k.status === 'idle';
-        }""", timeout=RUN_TIMEOUT_MS)
+        }""",
+        timeout=RUN_TIMEOUT_MS,
+    )
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell')")
     notebook = page.locator(".jp-NotebookPanel:visible")
     row(notebook, "replay", 2).wait_for(timeout=RUN_TIMEOUT_MS)
@@ -271,11 +287,15 @@ def test_dark_theme_screenshot(lab, page, artifacts) -> None:
         panel = tdview_console(page, "tdview: demo_ckpt.tdz")
         row(panel, "replay", 2).locator(".tdview-key").click()
         panel.locator(".tdview-details dl").get_by_text("[1000]", exact=True).first.wait_for(
-            timeout=TIMEOUT)
+            timeout=TIMEOUT
+        )
         background = panel.locator(".tdview-root").evaluate(
-            "el => getComputedStyle(el).backgroundColor")
+            "el => getComputedStyle(el).backgroundColor"
+        )
         assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)")
         page.screenshot(path=str(artifacts / "labextension-tdz-dark.png"))
     finally:
-        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme',"
-                      " {theme: 'JupyterLab Light'})")
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+            " {theme: 'JupyterLab Light'})"
+        )

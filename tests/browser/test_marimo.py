@@ -18,7 +18,7 @@ pytest.importorskip("marimo")
 
 TIMEOUT = 60_000
 
-NOTEBOOK = '''import marimo
+NOTEBOOK = """import marimo
 
 app = marimo.App(width="full")
 
@@ -50,12 +50,13 @@ def _(mo, view, widget):
 
 if __name__ == "__main__":
     app.run()
-'''
+"""
 
 
 @pytest.fixture(scope="module")
-def marimo_app(tmp_path_factory: pytest.TempPathFactory,
-               demo_paths: dict[str, Path]) -> Iterator[MarimoApp]:
+def marimo_app(
+    tmp_path_factory: pytest.TempPathFactory, demo_paths: dict[str, Path]
+) -> Iterator[MarimoApp]:
     root = tmp_path_factory.mktemp("marimo")
     shutil.copy2(demo_paths["archive"], root / "demo_ckpt.tdz")
     (root / "tdview_app.py").write_text(NOTEBOOK)
@@ -113,8 +114,7 @@ def test_marimo_render_select_preview_load(marimo_app, page, artifacts) -> None:
     page.wait_for_timeout(500)
     assert runs(page) == first, "a click re-ran the cell that reads the widget"
     form.locator(".tdview-load-button").click()
-    form.locator(".tdview-load-status").get_by_text("Loaded", exact=False).wait_for(
-        timeout=TIMEOUT)
+    form.locator(".tdview-load-status").get_by_text("Loaded", exact=False).wait_for(timeout=TIMEOUT)
     page.get_by_text(re.compile(r"LOADED TensorDict \[1000\]")).first.wait_for(timeout=TIMEOUT)
     text = runs(page)
     assert "AT ['replay']" in text, text
@@ -128,7 +128,8 @@ def test_marimo_dark(marimo_app, page, artifacts) -> None:
     page.wait_for_function("() => document.body.classList.contains('dark')", timeout=TIMEOUT)
     row(page, "replay", 2).locator(".tdview-key").click()
     widget.locator(".tdview-details dl").get_by_text("[1000]", exact=True).first.wait_for(
-        timeout=TIMEOUT)
+        timeout=TIMEOUT
+    )
     background = widget.evaluate("el => getComputedStyle(el).backgroundColor")
     assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), background
     page.screenshot(path=str(artifacts / "marimo-dark.png"))

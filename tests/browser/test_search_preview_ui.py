@@ -41,7 +41,7 @@ def demo_paths_matching(root: Path, tail: tuple[str, ...]) -> list[tuple[str, ..
     def walk(node: Any, prefix: tuple[str, ...]) -> None:
         for key in node.keys():
             path = (*prefix, key)
-            if path[-len(tail):] == tail:
+            if path[-len(tail) :] == tail:
                 found.append(path)
             child = node.get(key)
             if isinstance(child, TensorDict):
@@ -51,8 +51,9 @@ def demo_paths_matching(root: Path, tail: tuple[str, ...]) -> list[tuple[str, ..
     return found
 
 
-def check_search(page: Any, widget: Any, root: Path, pattern: str, tail: tuple[str, ...],
-                 meta: str) -> None:
+def check_search(
+    page: Any, widget: Any, root: Path, pattern: str, tail: tuple[str, ...], meta: str
+) -> None:
     """Search ``pattern``: the status gives the true count, the leaf matches their shape,
     dtype and size; clicking the first selects it."""
     expected = demo_paths_matching(root, tail)
@@ -60,14 +61,17 @@ def check_search(page: Any, widget: Any, root: Path, pattern: str, tail: tuple[s
     search = widget.locator(".tdview-search-input")
     status = widget.locator(".tdview-search-status")
     search.fill("")  # no stale matches of an earlier pattern on show
-    page.wait_for_function("(el) => el.textContent === ''", arg=status.element_handle(),
-                           timeout=TIMEOUT)
+    page.wait_for_function(
+        "(el) => el.textContent === ''", arg=status.element_handle(), timeout=TIMEOUT
+    )
     search.fill(pattern)
     count = len(expected)
     want = f"{count} match{'' if count == 1 else 'es'}"
     page.wait_for_function(
         "([el, want]) => el.textContent === want",
-        arg=[status.element_handle(), want], timeout=TIMEOUT)
+        arg=[status.element_handle(), want],
+        timeout=TIMEOUT,
+    )
     results = widget.locator(".tdview-search-result")
     paths = [r.locator(".tdview-search-path").inner_text() for r in results.all()]
     shown = sorted(p.replace("\n", "").replace(" / ", "/") for p in paths)
@@ -82,7 +86,8 @@ def check_search(page: Any, widget: Any, root: Path, pattern: str, tail: tuple[s
 
 def bar_heights(preview: Any) -> list[float]:
     return preview.locator(".tdview-histogram-bar").evaluate_all(
-        "bars => bars.map(b => Number(b.getAttribute('height')))")
+        "bars => bars.map(b => Number(b.getAttribute('height')))"
+    )
 
 
 def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
@@ -95,25 +100,38 @@ def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
     for key, text in (("run_name", '= "tiny-transformer-demo"'), ("step", "= 1200")):
         value = row(page, key, 2).locator(".tdview-inline-value")
         value.wait_for(timeout=TIMEOUT)
-        page.wait_for_function("([el, t]) => el.textContent === t",
-                               arg=[value.element_handle(), text], timeout=TIMEOUT)
+        page.wait_for_function(
+            "([el, t]) => el.textContent === t", arg=[value.element_handle(), text], timeout=TIMEOUT
+        )
     assert row(page, "model", 2).locator(".tdview-inline-value").count() == 0
 
     # A dotted state_dict key, then a / path.
-    check_search(page, widget, lab.root, "layers.0.linear1.weight",
-                 ("layers", "0", "linear1", "weight"), "[256, 64] float32 · 65.5 KB")
-    check_search(page, widget, lab.root, "layers/1/self_attn/in_proj_weight",
-                 ("layers", "1", "self_attn", "in_proj_weight"), "[192, 64] float32 · 49.2 KB")
+    check_search(
+        page,
+        widget,
+        lab.root,
+        "layers.0.linear1.weight",
+        ("layers", "0", "linear1", "weight"),
+        "[256, 64] float32 · 65.5 KB",
+    )
+    check_search(
+        page,
+        widget,
+        lab.root,
+        "layers/1/self_attn/in_proj_weight",
+        ("layers", "1", "self_attn", "in_proj_weight"),
+        "[192, 64] float32 · 49.2 KB",
+    )
 
     # Filter the tree in place: only the matches and their ancestors are left.
     pattern, tail = "layers.0.linear1.weight", ("layers", "0", "linear1", "weight")
     widget.locator(".tdview-search-input").fill(pattern)
     widget.locator(".tdview-search-result").filter(has_text="linear1").first.wait_for(
-        timeout=TIMEOUT)
+        timeout=TIMEOUT
+    )
     widget.locator(".tdview-search-filter").check()
     matches = demo_paths_matching(lab.root, tail)
-    wanted = {"demo_ckpt.tdz"} | {
-        " / ".join(m[:i]) for m in matches for i in range(1, len(m) + 1)}
+    wanted = {"demo_ckpt.tdz"} | {" / ".join(m[:i]) for m in matches for i in range(1, len(m) + 1)}
     page.wait_for_function(
         """(wanted) => {
             const tree = [...document.querySelectorAll('.tdview-root [role="tree"]')]
@@ -123,7 +141,10 @@ def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
             }
             const titles = [...tree.querySelectorAll('[role="treeitem"]')].map(r => r.title);
             return titles.length === wanted.length && wanted.every(t => titles.includes(t));
-        }""", arg=sorted(wanted), timeout=TIMEOUT)
+        }""",
+        arg=sorted(wanted),
+        timeout=TIMEOUT,
+    )
     titles = set(shown_rows(widget).evaluate_all("rows => rows.map(r => r.title)"))
     assert titles == wanted, titles ^ wanted
     widget.screenshot(path=str(artifacts / "tdview-search-filter-light.png"))
@@ -138,7 +159,9 @@ def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
             return tree && tree.getAttribute('aria-label') !== 'Matches of the search'
                 && [...tree.querySelectorAll('[role="treeitem"]')]
                     .some(r => r.title === 'model / embed');
-        }""", timeout=TIMEOUT)
+        }""",
+        timeout=TIMEOUT,
+    )
     assert widget.locator('[role="tree"]:not([hidden])').count() == 1
 
     try:
@@ -147,7 +170,8 @@ def test_search_filter_and_inline_values(lab, page, artifacts) -> None:
         page.wait_for_function(
             """() => [...document.querySelectorAll('.tdview-root [role="tree"]')].some(
                 t => !t.hidden && t.getAttribute('aria-label') === 'Matches of the search')""",
-            timeout=TIMEOUT)
+            timeout=TIMEOUT,
+        )
         widget.screenshot(path=str(artifacts / "tdview-search-filter-dark.png"))
     finally:
         settle_theme(page, "light")
@@ -186,18 +210,27 @@ def test_first_page_then_count(lab, page) -> None:
     status = widget.locator(".tdview-search-status")
     widget.locator(".tdview-search-input").fill("*")
     want = "50+ matches, counting…"
-    page.wait_for_function("([el, want]) => el.textContent === want",
-                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    page.wait_for_function(
+        "([el, want]) => el.textContent === want",
+        arg=[status.element_handle(), want],
+        timeout=TIMEOUT,
+    )
     assert widget.locator(".tdview-search-result").count() == 50
     run_cell(page, "release.set()")
     want = f"matches 1–50 of {total}"
-    page.wait_for_function("([el, want]) => el.textContent === want",
-                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    page.wait_for_function(
+        "([el, want]) => el.textContent === want",
+        arg=[status.element_handle(), want],
+        timeout=TIMEOUT,
+    )
     widget.locator(".tdview-search-next").click()
     last = min(total, 100)
     want = f"matches 51–{last} of {total}"
-    page.wait_for_function("([el, want]) => el.textContent === want",
-                           arg=[status.element_handle(), want], timeout=TIMEOUT)
+    page.wait_for_function(
+        "([el, want]) => el.textContent === want",
+        arg=[status.element_handle(), want],
+        timeout=TIMEOUT,
+    )
     assert widget.locator(".tdview-search-result").count() == last - 50
 
 
@@ -208,10 +241,13 @@ def write_big(root: Path) -> None:
     if (root / "meta.json").exists():
         return
     gen = torch.Generator().manual_seed(15)
-    TensorDict({
-        "observation": torch.randn(BIG_ROWS, 8, generator=gen),
-        "action": torch.randint(0, 4, (BIG_ROWS,), generator=gen),
-    }, [BIG_ROWS]).memmap(root)
+    TensorDict(
+        {
+            "observation": torch.randn(BIG_ROWS, 8, generator=gen),
+            "action": torch.randint(0, 4, (BIG_ROWS,), generator=gen),
+        },
+        [BIG_ROWS],
+    ).memmap(root)
 
 
 CHECK_ROWS = """
@@ -243,8 +279,11 @@ _CANVAS_BRIGHTNESS = """(c) => {
 
 def test_slice_log_counts_and_heatmap(lab, page, artifacts, tmp_path) -> None:
     write_big(lab.root / "big")
-    write_notebook(lab.root, "tdview_slice.ipynb",
-                   ['from tdview import TDView\nv = TDView("big")\nv', '"the cell after"'])
+    write_notebook(
+        lab.root,
+        "tdview_slice.ipynb",
+        ['from tdview import TDView\nv = TDView("big")\nv', '"the cell after"'],
+    )
     open_and_run(page, lab, "tdview_slice.ipynb")
     widget = page.locator(".tdview-root")
     row(page, "observation", 2).locator(".tdview-key").click()
@@ -268,10 +307,13 @@ def test_slice_log_counts_and_heatmap(lab, page, artifacts, tmp_path) -> None:
         "(first) => { const th = document.querySelector("
         "'.tdview-root .tdview-preview-table tbody th.tdview-index');"
         " return th && th.textContent === first; }",
-        arg=str(SLICE[0]), timeout=TIMEOUT)
+        arg=str(SLICE[0]),
+        timeout=TIMEOUT,
+    )
     assert labels.all_inner_texts() == [str(i) for i in range(*SLICE)]
     cells = preview.locator(".tdview-preview-table tbody tr").evaluate_all(
-        "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))")
+        "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => td.textContent))"
+    )
     caption = preview.locator(".tdview-preview-caption").inner_text()
     assert caption == f"rows 50,000–50,010 of {BIG_ROWS:,}", caption
     widget.screenshot(path=str(artifacts / "tdview-slice-light.png"))
@@ -314,8 +356,11 @@ def test_slice_log_counts_and_heatmap(lab, page, artifacts, tmp_path) -> None:
         # The theme's switch redraws the canvas with the dark theme's colours.
         settle_theme(page, "dark")
         canvas.wait_for(timeout=TIMEOUT)
-        page.wait_for_function(f"(c) => ({_CANVAS_BRIGHTNESS})(c) < {light} - 60",
-                               arg=canvas.element_handle(), timeout=TIMEOUT)
+        page.wait_for_function(
+            f"(c) => ({_CANVAS_BRIGHTNESS})(c) < {light} - 60",
+            arg=canvas.element_handle(),
+            timeout=TIMEOUT,
+        )
         canvas.scroll_into_view_if_needed()
         widget.screenshot(path=str(artifacts / "tdview-heatmap-dark.png"))
         canvas.screenshot(path=str(tmp_path / "heatmap-dark.png"))

@@ -43,9 +43,11 @@ def _installed(name: str) -> str:
     how to install them (never a skip: `make test` installs them)."""
     manifest = PACKAGES / "node_modules" / name / "package.json"
     if not manifest.is_file():
-        pytest.fail(f"{manifest} is missing: `make env` installs the packages that this test "
-                    "serves in place of the CDNs (or: cd tests/browser/html-manager && npm ci; "
-                    "it needs the npm registry).")
+        pytest.fail(
+            f"{manifest} is missing: `make env` installs the packages that this test "
+            "serves in place of the CDNs (or: cd tests/browser/html-manager && npm ci; "
+            "it needs the npm registry)."
+        )
     return str(json.loads(manifest.read_text())["version"])
 
 
@@ -74,8 +76,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     root = tmp_path_factory.mktemp("export-html")
     requests: list[str] = []
     handler = type("Handler", (_Handler,), {"requests": requests})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
-                                functools.partial(handler, directory=str(root)))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}", root, requests
@@ -94,10 +95,18 @@ def _exported_html(tmp_path: Path, demo_paths: dict[str, Path]) -> str:
     shutil.copy2(demo_paths["archive"], tmp_path / "ckpt.tdz")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell('from tdview import TDView\nTDView("ckpt.tdz")')]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
-    NotebookClient(notebook, timeout=120, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
     nbformat.write(notebook, tmp_path / "saved.ipynb")
     saved = nbformat.read(tmp_path / "saved.ipynb", as_version=4)
     assert "application/vnd.jupyter.widget-state+json" in saved.metadata["widgets"]
@@ -115,7 +124,8 @@ def _served(html: str, base: str) -> str:
     html = html.replace(
         f'<script src="{REQUIRE_JS}"></script>',
         f'<script src="{base}/npm/requirejs@2.1.10/require.js" '
-        f'data-jupyter-widgets-cdn="{base}/npm/"></script>')
+        f'data-jupyter-widgets-cdn="{base}/npm/"></script>',
+    )
     return html.replace(f"'{manager}", f"'{base}/npm/@jupyter-widgets/html-manager@")
 
 
@@ -127,7 +137,8 @@ def _exporter_defaults() -> tuple[str, str]:
 
 
 def test_exported_html_with_widget_state_shows_the_static_tree(
-        page, server, tmp_path, demo_paths, artifacts) -> None:
+    page, server, tmp_path, demo_paths, artifacts
+) -> None:
     from anywidget import __version__ as anywidget_version
     from anywidget._version import _ANYWIDGET_SEMVER_VERSION
 
@@ -136,7 +147,8 @@ def test_exported_html_with_widget_state_shows_the_static_tree(
     assert _installed("@jupyter-widgets/html-manager").startswith("1.0.")
     assert _installed("anywidget") == anywidget_version, (
         "tests/browser/html-manager/package.json pins another anywidget than the Python "
-        f"one ({anywidget_version}): update it and its lockfile")
+        f"one ({anywidget_version}): update it and its lockfile"
+    )
     assert _installed("requirejs") == "2.1.10"  # nbconvert's require_js_url
 
     base, root, requests = server

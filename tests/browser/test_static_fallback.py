@@ -46,12 +46,14 @@ def test_saved_state_without_a_kernel_shows_the_static_tree(page, demo_paths) ->
     if not (STATIC / "widget.js").is_file():
         pytest.skip("tdview/static/widget.js is not built: cd js && npm run build")
     traits = json.dumps(_saved_traits(demo_paths["archive"])).replace("</", "<\\/")
-    files = {"/": ("text/html", PAGE.replace("TRAITS", traits)),
-             "/widget.js": ("text/javascript", (STATIC / "widget.js").read_text()),
-             "/widget.css": ("text/css", (STATIC / "widget.css").read_text())}
+    files = {
+        "/": ("text/html", PAGE.replace("TRAITS", traits)),
+        "/widget.js": ("text/javascript", (STATIC / "widget.js").read_text()),
+        "/widget.css": ("text/css", (STATIC / "widget.css").read_text()),
+    }
 
     def serve(route: Any) -> None:
-        path = route.request.url[len(ORIGIN):] or "/"
+        path = route.request.url[len(ORIGIN) :] or "/"
         kind, body = files.get(path, ("text/plain", ""))
         route.fulfill(status=200 if path in files else 404, content_type=kind, body=body)
 

@@ -57,8 +57,7 @@ def answers(page: Any, panel: Any, key: str = "replay") -> None:
     dl = panel.locator(".tdview-details dl")
     start = time.monotonic()
     dl.get_by_text("Subpath", exact=True).first.wait_for(timeout=ANSWER_MS)
-    panel.locator(".tdview-details").get_by_text(key, exact=True).first.wait_for(
-        timeout=ANSWER_MS)
+    panel.locator(".tdview-details").get_by_text(key, exact=True).first.wait_for(timeout=ANSWER_MS)
     assert time.monotonic() - start < ANSWER_MS / 1000
 
 
@@ -69,8 +68,9 @@ def kernel_ids(page: Any) -> list[str]:
                   && w.sessionContext.session.kernel.id)""")
 
 
-@pytest.mark.parametrize("order", [("panel_a", "panel_b", "panel_c"),
-                                   ("panel_c", "panel_a", "panel_b")])
+@pytest.mark.parametrize(
+    "order", [("panel_a", "panel_b", "panel_c"), ("panel_c", "panel_a", "panel_b")]
+)
 def test_several_panels_keep_answering(lab, page, order) -> None:
     open_lab(page, lab)
     for name in order:
@@ -93,7 +93,7 @@ def test_panels_opened_at_once_all_answer(lab, page) -> None:
         context_menu(page, name, "Open in tdview").click()
     for name, key in zip(names, ("replay", "model", "optimizer", "rollout"), strict=True):
         answers(page, activate(page, name), key)
-    new_log = lab.log.read_text(errors="replace")[len(log_before):]
+    new_log = lab.log.read_text(errors="replace")[len(log_before) :]
     assert "Unknown subshell_id" not in new_log, new_log[-3000:]
 
 
@@ -141,7 +141,10 @@ def test_closing_a_panel_shuts_its_kernel_down_unless_shared(lab, page) -> None:
             const k = w && w.sessionContext && w.sessionContext.session
                 && w.sessionContext.session.kernel;
             return k && k.id === id && k.status === 'idle';
-        }""", arg=kernel_b, timeout=RUN_TIMEOUT_MS)
+        }""",
+        arg=kernel_b,
+        timeout=RUN_TIMEOUT_MS,
+    )
     activate(page, "sub/panel_b")  # the tab names the path
     close_current(page)
     page.wait_for_timeout(2000)
@@ -166,19 +169,23 @@ def test_kernel_restart_is_said_once(lab, page, artifacts) -> None:
     to read "ConnectionLost: cannot send: Error: Cannot send", and each row the same)."""
     open_lab(page, lab)
     panel = open_panel(page, "panel_d")
-    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session"
-                  ".kernel.restart()")
+    page.evaluate(
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()"
+    )
     page.wait_for_function(
         """() => {
             const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
             return k && k.status === 'idle';
-        }""", timeout=RUN_TIMEOUT_MS)
+        }""",
+        timeout=RUN_TIMEOUT_MS,
+    )
     notice = panel.locator(".tdview-lost")
     notice.wait_for(timeout=TIMEOUT)
     page.wait_for_timeout(1000)
     assert notice.count() == 1
-    assert notice.inner_text() == "tdview: the kernel restarted: run the cell again.", \
+    assert notice.inner_text() == "tdview: the kernel restarted: run the cell again.", (
         notice.inner_text()
+    )
     assert panel.locator(".tdview-stale").evaluate("el => el.inert")  # nothing more asked
     text = panel.locator(".tdview-root").inner_text()
     assert "annot send" not in text and "ConnectionLost" not in text, text
@@ -217,9 +224,13 @@ def test_the_view_fills_the_panel_and_follows_its_resizes(lab, page, tmp_path) -
             const tree = p.querySelector('.tdview-tree').getBoundingClientRect();
             const bottom = area.getBoundingClientRect().top + area.clientHeight;
             return bottom > before + 50 && bottom - tree.bottom <= 24;
-        }""", arg=[panel.element_handle(), boxes["area_bottom"]], timeout=TIMEOUT)
+        }""",
+        arg=[panel.element_handle(), boxes["area_bottom"]],
+        timeout=TIMEOUT,
+    )
     grown = panel.evaluate(_FILL_BOXES)
-    assert abs((grown["tree"] - boxes["tree"])
-               - (grown["area_bottom"] - boxes["area_bottom"])) <= 2, (boxes, grown)
+    assert (
+        abs((grown["tree"] - boxes["tree"]) - (grown["area_bottom"] - boxes["area_bottom"])) <= 2
+    ), (boxes, grown)
     assert not grown["scrolls"], grown
     page.screenshot(path=str(tmp_path / "tdview-panel-1100.png"))

@@ -35,7 +35,8 @@ def run_cell(page: Any, code: str) -> str:
             const prompt = cells[n - 1] && cells[n - 1].querySelector('.jp-InputPrompt');
             return prompt && /\\[\\d+\\]/.test(prompt.textContent);
         }""",
-        arg=count, timeout=RUN_TIMEOUT_MS,
+        arg=count,
+        timeout=RUN_TIMEOUT_MS,
     )
     return cell.locator(".jp-OutputArea").inner_text()
 
@@ -49,14 +50,16 @@ def row(page: Any, key: str, level: int) -> Any:
 def set_theme(page: Any, theme: str) -> None:
     """Switch JupyterLab's theme once its command exists (it is registered late)."""
     page.wait_for_function(
-        "() => window.jupyterapp.commands.hasCommand('apputils:change-theme')",
-        timeout=TIMEOUT)
+        "() => window.jupyterapp.commands.hasCommand('apputils:change-theme')", timeout=TIMEOUT
+    )
     name = "JupyterLab Dark" if theme == "dark" else "JupyterLab Light"
-    page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme',"
-                  " {theme})", name)
+    page.evaluate(
+        "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", name
+    )
     light = "false" if theme == "dark" else "true"
-    page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light",
-                           arg=light, timeout=TIMEOUT)
+    page.wait_for_function(
+        "(light) => document.body.dataset.jpThemeLight === light", arg=light, timeout=TIMEOUT
+    )
 
 
 def open_widget(page: Any, lab: Any, name: str, theme: str = "light") -> Any:
@@ -112,8 +115,7 @@ def test_tree_details_search_and_load(lab, page, artifacts) -> None:
         timeout=TIMEOUT,
     )
     assert row(page, "rollout", 2).get_attribute("aria-expanded") == "true"
-    widget.locator(".tdview-details").get_by_text("epsilon-greedy").first.wait_for(
-        timeout=TIMEOUT)
+    widget.locator(".tdview-details").get_by_text("epsilon-greedy").first.wait_for(timeout=TIMEOUT)
     widget.screenshot(path=str(artifacts / "tdview-light.png"))
 
     # The selection reached Python.
@@ -157,7 +159,8 @@ def test_dark_theme_screenshot(lab, page, artifacts, theme: str) -> None:
         row(page, "replay", 2).locator(".tdview-twisty").click()
         row(page, "reward", 3).locator(".tdview-key").click()
         widget.locator(".tdview-details dl").get_by_text("bfloat16", exact=True).wait_for(
-            timeout=TIMEOUT)
+            timeout=TIMEOUT
+        )
         background = widget.evaluate("el => getComputedStyle(el).backgroundColor")
         assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)")
         widget.screenshot(path=str(artifacts / f"tdview-{theme}.png"))

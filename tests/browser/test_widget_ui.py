@@ -51,7 +51,8 @@ def details(widget: Any) -> Any:
 def wait_details(widget: Any, key_tuple: str) -> None:
     """Wait until the details list shows the node whose key tuple is ``key_tuple``."""
     details(widget).locator(".tdview-copy-text").get_by_text(key_tuple, exact=True).wait_for(
-        timeout=TIMEOUT)
+        timeout=TIMEOUT
+    )
 
 
 def select(page: Any, widget: Any, key: str, level: int, key_tuple: str) -> None:
@@ -75,7 +76,7 @@ def marked(text: str, mark: str) -> dict[str, Any]:
     """The JSON printed after ``mark`` in a cell's output."""
     for line in text.splitlines():
         if line.startswith(mark + " "):
-            return json.loads(line[len(mark) + 1:])
+            return json.loads(line[len(mark) + 1 :])
     raise AssertionError(f"no {mark} line in the output: {text!r}")
 
 
@@ -130,7 +131,9 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
     form.locator(".tdview-disclosure").click()
     page.wait_for_function(
         """() => [...document.querySelectorAll('.tdview-root .tdview-device option')]
-                 .some(o => o.value === 'meta')""", timeout=TIMEOUT)
+                 .some(o => o.value === 'meta')""",
+        timeout=TIMEOUT,
+    )
     form.locator(".tdview-device").select_option("cpu")
     form.locator(".tdview-mode").select_option("r")
     # the subtree's size comes with the details' background totals
@@ -143,8 +146,9 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
     done = form.locator(".tdview-load-done")
     assert "into sub" in done.inner_text(), form.inner_text()
     code = form.locator(".tdview-code").inner_text()
-    assert code == ('sub = tdview.load_memmap("demo_ckpt.tdz", subpath="replay", device="cpu",'
-                    ' mode="r")'), code
+    assert code == (
+        'sub = tdview.load_memmap("demo_ckpt.tdz", subpath="replay", device="cpu", mode="r")'
+    ), code
     form.locator(".tdview-code-row button").click()
     assert clipboard(page) == code
     details(widget).evaluate("el => { el.scrollTop = el.scrollHeight; }")
@@ -156,8 +160,7 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
     assert checked == {
         "type": "TensorDict",
         "keys": ["action", "done", "next/observation", "observation", "reward"],
-        "shapes": {"observation": [1000, 8], "action": [1000], "reward": [1000],
-                   "done": [1000]},
+        "shapes": {"observation": [1000, 8], "action": [1000], "reward": [1000], "done": [1000]},
         "batch": [1000],
         "one_mapping": True,
         "all_share": True,
@@ -180,13 +183,18 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
     lock.locator(".tdview-unlock-button").click()
     assert lock.get_attribute("data-locked") == "false"
     assert form.locator(".tdview-unlock").is_checked()
-    assert form.locator(".tdview-code").inner_text().endswith(
-        'subpath="tags", device="cpu", mode="r", allow_pickle=True)')
+    assert (
+        form.locator(".tdview-code")
+        .inner_text()
+        .endswith('subpath="tags", device="cpu", mode="r", allow_pickle=True)')
+    )
     load_through_form(widget, "tags")
     assert "into tags" in form.locator(".tdview-load-done").inner_text(), form.inner_text()
     assert "NonTensorData" in form.locator(".tdview-load-summary").inner_text()
     assert marked(run_cell(page, "import json\n" + CHECK_TAGS), "TAGS") == {
-        "type": "NonTensorData", "ok": True}
+        "type": "NonTensorData",
+        "ok": True,
+    }
 
     # Preview on demand: nothing is read before the button.
     select(page, widget, "reward", 3, '("replay", "reward")')
@@ -317,11 +325,14 @@ def test_wide_checkpoint_timings(lab, page, capsys) -> None:
     write_wide(lab.root / "wide")
     write_notebook(lab.root, "tdview_wide.ipynb", ["from tdview import TDView"])
     open_and_run(page, lab, "tdview_wide.ipynb")
-    code = ("import time\nt = time.perf_counter()\nw = TDView('wide')\n"
-            "print(f'KERNEL {time.perf_counter() - t:.3f}')\nw")
+    code = (
+        "import time\nt = time.perf_counter()\nw = TDView('wide')\n"
+        "print(f'KERNEL {time.perf_counter() - t:.3f}')\nw"
+    )
     page.evaluate(_TIMED_RUN, code)
-    page.wait_for_function("() => window.__tdviewTimes && window.__tdviewTimes.paint",
-                           timeout=RUN_TIMEOUT_MS)
+    page.wait_for_function(
+        "() => window.__tdviewTimes && window.__tdviewTimes.paint", timeout=RUN_TIMEOUT_MS
+    )
     first = page.evaluate("() => window.__tdviewTimes")
     kernel = page.locator(".jp-RenderedText").filter(has_text="KERNEL").inner_text()
     assert row(page, "g0", 2).count() == 1
