@@ -317,3 +317,28 @@ def test_collection_node_details_have_the_golden_keys(
             "depth": 1,
             "container": "archive" if path[0].endswith(".tdz") else "directory",
         }
+
+
+def _ts_list(path: Path, name: str) -> list[str]:
+    """The strings of ``export const NAME = [...]`` in a TypeScript file."""
+    text = path.read_text(encoding="utf-8")
+    found = re.search(rf"export const {name} = \[(.*?)\]", text, re.S)
+    assert found, f"no {name} in {path}"
+    return re.findall(r'"([^"]+)"', found.group(1))
+
+
+def test_the_method_table_is_the_front_ends_list() -> None:
+    """One table of methods in Python (name, params, lane, answer); the names are the
+    front end's, in its order (protocol.ts ``METHODS`` ends with compare-protocol.ts's
+    ``DIFF_METHODS``)."""
+    from tdview.protocol._dispatch import LANES
+    from tdview.protocol._methods import TABLE
+
+    src = Path(__file__).resolve().parents[1] / "js" / "src"
+    names = [
+        *_ts_list(src / "protocol.ts", "METHODS"),
+        *_ts_list(src / "compare-protocol.ts", "DIFF_METHODS"),
+    ]
+    assert list(TABLE) == names
+    for method in TABLE.values():
+        assert method.lane({"totals": False}) in LANES and method.lane({}) in LANES

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._text import error_text
 from ..errors import Cancelled, NoCheckpointError, TDViewError
 from ..index import Checkpoint, Collection, cancellable
-from . import _collection, _load, _preview, _search, _summaries
+from . import _collection
 from ._messages import (
     CANCEL,
     Request,
@@ -39,6 +39,7 @@ from ._messages import (
     reply_error,
     reply_ok,
 )
+from ._methods import TABLE, Call
 
 if TYPE_CHECKING:
     from ._compare import Comparison
@@ -53,8 +54,6 @@ _MAX_MARKS = 4096
 #: ``load``. Two walks and a slow click (a pickle scan of a few seconds) leave a thread
 #: for the next click.
 LANES = {"browse": 2, "walk": 2, "preview": 1, "load": 1}
-#: The compare view's payload requests (the other ``diff_*`` methods are clicks: browse).
-_DIFF_LANES = {"diff_preview": "preview", "diff_refine": "load", "diff_load": "load"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -139,36 +138,37 @@ def _run_collection(
     session: Session, coll: Collection, request: Request, progress_fn: ProgressFn | None
 ) -> Reply:
     """A request on a folder of checkpoints: its own nodes answered here, a member's
-    by the member (see :mod:`._collection`)."""
-    method, params = request.method, request.params
+    by the member (see :mod:`._collection` and the table's ``own``/``at_mount``)."""
+    method, params = TABLE[request.method], request.params
     if "path" not in params:  # search (Collection.search reaches into members), devices
         return _run_on(session, coll, session.source, request, progress_fn)
     owner, prefix, inner = coll.locate(params["path"])
     if owner is coll:
-        node = coll.node(inner)
-        if method == "children":
-            return _collection.children_page(
-                coll,
-                node,
-                session.source,
-                params["offset"],
-                params["limit"],
-                totals=params["totals"],
-            ), []
-        if method == "node":
-            return _collection.details(coll, node, session.source, totals=params["totals"]), []
-        if method == "load":
-            _collection.refuse_load(coll, node)
-        return _run_on(session, coll, session.source, request, progress_fn)
+        if method.own is None:
+            return _run_on(session, coll, session.source, request, progress_fn)
+        call = _call(session, coll, session.source, request, progress_fn)
+        return method.own(coll, coll.node(inner), call)
     mount = coll.own_node(prefix)
     assert mount is not None
-    if method == "node" and not inner:
+    if method.at_mount and not inner:
         return _collection.details(coll, mount, session.source, totals=params["totals"]), []
     member = _collection.member_info(session.source, mount)
-    inside = Request(request.id, method, {**params, "path": inner})
+    inside = Request(request.id, request.method, {**params, "path": inner})
     result, out = _run_on(session, owner, member["source"], inside, progress_fn)
     assert result is not None
     return _collection.put_under(result, prefix, member), out
+
+
+def _call(
+    session: Session,
+    ckpt: Checkpoint,
+    source: str,
+    request: Request,
+    progress_fn: ProgressFn | None,
+) -> Call:
+    return Call(
+        session, ckpt, source, request.params, lambda: session.check(request.id), progress_fn
+    )
 
 
 def _run_on(
@@ -178,47 +178,9 @@ def _run_on(
     request: Request,
     progress_fn: ProgressFn | None,
 ) -> Reply:
-    params = request.params
-    check = lambda: session.check(request.id)  # noqa: E731
-    method = request.method
-    if method == "children":
-        return _summaries.children_page(
-            ckpt, params["path"], params["offset"], params["limit"], totals=params["totals"]
-        ), []
-    if method == "node":
-        return _summaries.details(ckpt, ckpt.node(params["path"]), totals=params["totals"]), []
-    if method == "search":
-        return _search.search_result(
-            ckpt,
-            params["pattern"],
-            params["limit"],
-            offset=params["offset"],
-            source=source,
-            count=params["count"],
-        ), []
-    if method == "devices":
-        return _load.devices(), []
-    if method == "preview":
-        return _preview.preview(
-            ckpt,
-            params["path"],
-            params["rows"],
-            check,
-            rows_scope=params["rows_scope"],
-            index=params["index"],
-            offset=params["offset"],
-            stats=params["stats"],
-            heatmap=params["heatmap"],
-        )
-
-    def report(done: int, total: int, label: str) -> None:
-        check()
-        if progress_fn is not None:
-            progress_fn(done, total, label)
-
-    return _load.load(
-        ckpt, source, params, session.namespace, report, bind=session.on_load, check=check
-    ), []
+    answer = TABLE[request.method].answer
+    assert answer is not None  # the compare view's methods went to _compare
+    return answer(_call(session, ckpt, source, request, progress_fn))
 
 
 def handle(
@@ -317,16 +279,9 @@ def lane(message: object) -> str:
     """
     if not isinstance(message, dict):
         return "browse"
-    method, params = message.get("method"), message.get("params")
-    if isinstance(method, str) and method in _DIFF_LANES:
-        return _DIFF_LANES[method]
-    if method in ("preview", "load"):
-        return str(method)
-    if method == "search":
-        return "walk"
-    if method in ("children", "node") and isinstance(params, dict):
-        return "browse" if params.get("totals", True) is False else "walk"
-    return "browse"
+    method = message.get("method")
+    found = TABLE.get(method) if isinstance(method, str) else None
+    return "browse" if found is None else found.lane(message.get("params"))  # type: ignore[arg-type]
 
 
 class Dispatcher:

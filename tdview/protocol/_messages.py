@@ -221,36 +221,49 @@ def _variable(params: dict[str, Any]) -> str | None:
     return name
 
 
-def _params(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    if method in DIFF_METHODS:
-        from ._diff_params import diff_params  # it builds on this module's checks
+# -- the params of each method (the table of methods, :mod:`._methods`, names them) --
 
-        return diff_params(method, params)
-    if method == "children":
-        return {
-            "path": _path(params, method),
-            "offset": _count(params, "offset", method),
-            "limit": min(_count(params, "limit", method), MAX_PAGE),
-            "totals": _totals(params, method),
-        }
-    if method == "node":
-        return {"path": _path(params, method), "totals": _totals(params, method)}
-    if method == "search":
-        return {
-            "pattern": _text(params, "pattern", method),
-            "limit": min(_count(params, "limit", method), MAX_PAGE),
-            "offset": _count(params, "offset", method) if "offset" in params else 0,
-            "count": _bool(params, "count", method) if "count" in params else True,
-        }
-    if method == "preview":
-        return {
-            "path": _path(params, method),
-            "rows": min(_count(params, "rows", method), MAX_ROWS),
-            "rows_scope": _rows_scope(params),
-            **_preview_view(params),
-        }
-    if method == "devices":
-        return {}
+
+def children_params(params: dict[str, Any]) -> dict[str, Any]:
+    method = "children"
+    return {
+        "path": _path(params, method),
+        "offset": _count(params, "offset", method),
+        "limit": min(_count(params, "limit", method), MAX_PAGE),
+        "totals": _totals(params, method),
+    }
+
+
+def node_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {"path": _path(params, "node"), "totals": _totals(params, "node")}
+
+
+def search_params(params: dict[str, Any]) -> dict[str, Any]:
+    method = "search"
+    return {
+        "pattern": _text(params, "pattern", method),
+        "limit": min(_count(params, "limit", method), MAX_PAGE),
+        "offset": _count(params, "offset", method) if "offset" in params else 0,
+        "count": _bool(params, "count", method) if "count" in params else True,
+    }
+
+
+def preview_params(params: dict[str, Any]) -> dict[str, Any]:
+    method = "preview"
+    return {
+        "path": _path(params, method),
+        "rows": min(_count(params, "rows", method), MAX_ROWS),
+        "rows_scope": _rows_scope(params),
+        **_preview_view(params),
+    }
+
+
+def devices_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def load_params(params: dict[str, Any]) -> dict[str, Any]:
+    method = "load"
     mode = _field(params, "mode", method)
     if mode not in MODES or isinstance(mode, bool):
         raise _fail("load params.mode", '"r", "r+" or null', mode)
@@ -307,6 +320,8 @@ def parse_request(message: object) -> Request:
     ...                "params": {"path": ["obs"]}})
     Request(id=7, method='node', params={'path': ('obs',), 'totals': True})
     """
+    from ._methods import TABLE  # the table stands on these checks
+
     check_bounds(message)
     found = _envelope(message, REQUEST)
     method = found.get("method")
@@ -315,7 +330,7 @@ def parse_request(message: object) -> Request:
     params = found.get("params")
     if not isinstance(params, dict):
         raise _fail(f"{method} params", "an object", params)
-    return Request(int(found["id"]), method, _params(method, params))
+    return Request(int(found["id"]), method, TABLE[method].parse(params))
 
 
 def parse_cancel(message: object) -> int:
