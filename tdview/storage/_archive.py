@@ -25,11 +25,11 @@ from ..errors import (
     UnsafeCheckpointError,
 )
 from ._base import EntryInfo, Store, check_key, not_found
-from ._catalog import EagerCatalog, LazyCatalog, layout_error, lazy_catalog
+from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
-from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
+from ._zip import FLAG_ENCRYPTED, LOCAL, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
 
 __all__ = ["ArchiveStore"]
@@ -281,33 +281,7 @@ class ArchiveStore(Store):
                 f"runs past the end of the file ({self.file_size} bytes)."
             )
         self.check_intact()
-        fields = LOCAL.unpack_from(self.mapping, at)
-        sig, name_len, extra_len = fields[0], fields[9], fields[10]
-        if sig != LOCAL_SIG:
-            raise ArchiveError(
-                f"corrupt entry {e.name!r} in {self.root}: bad local header signature "
-                f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x})."
-            )
-        local_name = bytes(self.mapping[at + LOCAL.size : at + LOCAL.size + name_len])
-        if local_name != e.raw_name:
-            raise ArchiveError(
-                f"corrupt entry {e.name!r} in {self.root}: the local header at offset {at} "
-                f"names {local_name!r}, the central directory {e.raw_name!r}."
-            )
-        payload = at + LOCAL.size + name_len + extra_len
-        end = payload + e.stored_size
-        limit, is_next_entry = self._catalog.next_start(at)
-        if end > limit:
-            raise layout_error(
-                self.root,
-                e,
-                end,
-                limit,
-                payload=payload,
-                is_next_entry=is_next_entry,
-                file_size=self.file_size,
-            )
-        return payload
+        return local_payload(self.root, e, self.mapping, at, at, self._catalog, self.file_size)
 
     def prepare(self, dirkey: str, *, payloads: bool) -> None:
         """Expect a walk below ``dirkey`` that uses every ``meta.json`` there, and every

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import ArchiveError, UnsafeCheckpointError
 from ._base import first_unsafe_name
 from ._columns import Columns
-from ._zip import LOCAL, CentralEntry
+from ._zip import LOCAL, LOCAL_SIG, CentralEntry
 
 __all__ = ["EagerCatalog", "LazyCatalog", "lazy_catalog"]
 
@@ -465,3 +465,38 @@ def layout_error(
         f"corrupt {where}, past the end of the entry data at offset {limit} "
         f"(central directory start; file size {file_size})."
     )
+
+
+def local_payload(
+    root: str, e: CentralEntry, buf: Any, base: int, at: int, catalog: Any, file_size: int
+) -> int:
+    """The payload offset of entry ``e`` from its local header, which starts at ``base``
+    in ``buf`` (the archive's mapping, or bytes read from offset ``at``): signature,
+    name and layout checked. The caller has checked that the fixed header is there."""
+    fields = LOCAL.unpack_from(buf, base)
+    sig, name_len, extra_len = fields[0], fields[9], fields[10]
+    if sig != LOCAL_SIG:
+        raise ArchiveError(
+            f"corrupt entry {e.name!r} in {root}: bad local header signature "
+            f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x})."
+        )
+    local_name = bytes(buf[base + LOCAL.size : base + LOCAL.size + name_len])
+    if local_name != e.raw_name:
+        raise ArchiveError(
+            f"corrupt entry {e.name!r} in {root}: the local header at offset {at} "
+            f"names {local_name!r}, the central directory {e.raw_name!r}."
+        )
+    payload = at + LOCAL.size + name_len + extra_len
+    end = payload + e.stored_size
+    limit, is_next_entry = catalog.next_start(at)
+    if end > limit:
+        raise layout_error(
+            root,
+            e,
+            end,
+            limit,
+            payload=payload,
+            is_next_entry=is_next_entry,
+            file_size=file_size,
+        )
+    return payload

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import ArchiveError, LeafDataError, LimitExceededError, UnsafeCheckpointError
 from ._archive import META, ArchiveStore
-from ._catalog import layout_error
+from ._catalog import local_payload
 from ._codecs import STORED, decode
 from ._columns import read_columns
 from ._mapfile import not_a_checkpoint
@@ -46,7 +46,6 @@ from ._zip import (
     _FAST_BYTES,
     EOCD,
     LOCAL,
-    LOCAL_SIG,
     CentralDirectory,
     CentralEntry,
     _find_eocd,
@@ -319,33 +318,7 @@ class RemoteArchiveStore(ArchiveStore):
                 f"corrupt entry {e.name!r} in {self.root}: its local header at offset {at} "
                 f"runs past the end of the file ({self.file_size} bytes)."
             )
-        fields = LOCAL.unpack_from(head, 0)
-        sig, name_len, extra_len = fields[0], fields[9], fields[10]
-        if sig != LOCAL_SIG:
-            raise ArchiveError(
-                f"corrupt entry {e.name!r} in {self.root}: bad local header signature "
-                f"{sig:#010x} at offset {at} (expected {LOCAL_SIG:#010x})."
-            )
-        local_name = bytes(head[LOCAL.size : LOCAL.size + name_len])
-        if local_name != e.raw_name:
-            raise ArchiveError(
-                f"corrupt entry {e.name!r} in {self.root}: the local header at offset {at} "
-                f"names {local_name!r}, the central directory {e.raw_name!r}."
-            )
-        payload = at + LOCAL.size + name_len + extra_len
-        end = payload + e.stored_size
-        limit, is_next_entry = self._catalog.next_start(at)
-        if end > limit:
-            raise layout_error(
-                self.root,
-                e,
-                end,
-                limit,
-                payload=payload,
-                is_next_entry=is_next_entry,
-                file_size=self.file_size,
-            )
-        return payload
+        return local_payload(self.root, e, head, 0, at, self._catalog, self.file_size)
 
     # -- local headers and payloads ----------------------------------------------------------
 
