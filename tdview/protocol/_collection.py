@@ -74,22 +74,7 @@ def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool) 
     try:
         member = coll.member(node)
     except (TDViewError, OSError):
-        result = {
-            "key": node.key,
-            "path": list(node.path),
-            "kind": MEMBER,
-            "class_name": "",
-            "has_children": False,
-            "n_children": 0,
-            "shape": None,
-            "dtype": None,
-            "batch_size": None,
-            "stack_dim": None,
-            "bytes": None,
-            "numel": None,
-            "pickled": False,
-            "problems": list(node.problems),
-        }
+        result = _summaries.unread_summary(node.path, MEMBER, list(node.problems))
     else:
         result = _summaries.summary(member, member.root, totals=totals)
         result.update(key=node.key, path=list(node.path), kind=MEMBER)

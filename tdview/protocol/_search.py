@@ -73,7 +73,7 @@ def search_result(
         try:
             nodes.append(_summary(ckpt, path, source))
         except (TDViewError, OSError) as error:  # a node changed since it was found
-            nodes.append(_missing(path, error))
+            nodes.append(_summaries.unread_summary(path, "leaf", [str(error)]))
     return {
         "pattern": pattern,
         "offset": page.offset,
@@ -82,24 +82,4 @@ def search_result(
         "matches": [list(path) for path in page.matches],
         "nodes": nodes,
         "truncated": page.truncated,
-    }
-
-
-def _missing(path: tuple[str, ...], error: Exception) -> dict[str, Any]:
-    """The summary of a match that cannot be read again: its key and the problem."""
-    return {
-        "key": path[-1],
-        "path": list(path),
-        "kind": "leaf",
-        "class_name": "",
-        "has_children": False,
-        "n_children": 0,
-        "shape": None,
-        "dtype": None,
-        "batch_size": None,
-        "stack_dim": None,
-        "bytes": None,
-        "numel": None,
-        "pickled": False,
-        "problems": [str(error)],
     }

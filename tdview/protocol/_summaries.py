@@ -59,6 +59,27 @@ def _n_children(ckpt: Checkpoint, node: Node) -> int:
     return 0 if node.is_leaf else ckpt.count_children(node)
 
 
+def unread_summary(path: tuple[str, ...], kind: str, problems: list[str]) -> dict[str, Any]:
+    """The ``NodeSummary`` of a node that cannot be read: its key, path, kind and
+    problems, every fact null or empty."""
+    return {
+        "key": path[-1] if path else "",
+        "path": list(path),
+        "kind": kind,
+        "class_name": "",
+        "has_children": False,
+        "n_children": 0,
+        "shape": None,
+        "dtype": None,
+        "batch_size": None,
+        "stack_dim": None,
+        "bytes": None,
+        "numel": None,
+        "pickled": False,
+        "problems": problems,
+    }
+
+
 def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, Any]:
     """The ``NodeSummary`` of a node (protocol v1).
 

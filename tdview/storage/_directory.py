@@ -359,7 +359,8 @@ class DirectoryStore(Store):
             except (OSError, ValueError):
                 pass  # no symlink (EINVAL): the lstat below tells what it is
             else:
-                return self._remember(key, self._probe_link(key, real, name, target) or _SLOW)
+                # a link _probe_link takes is remembered there; any other goes per key
+                return self._probe_link(key, real, name, target) or self._remember(key, _SLOW)
         try:
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
