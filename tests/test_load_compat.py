@@ -129,6 +129,22 @@ def names_and_levels() -> TensorDict:
     return TensorDict(zero_dim=torch.tensor(7, dtype=torch.int16), named=named, empty=TensorDict())
 
 
+def non_tensor_broadcast() -> TensorDict:
+    """NonTensorData saved without a batch size below parents with one, a device, dim
+    names: the load broadcasts each (dropping ``_metadata``, as tensordict does) or only
+    moves it."""
+    with_meta = NonTensorData(data={"x", "y"}, _metadata={"m": 1}, batch_size=[])
+    plain = TensorDict(note=NonTensorData("text"), batch_size=[])
+    plain["kept"] = NonTensorData(data=[1, 2], _metadata={"k": 2})
+    return TensorDict(
+        rows=TensorDict(tag=NonTensorData("row"), meta=with_meta, batch_size=[3]),
+        named=TensorDict(tag=NonTensorData("n"), v=torch.zeros(3), batch_size=[3], names=["t"]),
+        typed=TensorDict(kind=MetaData[str]("typed"), batch_size=[3]),
+        on_cpu=TensorDict(note=NonTensorData("c"), batch_size=[3, 2], device="cpu"),
+        plain=plain,
+    )
+
+
 def pytree() -> TensorDict:
     return TensorDict(
         tree=TensorDict.from_pytree(
@@ -224,6 +240,7 @@ EXTRA: dict[str, Callable[[], TensorDict]] = {
     "views_more": views_more,
     "names_and_levels": names_and_levels,
     "pytree": pytree,
+    "non_tensor_broadcast": non_tensor_broadcast,
 }
 HANDWRITTEN = {"legacy_04": write_legacy, "legacy_03": write_legacy_03}
 CASES = [*BUILDERS, *EXTRA, *HANDWRITTEN]
@@ -390,3 +407,21 @@ def test_legacy_03_subfolders_are_left_out_with_a_warning(corpus) -> None:
     with pytest.warns(UserWarning, match="old"):
         loaded = tdview.load_memmap(path)
     assert list(loaded.keys()) == ["a"] == list(reference(path).keys())
+
+
+@pytest.mark.parametrize("device", [None, "meta"])
+def test_non_tensor_metadata_dropped_by_a_broadcast(tmp_path: Path, device: str | None) -> None:
+    """A NonTensorData whose meta.json records ``_metadata``, saved without a batch size
+    below a parent with one: tensordict's broadcast makes a new one and drops it; below a
+    parent without batch dims it is kept. tdview loads both as tensordict does."""
+    path = tmp_path / "ckpt"
+    non_tensor_broadcast().memmap(path)
+    for folder in ("rows/meta", "plain/kept"):
+        meta_file = path / folder / "meta.json"
+        meta = json.loads(meta_file.read_text())
+        meta["_metadata"] = {"edited": folder}
+        meta_file.write_text(json.dumps(meta))
+    got, ref = ours(path, device=device), reference(path, device=device)
+    assert_same(got, ref)
+    assert got["rows"]._tensordict["meta"]._metadata is None
+    assert got["plain"]._tensordict["kept"]._metadata == {"edited": "plain/kept"}

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 import torch
-from tensordict import TensorDict, is_tensorclass
+from tensordict import NonTensorData, TensorDict, is_tensor_collection, is_tensorclass
 from tensordict.tensorclass import NonTensorDataBase
 
 from ..errors import CheckpointFormatError, LimitExceededError
@@ -45,6 +45,7 @@ from ._stacks import stack_values
 __all__ = ["build", "depth_room", "node_meta"]
 
 _SCALARS = (str, int, float, bool, type(None))
+_NON_TENSOR_KEYS = {"data", "_metadata", "_is_non_tensor"}
 #: Python frames each level of nesting takes in :func:`build` (a TensorDict in a
 #: TensorDict: ``build``, ``_tensordict``), and frames kept free for what a level calls.
 FRAMES_PER_LEVEL, SPARE_FRAMES = 2, 60
@@ -79,6 +80,7 @@ def build(
     out: Any = None,
     children: Iterable[Any] | None = None,
     path: tuple[str, ...] | None = None,
+    parent: Any = None,
 ) -> Any:
     """Rebuild the tensordict, tensorclass or stack that ``node`` holds.
 
@@ -96,6 +98,10 @@ def build(
     path : nested key, optional
         With ``children``: the path they are below (the tensorclass's), which names a
         plain leaf given as ``(record, file)``.
+    parent : TensorDict, optional
+        The fresh TensorDict the result goes into: a ``NonTensorData`` saved without
+        a batch size is then made with the parent's (what setting it would broadcast
+        it to, without the copy that broadcast makes).
 
     Examples
     --------
@@ -122,6 +128,8 @@ def build(
             assert isinstance(meta, TensorDictNode)
             result = _tensordict(ctx, node, meta, cls, device, out, children, path)
             return result if wrap is None else wrap(result)
+        if kind == TENSORCLASS:
+            return _tensorclass(ctx, node, meta, cls, device, out, parent)
         return _BUILDERS[kind](ctx, node, meta, cls, device, out)
     finally:
         ctx.depth -= 1
@@ -182,11 +190,11 @@ def _tensordict(
             if not _wanted(ctx, node, meta, child):
                 continue
             existing = _out.reusable(result, key) if out is not None else None
-            value = build(ctx, child, device, existing)
+            value = build(ctx, child, device, existing, parent=result if out is None else None)
             if value is not existing:
                 # validated: checks the batch size, broadcasts NonTensorData, moves devices
                 try:
-                    result._set_str(key, value, validated=False, inplace=False)
+                    result._set_str(key, value, validated=_fits(result, value), inplace=False)
                 except (RuntimeError, ValueError) as error:
                     raise CheckpointFormatError(
                         f"{ctx.store.display(child.dirkey or '')}: {show_path(child.path)!r} "
@@ -216,6 +224,18 @@ def _tensordict(
     else:
         result._memmap_prefix = None
     return result
+
+
+def _fits(result: Any, value: Any) -> bool:
+    """Whether ``value``, a tensor collection, goes into the fresh ``result`` as it is:
+    the same batch size and device, and no dim names on either (what tensordict's
+    validation of a set checks, and then leaves the value untouched)."""
+    return (
+        value.batch_size == result.batch_size
+        and (result.device is None or value.device == result.device)
+        and not result._has_names()
+        and not value._has_names()
+    )
 
 
 def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -> bool:
@@ -256,7 +276,13 @@ def _copy_values(fields: dict) -> dict:
 
 
 def _tensorclass(
-    ctx: LoadContext, node: Node, meta: Any, cls: type, device: torch.device | None, out: Any
+    ctx: LoadContext,
+    node: Node,
+    meta: Any,
+    cls: type,
+    device: torch.device | None,
+    out: Any,
+    parent: Any = None,
 ) -> Any:
     non_tensor = _copy_values(meta.non_tensor)
     extras = non_tensor_extras(ctx.store, node.dirkey or "", ctx.allow_pickle)
@@ -267,7 +293,17 @@ def _tensorclass(
     if inner is not None:
         td = build(ctx, inner, device, td_out, _field_nodes(ctx, node, inner), node.path)
     elif issubclass(cls, NonTensorDataBase):
-        td = TensorDict(device="cpu") if tc_out is None else tc_out._tensordict
+        if tc_out is not None:
+            td = tc_out._tensordict
+        elif parent is not None and not parent._has_names() and _broadcast(cls, non_tensor, parent):
+            # made as setting it into the parent makes it: on the parent's device and,
+            # broadcast, with its batch size (see _broadcast), without that set's copy
+            td = TensorDict._new_unsafe(
+                batch_size=parent.batch_size,
+                device="cpu" if parent.device is None else parent.device,
+            )
+        else:
+            td = TensorDict(device="cpu")
     else:
         raise ValueError(
             f"The _tensordict directory seems to be missing: {ctx.store.display(node.dirkey or '')}"
@@ -279,6 +315,25 @@ def _tensorclass(
     tc_out._non_tensordict.clear()
     tc_out._non_tensordict.update(result._non_tensordict)
     return tc_out
+
+
+def _broadcast(cls: type, non_tensor: dict, parent: Any) -> bool:
+    """Whether a ``NonTensorData`` saved without a batch size can be made as setting it
+    into ``parent`` leaves it. Moved to the parent's device only (no batch dims) it
+    keeps its fields. Broadcast to a batch size, tensordict makes a new
+    ``NonTensorData(data=...)``: its ``_metadata`` is dropped, which ``non_tensor`` is
+    made to say; a ``data`` that the constructor would treat as a field of tensors, or
+    a subclass, takes the set's own broadcast."""
+    if not parent.batch_size:
+        return True
+    if cls is not NonTensorData or non_tensor.keys() != _NON_TENSOR_KEYS:
+        return False
+    data = non_tensor["data"]
+    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
+        return False
+    non_tensor.clear()
+    non_tensor.update(data=data, _metadata=None, _is_non_tensor=True)
+    return True
 
 
 def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[Any] | None:

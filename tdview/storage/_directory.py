@@ -13,7 +13,7 @@ from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, name_problem,
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._held import HeldFolders
-from ._links import Link, LinkResolver, plain_target, trusted_paths
+from ._links import Link, LinkResolver, hf_snapshot, plain_target, trusted_paths
 
 __all__ = ["DirectoryStore", "found_dir"]
 
@@ -143,7 +143,9 @@ class DirectoryStore(Store):
         self._probes: dict[str, tuple[str, object] | tuple[str, object, int] | object] = {}
         self._noatime = _NOATIME
         self._folders = HeldFolders(self._prefix, self._proc_usable)  # closed by close()
-        self._checkout = False  # a link into a folder held open was met: names are links
+        # a link into a folder held open was met, or the root is a snapshot of the
+        # Hugging Face cache (its path says so): names are links, read them first
+        self._checkout = hf_snapshot(self._real_root)
         self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = os.path.join(self.root, "")
         self._resolver = LinkResolver(
@@ -756,18 +758,20 @@ class DirectoryStore(Store):
             dirkey, _, name = key.rpartition("/")
             if name == "meta.json":  # a walk's file, in a folder probed (so checked) plain
                 real_dir = self._dirs.get(dirkey) if dirkey else self._prefix
+                tried = False  # the link read already (and not taken)
                 if type(real_dir) is str and self._checkout and key not in self._probes:
                     # a content store's checkout, whose files are links: read the link
                     data = self._read_link(key, real_dir, name, limit)
                     if data is not None:
                         return data
+                    tried = True
                 if type(real_dir) is str:
                     try:
                         fd = self._open(real_dir + name, _NOFOLLOW)
                     except OSError as error:
                         fd = -1  # absent, a symlink...: the paths below decide
                         if PER_NAME and error.errno == errno.ELOOP:  # a symlink
-                            if key not in self._probes:
+                            if key not in self._probes and not tried:
                                 data = self._read_link(key, real_dir, name, limit)
                                 if data is not None:
                                     return data

@@ -37,7 +37,7 @@ import re
 import shlex
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import UnsafeCheckpointError, UntrustedLinkError
 from ._checked import proc_names, readlink_or
@@ -68,8 +68,7 @@ _HELD_LINKS = 16384
 _ADDED: list[str] = []
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
     """A key of a directory store whose file lies outside the checkpoint root.
 
     Attributes
@@ -561,6 +560,12 @@ def _hf_blobs(real_root: str) -> str | None:
         if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
             return os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
     return None
+
+
+def hf_snapshot(real_root: str) -> bool:
+    """Whether ``real_root`` lies in a snapshot of the Hugging Face cache, by its path
+    alone (where every file is a link into ``blobs/``)."""
+    return "snapshots" in real_root and _hf_blobs(real_root) is not None
 
 
 def _find_stores(real_root: str) -> list[tuple[str, str]]:
