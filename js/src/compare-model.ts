@@ -11,6 +11,11 @@
  * navigator walks them in the tree's order, depth first, into the subtrees that hold
  * more (not into one added or removed whole: its keys are all added or removed), and
  * fetches the levels it passes through, `pageSize` keys at a time.
+ *
+ * A refine (or the "only differences" switch) gives a new tree; `treeState` reads what
+ * the user made of the old one (the rows expanded, the row selected) and
+ * `restoreTreeState` opens the same rows of the new one and selects the same key, or the
+ * nearest ancestor of it that the new tree still has.
  */
 
 import { differencesBelow } from "./compare-format";
@@ -24,7 +29,7 @@ import {
   type NodeSummary,
   type Path,
 } from "./protocol";
-import type { TreeSource } from "./tree-model";
+import type { TreeModel, TreeSource } from "./tree-model";
 
 /** A tree row of the compare view. */
 export interface CompareNode extends NodeSummary {
@@ -275,5 +280,60 @@ export class DiffNavigator {
     const item = await this.#source.node(path, opts);
     this.#items.set(keyOf(path), item);
     return item;
+  }
+}
+
+// ------------------------------------------------------------ keeping a tree's state
+
+/** What the user made of a tree: the paths of the rows expanded, in the tree's order (a
+ * row before the rows below it), and the path selected. */
+export interface TreeState {
+  expanded: Path[];
+  selected: Path;
+}
+
+/** The rows expanded in `tree` (those shown: a row inside a collapsed one is not) and the
+ * selection (`fallback` while the selected row is not loaded). */
+export function treeState(tree: TreeModel, fallback: Path = []): TreeState {
+  const expanded: Path[] = [];
+  for (let i = 0; i < tree.rowCount; i++) {
+    const row = tree.row(i);
+    if (row?.expanded && row.node) expanded.push(row.node.path);
+  }
+  return { expanded, selected: tree.selectedPath ?? fallback };
+}
+
+/** Whether two states expand the same rows and select the same key. */
+export function sameTreeState(a: TreeState, b: TreeState): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Expands the rows of `state.expanded` that `tree` still has (a key gone, or a node with
+ * nothing left to show, stays closed) and selects `state.selected`, or its nearest
+ * ancestor that the tree has. Resolves with the path selected; a selection made by
+ * someone else while this ran (a click, a reveal) is left as it is, and its path given.
+ */
+export async function restoreTreeState(tree: TreeModel, state: TreeState): Promise<Path | null> {
+  let moved = false;
+  const unsubscribe = tree.subscribe((change) => {
+    if (change.selection) moved = true;
+  });
+  try {
+    for (const path of state.expanded) {
+      const index = path.length ? await tree.revealPath(path, { select: false }) : 0;
+      if (moved) break;
+      if (index >= 0) await tree.expand(index);
+    }
+    for (let n = state.selected.length; n >= 0 && !moved; n--) {
+      const path = state.selected.slice(0, n);
+      const index = n ? await tree.revealPath(path, { select: false }) : 0;
+      if (index < 0 || moved) continue;
+      tree.selectIndex(index);
+      return path;
+    }
+    return tree.selectedPath;
+  } finally {
+    unsubscribe();
   }
 }

@@ -8,11 +8,20 @@
  *
  * The tree is the normal view's (`TreeModel`, `TreeView`, `TreeKeyboard`) over the pages
  * of `diff_children` (compare-model.ts), drawn with rows of its own (render-compare-rows.ts). A refine changes
- * rows anywhere below it, so the tree is rebuilt after one, and the selection revealed.
+ * rows anywhere below it, so the tree is rebuilt after one: off screen, with the rows the
+ * user had open opened again and the selection kept, then put in place of the old one.
  */
 
 import { rollupCounts, rollupText } from "./compare-format";
-import { CompareTreeSource, compareNode, DiffNavigator } from "./compare-model";
+import {
+  CompareTreeSource,
+  compareNode,
+  DiffNavigator,
+  restoreTreeState,
+  sameTreeState,
+  type TreeState,
+  treeState,
+} from "./compare-model";
 import type { CompareState, DiffLevel, DiffSummary } from "./compare-protocol";
 import type { CompareSource } from "./compare-source";
 import { ToleranceFields } from "./compare-tolerance";
@@ -45,6 +54,9 @@ export interface CompareAppOptions {
   detailsDelayMs?: number;
   tree?: TreeModelOptions;
 }
+
+/** Height of a tree row (px), as styles.css draws it (`--tdview-row-height`). */
+const ROW_HEIGHT = 24;
 
 const LEVEL_WORDS: Record<string, string> = {
   metadata: "metadata (no payload read)",
@@ -94,8 +106,11 @@ export class CompareApp {
   #detailsTimer: ReturnType<typeof setTimeout> | undefined;
   #shownPath: string | null = null;
   #stepToken = 0;
-  /** The selection a rebuild under way reveals. */
-  #wanted: Path | null = null;
+  /** What the tree on screen is still opening (the first one shows at once). */
+  #wanted: TreeState | null = null;
+  /** The tree a rebuild under way opens off screen. */
+  #pending: TreeModel | null = null;
+  #rebuilds = 0;
   #disposed = false;
 
   constructor(options: CompareAppOptions) {
@@ -302,6 +317,7 @@ export class CompareApp {
     this.#disposed = true;
     clearTimeout(this.#detailsTimer);
     this.#refine?.abort();
+    this.#pending?.dispose();
     this.#tree?.dispose();
     this.#view?.dispose();
     this.details.dispose();
@@ -343,14 +359,21 @@ export class CompareApp {
     this.details.setBusy(busy);
   }
 
-  /** A new tree (and view) over the pages of the current mode; the selection kept. */
+  /**
+   * A new tree (and view) over the pages of the current mode, the old one's state kept:
+   * the new tree opens the rows the old had open and selects the same key (or its nearest
+   * ancestor still shown) before it replaces the old one on screen, with the selected row
+   * where it was in the viewport. The first tree shows at once and opens as it can.
+   */
   async #rebuild(select?: Path): Promise<void> {
-    // a rebuild while one is revealing its selection keeps that one
-    const keep = select ?? this.#wanted ?? this.#tree?.selectedPath ?? [];
-    this.#wanted = keep;
-    const hadFocus = this.#view?.element.contains(document.activeElement) ?? false;
-    this.#tree?.dispose();
-    this.#view?.dispose();
+    const token = ++this.#rebuilds;
+    const old = this.#tree;
+    // a rebuild while the tree on screen is still opening keeps what that one wants
+    const wanted = (): TreeState =>
+      select
+        ? { expanded: [[]], selected: select }
+        : (this.#wanted ??
+          (old ? treeState(old, this.#shownSelection()) : { expanded: [[]], selected: [] }));
     const only = this.#onlyChanged.checked;
     const rootLabel = `${baseName(this.#state.source_a)} → ${baseName(this.#state.source_b)}`;
     const tree = new TreeModel(
@@ -358,11 +381,68 @@ export class CompareApp {
       compareNode(this.#state.root, only),
       { rootLabel, ...this.#options.tree },
     );
+    this.#pending?.dispose();
+    this.#pending = null;
+    const current = () => token === this.#rebuilds && !this.#disposed;
+    if (old && this.#view) await this.#replace(tree, wanted, current);
+    else await this.#openShown(tree, wanted(), current);
+  }
+
+  /** The first tree: on screen at once, opened as its pages come. */
+  async #openShown(tree: TreeModel, wanted: TreeState, current: () => boolean): Promise<void> {
+    this.#wanted = wanted;
+    const view = this.#show(tree);
+    await restoreTreeState(tree, wanted);
+    if (!current()) return;
+    this.#wanted = null;
+    view.scrollToIndex(tree.selectedIndex);
+    this.#selectionChanged();
+    view.render();
+  }
+
+  /**
+   * A tree in place of the one on screen, opened off screen first: the old one stays in
+   * view, and usable, until the new one is ready, and what the user changed on it
+   * meanwhile is caught up with (a few rounds). The selected row stays where it was in
+   * the viewport.
+   */
+  async #replace(tree: TreeModel, wanted: () => TreeState, current: () => boolean): Promise<void> {
+    this.#pending = tree;
+    let state = wanted();
+    for (let round = 0; ; round++) {
+      await restoreTreeState(tree, state);
+      if (!current()) return;
+      const now = wanted();
+      if (sameTreeState(now, state) || round >= 2) break;
+      state = now;
+    }
+    const above =
+      (this.#tree?.selectedIndex ?? 0) * ROW_HEIGHT - (this.#view?.element.scrollTop ?? 0);
+    this.#pending = null;
+    this.#wanted = null;
+    const view = this.#show(tree);
+    view.element.scrollTop = Math.max(0, tree.selectedIndex * ROW_HEIGHT - above);
+    view.scrollToIndex(tree.selectedIndex);
+    view.render();
+    this.#selectionChanged();
+  }
+
+  /** The selection of the tree on screen (its path, or the one it is revealing). */
+  #shownSelection(): Path {
+    return this.#tree?.selectedPath ?? this.#wanted?.selected ?? [];
+  }
+
+  /** Puts `tree` on screen in a new view, in place of the one there. */
+  #show(tree: TreeModel): TreeView {
+    const hadFocus = this.#view?.element.contains(document.activeElement) ?? false;
+    this.#tree?.dispose();
+    this.#view?.dispose();
     const keyboard = new CompareKeyboard(tree, (direction) => void this.step(direction));
     const view = new TreeView(tree, {
       label: "Keys of both checkpoints",
       fillRow: fillCompareRow,
       keyboard,
+      rowHeight: ROW_HEIGHT,
     });
     this.#tree = tree;
     this.#view = view;
@@ -371,13 +451,7 @@ export class CompareApp {
       if (change.selection && tree === this.#tree) this.#selectionChanged();
     });
     if (hadFocus) view.element.focus({ preventScroll: true });
-    await tree.expand(0);
-    if (this.#disposed || tree !== this.#tree) return;
-    const found = keep.length > 0 && (await this.reveal(keep));
-    if (tree !== this.#tree) return;
-    this.#wanted = null;
-    if (!found) this.#selectionChanged();
-    view.render();
+    return view;
   }
 
   #selectionChanged(): void {

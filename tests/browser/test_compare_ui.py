@@ -272,3 +272,130 @@ def test_compare_in_tdview_from_the_file_browser(lab, page, artifacts, steps) ->
     code = panel.locator(".jp-CodeConsole-content .jp-InputArea").all_inner_texts()
     assert any(f'view = TDView("{BEFORE}", compare="{AFTER}")' in t for t in code), code
     page.screenshot(path=str(artifacts / "labextension-compare-light.png"))
+
+
+_TREE_STATE = """(root) => {
+    const tree = root.querySelector('[role="tree"]');
+    const rows = [...tree.querySelectorAll('[role="treeitem"]')].sort(
+        (a, b) => Number(a.dataset.index) - Number(b.dataset.index));
+    const path = (r) => r.getAttribute('aria-level') === '1'
+        ? '' : (r.getAttribute('title') || '').split(': ')[0];
+    const selected = rows.find((r) => r.getAttribute('aria-selected') === 'true');
+    const box = tree.getBoundingClientRect();
+    const at = selected ? selected.getBoundingClientRect() : null;
+    return {
+        expanded: rows.filter((r) => r.getAttribute('aria-expanded') === 'true').map(path),
+        selected: selected ? path(selected) : null,
+        top: at ? Math.round(at.top - box.top) : null,
+        visible: at ? at.top >= box.top && at.bottom <= box.bottom : false,
+        rows: rows.map(path),
+    };
+}"""
+
+
+def tree_state(compare: Any) -> dict[str, Any]:
+    """The rows drawn open (``""`` for the root), the row selected, where it is in the
+    tree's viewport, and every row drawn, each by its path (``"a / b"``)."""
+    return compare.evaluate(_TREE_STATE)
+
+
+def tree_row(compare: Any, path: str) -> Any:
+    """The row of ``path`` (``"optim / state"``), by its title."""
+    return compare.locator(
+        f'[role="treeitem"][title^="{path}: "], [role="treeitem"][title="{path}"]'
+    )
+
+
+def refine_all_and_wait(compare: Any, level: str) -> None:
+    """Compare the whole tree again at ``level``; wait until its new tree is on screen
+    (the old tree element is marked first: the view puts a new one in its place)."""
+    compare.locator('[role="tree"]').evaluate("el => { el.dataset.before = 'refine'; }")
+    compare.locator(f".tdview-compare-all-{level}").click()
+    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    compare.locator('[role="tree"]:not([data-before])').wait_for(timeout=TIMEOUT)
+
+
+def shown_paths(page: Any) -> set[str]:
+    """What "only differences" shows, as the kernel's diff says it: each key with a
+    difference of its own and every node above one ("" the root)."""
+    out = run_cell(
+        page,
+        "import json\nprint('ROWS', json.dumps([list(r.path) for r in "
+        "v.diff.changed() if r.path]))",
+    )
+    shown = {""}
+    for path in marked(out, "ROWS"):
+        shown.update(" / ".join(path[:n]) for n in range(1, len(path) + 1))
+    return shown
+
+
+def ancestors(path: str) -> list[str]:
+    """``"a / b / c"``: ``["", "a", "a / b"]``."""
+    keys = path.split(" / ") if path else []
+    return [" / ".join(keys[:n]) for n in range(len(keys))]
+
+
+def rows_under(shown: set[str], expanded: list[str]) -> set[str]:
+    """The rows a tree of ``shown`` draws with the rows of ``expanded`` open."""
+    return {p for p in shown if all(a in expanded for a in ancestors(p))}
+
+
+def details_of(compare: Any, path: str) -> None:
+    """Wait until the details pane shows ``path`` (exactly)."""
+    compare.locator(".tdview-compare-details .tdview-compare-path").get_by_text(
+        path, exact=True
+    ).wait_for(timeout=TIMEOUT)
+
+
+def test_compare_refine_keeps_open_rows_and_selection(lab, page, artifacts, steps) -> None:
+    write_notebook(lab.root, "compare_keep.ipynb", [OPEN])
+    open_and_run(page, lab, "compare_keep.ipynb")
+    compare = page.locator(".tdview-root .tdview-compare")
+    compare.locator('[role="treeitem"][data-status="added"]').wait_for(timeout=RUN_TIMEOUT_MS)
+    refine_all_and_wait(compare, "fingerprint")  # now the weights and the optimizer differ
+
+    # Open two levels below the root (optim, optim / state), and rows beside the
+    # selection's ancestors (the first layer, a second optimizer state), by their twisties.
+    opened = ["", "0", "optim", "optim / state", "optim / state / 0", "optim / state / 1"]
+    for path in opened[1:]:
+        row = tree_row(compare, path)
+        row.wait_for(timeout=TIMEOUT)
+        row.locator(".tdview-twisty").click()
+        compare.locator(f'[role="treeitem"][title^="{path} / "]').first.wait_for(timeout=TIMEOUT)
+    selected = "optim / state / 0 / exp_avg_sq"
+    tree_row(compare, selected).locator(".tdview-key").click()
+    details_of(compare, selected)
+    before = tree_state(compare)
+    assert before["expanded"] == opened, before
+    assert before["selected"] == selected and before["visible"], before
+
+    # By values: every key that differed by bytes still differs (no tolerance), so the
+    # same rows are open, the same one selected, at the same place in the viewport.
+    refine_all_and_wait(compare, "values")
+    compare.locator(".tdview-compare-header").get_by_text("values").first.wait_for(timeout=TIMEOUT)
+    after = tree_state(compare)
+    assert after["expanded"] == before["expanded"], (before, after)
+    assert after["selected"] == selected, after
+    assert after["visible"] and after["top"] == before["top"], (before, after)
+    assert set(after["rows"]) == rows_under(shown_paths(page), opened), after
+    details_of(compare, selected)
+    compare.locator(".tdview-compare-details").get_by_text("max |a−b|").wait_for(timeout=TIMEOUT)
+
+    # Within an atol of 0.5 the weights and the moments are equal, the step counts (1
+    # against 2) are not: the selected key and the first layer leave the tree, the rows
+    # that still hold a difference stay open, and the selection goes to the nearest
+    # ancestor still shown.
+    compare.locator(".tdview-compare-tolerance .tdview-atol").fill("0.5")
+    refine_all_and_wait(compare, "values")
+    compare.locator(".tdview-compare-header").get_by_text("atol 0.5").wait_for(timeout=TIMEOUT)
+    shown = shown_paths(page)
+    assert selected not in shown and "0" not in shown, shown
+    nearest = [p for p in ancestors(selected) if p in shown][-1]
+    assert nearest == "optim / state / 0", shown  # it still holds its step
+    filtered = tree_state(compare)
+    expanded = [p for p in opened if p in shown]
+    assert filtered["expanded"] == expanded, filtered
+    assert filtered["selected"] == nearest and filtered["visible"], filtered
+    assert set(filtered["rows"]) == rows_under(shown, expanded), filtered
+    details_of(compare, nearest)
+    page.locator(".tdview-root").screenshot(path=str(artifacts / "tdview-compare-refine-kept.png"))
