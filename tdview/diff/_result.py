@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..index import NestedPath, show_path
+from ..index import LeafFile, NestedPath, show_path
 from ._records import Facts, ValueStats, leaf_facts
 
 # Row status.
@@ -66,7 +66,7 @@ class Row:
         changes: tuple[str, ...] = (),
     ) -> None:
         self.path, self.status, self._a, self._b = path, status, a, b
-        # the index items of both sides (a Node, or (record, file) for a plain leaf)
+        # the index items of both sides (a Node, or a LeafFile for a plain leaf)
         self.item_a, self.item_b = item_a, item_b
         self.changes = changes
         self.renamed_from = renamed_from
@@ -86,15 +86,15 @@ class Row:
     @property
     def a(self) -> Facts | None:
         """The old side's facts (None when the key is added)."""
-        if self._a is None and type(self.item_a) is tuple:
-            self._a = leaf_facts(self.item_a[0])
+        if self._a is None and isinstance(self.item_a, LeafFile):
+            self._a = leaf_facts(self.item_a.record)
         return self._a
 
     @property
     def b(self) -> Facts | None:
         """The new side's facts (None when the key is removed)."""
-        if self._b is None and type(self.item_b) is tuple:
-            self._b = leaf_facts(self.item_b[0])
+        if self._b is None and isinstance(self.item_b, LeafFile):
+            self._b = leaf_facts(self.item_b.record)
         return self._b
 
     @property
@@ -104,7 +104,7 @@ class Row:
     @property
     def is_leaf(self) -> bool:
         item = self.item_b if self.item_b is not None else self.item_a
-        if type(item) is tuple:
+        if isinstance(item, LeafFile):
             return True
         facts = self.b or self.a
         return facts is not None and facts.kind == "leaf"
@@ -117,8 +117,8 @@ class Row:
     def nbytes(self) -> int:
         """The bytes this row's key holds: its new side's, or the old side's if removed."""
         item = self.item_b if self.item_b is not None else self.item_a
-        if type(item) is tuple:
-            return item[0].nbytes
+        if isinstance(item, LeafFile):
+            return item.record.nbytes or 0
         facts = self.b if self.b is not None else self.a
         return (facts.nbytes or 0) if facts is not None else 0
 

@@ -1,7 +1,7 @@
 """The metadata tier: both indexes walked in step, by key, in load order.
 
 A plain TensorDict folder is read through :meth:`Checkpoint.load_items`, so a plain leaf
-is its ``(record, file)`` pair and no node is built for it. Nothing here reads a payload
+is its :class:`~tdview.index.LeafFile` and no node is built for it. Nothing here reads a payload
 byte: facts come from ``meta.json`` and the store's entries (a nested leaf's data size, a
 pickle's size).
 """
@@ -15,30 +15,31 @@ from typing import Any
 from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import LeafRecord
-from ..index import LEAF, Checkpoint, NestedPath, Node, needs_unpickling
+from ..index import LEAF, Checkpoint, LeafFile, LoadItem, NestedPath, Node, needs_unpickling
 from ..index._facts import leaf_entry, pickle_key
 from ._result import ADDED, REMOVED, SAME, Facts, Row
 from ._sides import Side
 
-#: An item of a walk: a node, or the ``(record, file)`` of a plain leaf.
-Item = Any
+#: An item of a walk: a node, or the LeafFile of a plain leaf.
+Item = LoadItem
 
 _LEAF_FACTS: dict[tuple[str, tuple[int, ...]], Facts] = {}
 _LEAF_FACTS_SIZE = 4096
 
 
 def item_key(item: Item) -> str:
-    return item[0].key if type(item) is tuple else item.path[-1]
+    return item.record.key if isinstance(item, LeafFile) else item.path[-1]
 
 
 def is_leaf_item(item: Item) -> bool:
-    return type(item) is tuple or item.is_leaf
+    return isinstance(item, LeafFile) or item.is_leaf
 
 
 def leaf_parts(item: Item) -> tuple[LeafRecord, str | None, str | None]:
     """``(record, data file key, sizes file key)`` of a leaf item."""
-    if type(item) is tuple:
-        return item[0], item[1], None
+    if isinstance(item, LeafFile):
+        return item.record, item.file, None
+    assert item.record is not None
     return item.record, item.file, item.sizes_file
 
 
@@ -57,8 +58,8 @@ def _record_facts(record: LeafRecord) -> Facts:
 
 def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
     """The facts of an item and its problems (``""`` when none)."""
-    if type(item) is tuple:
-        return _record_facts(item[0]), ""
+    if isinstance(item, LeafFile):
+        return _record_facts(item.record), ""
     node: Node = item
     problem = "; ".join(node.problems)
     if node.is_leaf:
@@ -93,8 +94,8 @@ def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
     return found, problem
 
 
-def children(ckpt: Checkpoint, item: Item) -> list[Item]:
-    if item is None or is_leaf_item(item):
+def children(ckpt: Checkpoint, item: Item | None) -> list[Item]:
+    if item is None or isinstance(item, LeafFile) or item.is_leaf:
         return []
     return list(ckpt.load_items(item))
 
@@ -169,11 +170,13 @@ class PairWalk:
         rows = self.rows
         append = rows.append
         self._row(a.node, b.node, ())
-        stack: list[Iterator[tuple[Item, Item, NestedPath]]] = [self._merged(a.node, b.node, ())]
+        stack: list[Iterator[tuple[Item | None, Item | None, NestedPath]]] = [
+            self._merged(a.node, b.node, ())
+        ]
         while stack:
             for ia, ib, path in stack[-1]:
-                if type(ia) is tuple and type(ib) is tuple:  # two plain leaves: the common row
-                    ra, rb = ia[0], ib[0]
+                if isinstance(ia, LeafFile) and isinstance(ib, LeafFile):  # the common row
+                    ra, rb = ia.record, ib.record
                     if ra.dtype is rb.dtype and ra.shape == rb.shape:
                         append(Row(path, SAME, None, None, ia, ib))
                         continue
@@ -185,7 +188,7 @@ class PairWalk:
                 stack.pop()
         return rows
 
-    def _row(self, ia: Item, ib: Item, path: NestedPath) -> None:
+    def _row(self, ia: Item | None, ib: Item | None, path: NestedPath) -> None:
         fa, pa = facts(self.a.ckpt, ia) if ia is not None else (None, "")
         fb, pb = facts(self.b.ckpt, ib) if ib is not None else (None, "")
         status = REMOVED if ib is None else ADDED if ia is None else SAME
@@ -197,8 +200,8 @@ class PairWalk:
         self.rows.append(row)
 
     def _merged(
-        self, ia: Item, ib: Item, path: NestedPath
-    ) -> Iterator[tuple[Item, Item, NestedPath]]:
+        self, ia: Item | None, ib: Item | None, path: NestedPath
+    ) -> Iterator[tuple[Item | None, Item | None, NestedPath]]:
         """The children of both in ``a``'s order; a key only in ``b`` comes after the key
         that comes before it in ``b`` (first when none does)."""
         kids_a = children(self.a.ckpt, ia)

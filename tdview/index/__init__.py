@@ -27,6 +27,8 @@ from ._node import (
     TENSORCLASS,
     TENSORDICT,
     VIEW,
+    LeafFile,
+    LoadItem,
     Node,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
@@ -45,7 +47,9 @@ __all__ = [
     "VIEW",
     "Checkpoint",
     "Collection",
+    "LeafFile",
     "LeafStorage",
+    "LoadItem",
     "Matcher",
     "NestedPath",
     "Node",

@@ -13,7 +13,6 @@ from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
     CollectionRecord,
-    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
     NonTensorStackNode,
@@ -27,7 +26,7 @@ from ..format import (
 from ..storage import Store, open_store
 from . import _children as ch
 from ._dims import nested_batch_problems, range_problem
-from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, Node, index_kind
+from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, LoadItem, Node, index_kind
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
@@ -257,9 +256,9 @@ class Checkpoint:
                 nested_batch_problems(self, node, children)
         return list(node.children_order)
 
-    def load_items(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]]:
+    def load_items(self, node: Node) -> Iterable[LoadItem]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf
-        whose file exists may come as ``(record, file)`` instead of a node, so that
+        whose file exists may come as a :class:`LeafFile` instead of a node, so that
         loading a large tree builds (and keeps) no node per leaf."""
         meta = node.meta
         if (
@@ -276,10 +275,10 @@ class Checkpoint:
             meta,
             self.make_collection,
             robust=self.robust,
-            plain_leaf=_pair,
+            files_only=True,
         )
 
-    def load_fields(self, node: Node) -> Iterable[Node | tuple[LeafRecord, str]] | None:
+    def load_fields(self, node: Node) -> Iterable[LoadItem] | None:
         """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
         :meth:`load_items` gives a TensorDict's children (nodes with the tensorclass's
         paths, as :meth:`children` lists them on it); None when :meth:`children` must
@@ -302,7 +301,7 @@ class Checkpoint:
             inner.meta,
             self.make_collection,
             robust=self.robust,
-            plain_leaf=_pair,
+            files_only=True,
         )
 
     def _walked_collection(
@@ -616,10 +615,6 @@ class Checkpoint:
         from ..load._api import load_leaf
 
         return load_leaf(self, subpath, device=device, mode=mode)
-
-
-def _pair(record: LeafRecord, file: str) -> tuple[LeafRecord, str]:
-    return record, file
 
 
 def _list_shape(value: object) -> tuple[int, ...]:

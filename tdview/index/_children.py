@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
 from math import prod
+from typing import Literal, overload
 
 from ..errors import TDViewError, UnsafeCheckpointError
 from ..format import (
@@ -28,7 +29,7 @@ from ..format import (
 )
 from ..storage import Store
 from ._facts import Refusal
-from ._node import LEAF, NON_TENSOR, Node
+from ._node import LEAF, NON_TENSOR, LeafFile, Node, SubFolder
 from ._paths import NestedPath, join_key
 
 TENSORCLASS_INNER = "_tensordict"
@@ -36,8 +37,6 @@ VIEW_SOURCE = "_source"
 
 # Makes the node of a sub-folder: (path, folder key or None when missing, type hint).
 MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
-# A sub-folder not made into a node yet: (path, folder key or None when missing, type hint).
-Folder = tuple[NestedPath, "str | None", "str | None"]
 
 
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
@@ -130,6 +129,7 @@ def _folder_facts(
     )
 
 
+@overload
 def tensordict_children(
     store: Store,
     path: NestedPath,
@@ -138,12 +138,33 @@ def tensordict_children(
     make: MakeCollection,
     *,
     robust: bool,
-    plain_leaf: Callable[[LeafRecord, str], object] | None = None,
-) -> Iterator[Node]:
+    files_only: Literal[False] = False,
+) -> Iterator[Node]: ...
+@overload
+def tensordict_children(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    meta: TensorDictNode,
+    make: MakeCollection,
+    *,
+    robust: bool,
+    files_only: Literal[True],
+) -> Iterator[Node | LeafFile]: ...
+def tensordict_children(
+    store: Store,
+    path: NestedPath,
+    dirkey: str,
+    meta: TensorDictNode,
+    make: MakeCollection,
+    *,
+    robust: bool,
+    files_only: bool = False,
+) -> Iterator[Node | LeafFile]:
     """Children of a TensorDict node in load order: leaves first, then collections.
 
-    ``plain_leaf``, if given, stands for a plain leaf whose file exists: what it returns
-    for ``(record, file)`` comes instead of a node (a loader needs nothing more).
+    ``files_only``: a plain leaf whose file exists comes as a :class:`LeafFile` instead
+    of a node (a loader needs nothing more).
     """
     is_file, files, dirs, prefix, leaf_names = _folder_facts(
         store, dirkey, robust, len(meta.entries)
@@ -156,10 +177,10 @@ def tensordict_children(
             file = _plain_leaf_file(is_file, files, prefix, names)
             if file is None:
                 yield _leaf(store, (*path, key), dirkey, record, robust=robust)
-            elif plain_leaf is None:
-                yield Node((*path, key), LEAF, None, None, record, file)
+            elif files_only:
+                yield LeafFile(record, file)
             else:
-                yield plain_leaf(record, file)  # type: ignore[misc]
+                yield Node((*path, key), LEAF, None, None, record, file)
         elif isinstance(record, LeafRecord):
             yield _leaf(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
@@ -175,21 +196,20 @@ def tensordict_totals(
     meta: TensorDictNode,
     *,
     robust: bool,
-) -> tuple[int, int, int, dict[str, int], list[Node | Folder]]:
+) -> tuple[int, int, int, dict[str, int], list[Node | SubFolder]]:
     """What a rollup needs of a TensorDict folder, without building a node per child.
 
     Returns ``(bytes, numel, leaves, bytes per dtype)`` of its plain leaves whose file
     exists, then what is left to total, in load order: a node for each other leaf
     (nested, or with a missing file: its node carries the problem) and a
-    :data:`Folder` ``(path, folder key or None when missing, type hint)`` for each
-    collection.
+    :class:`SubFolder` for each collection.
     """
     is_file, files, dirs, prefix, leaf_names = _folder_facts(
         store, dirkey, robust, len(meta.entries)
     )
     nbytes = numel = leaves = 0
     by_dtype: dict[str, int] = {}
-    rest: list[Node | Folder] = []
+    rest: list[Node | SubFolder] = []
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord:
@@ -207,7 +227,7 @@ def tensordict_totals(
                 rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
         else:
             rest.append(
-                (
+                SubFolder(
                     (*path, key),
                     collection_dir(store, dirkey, key, robust=robust, dirs=dirs),
                     record.type_hint,  # type: ignore[union-attr]

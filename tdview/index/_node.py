@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..format import LeafRecord, NodeMeta
 from ._paths import NestedPath
@@ -80,3 +80,28 @@ class Node:
         if self.record is not None:
             return "Tensor"
         return self.type_hint or ""
+
+
+class LeafFile(NamedTuple):
+    """A plain (not nested) leaf whose file exists, as a loader or a walk takes it: no
+    node is built for it (a load of 10,000 leaves builds none)."""
+
+    record: LeafRecord
+    file: str  # the store key of its ``.memmap``
+
+    @property
+    def key(self) -> str:
+        return self.record.key
+
+
+class SubFolder(NamedTuple):
+    """A collection child of a plain TensorDict, not made into a node yet (a rollup
+    totals it by its folder)."""
+
+    path: NestedPath
+    dirkey: str | None  # None when its folder is missing
+    type_hint: str | None
+
+
+#: A child as :meth:`~tdview.index.Checkpoint.load_items` gives it.
+LoadItem = Node | LeafFile

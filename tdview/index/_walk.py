@@ -18,10 +18,10 @@ from ..errors import TDViewError
 from ..format import TensorclassNode, TensorDictNode
 from ._cancel import cancel_point
 from ._checkpoint import Checkpoint
-from ._children import Folder, json_field_children, tensordict_totals
+from ._children import json_field_children, tensordict_totals
 from ._facts import leaf_entry, needs_unpickling, pickle_key
 from ._match import Matcher
-from ._node import Node
+from ._node import Node, SubFolder
 from ._paths import NestedPath
 
 
@@ -107,7 +107,7 @@ def cached_rollup(ckpt: Checkpoint, node: Node) -> Rollup | None:
 
 # One level of the walk: the node (None for a folder totalled without one), its folder,
 # what is left to total below it, and its running total.
-_Frame = tuple["Node | None", "str | None", Iterator["Node | Folder"], Rollup]
+_Frame = tuple["Node | None", "str | None", Iterator["Node | SubFolder"], Rollup]
 
 
 def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
@@ -118,7 +118,7 @@ def _rollup_tree(ckpt: Checkpoint, top: Node) -> None:
         cancel_point()  # a cancelled request's rollup stops here (nothing half cached)
         node, dirkey, pending, total = stack[-1]
         for item in pending:
-            if isinstance(item, tuple):  # a sub-folder of a plain TensorDict
+            if isinstance(item, SubFolder):  # a sub-folder of a plain TensorDict
                 path, folder, hint = item
                 if folder is None:
                     total.problems += 1  # its folder is missing

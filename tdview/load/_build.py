@@ -22,7 +22,7 @@ from tensordict.tensorclass import NonTensorDataBase
 
 from ..errors import CheckpointFormatError, LimitExceededError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
-from ..index import LEAF, Node, range_problem, show_path
+from ..index import LEAF, LeafFile, LoadItem, Node, range_problem, show_path
 from ..index._facts import refusal
 from ..index._paths import join_key
 from . import _out
@@ -78,7 +78,7 @@ def build(
     node: Node,
     device: torch.device | None,
     out: Any = None,
-    children: Iterable[Any] | None = None,
+    children: Iterable[LoadItem] | None = None,
     path: tuple[str, ...] | None = None,
     parent: Any = None,
 ) -> Any:
@@ -92,12 +92,12 @@ def build(
     device : torch.device or None
     out : optional
         A tensor collection to load into (see :mod:`._out`).
-    children : iterable of Node or (record, file), optional
+    children : iterable of Node or LeafFile, optional
         The children of a TensorDict node when the index lists them elsewhere (the
         fields of a tensorclass are listed on the tensorclass node).
     path : nested key, optional
         With ``children``: the path they are below (the tensorclass's), which names a
-        plain leaf given as ``(record, file)``.
+        plain leaf given as a :class:`~tdview.index.LeafFile`.
     parent : TensorDict, optional
         The fresh TensorDict the result goes into: a ``NonTensorData`` saved without
         a batch size is then made with the parent's (what setting it would broadcast
@@ -159,10 +159,10 @@ def _tensordict(
     cls: type,
     device: torch.device | None,
     out: Any,
-    children: Iterable[Any] | None,
+    children: Iterable[LoadItem] | None,
     path: tuple[str, ...] | None = None,
 ) -> Any:
-    parent = node.path if path is None else path  # what a (record, file) leaf is below
+    parent = node.path if path is None else path  # what a LeafFile is below
     if out is not None:
         if is_tensorclass(out):
             out = out._tensordict  # a TensorDict save loads into a tensorclass's fields
@@ -176,7 +176,7 @@ def _tensordict(
     loaded: set[str] = set()
     tensor: torch.Tensor | None
     for child in ctx.ckpt.load_items(node) if children is None else children:
-        if isinstance(child, tuple):  # a plain leaf with its file: (record, file)
+        if isinstance(child, LeafFile):  # a plain leaf with its file, no node
             record, file = child
             key = record.key
             tensor = file_leaf_tensor(ctx, record, file, device, parent)
@@ -209,7 +209,7 @@ def _tensordict(
             result._set_str(key, tensor, validated=True, inplace=False)
         loaded.add(key)
         if ctx.progress is not None:
-            ctx.progress((*parent, key) if isinstance(child, tuple) else child.path)
+            ctx.progress((*parent, key) if isinstance(child, LeafFile) else child.path)
     if out is not None:
         _out.delete_stale(result, loaded)
     if (
@@ -336,7 +336,7 @@ def _broadcast(cls: type, non_tensor: dict, parent: Any) -> bool:
     return True
 
 
-def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[Any] | None:
+def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[LoadItem] | None:
     """The index lists a tensorclass's fields on the tensorclass node (same nodes, same
     caches): those, without the JSON fields of its own meta.json; where the index has
     not listed them yet, its load items (:meth:`~tdview.index.Checkpoint.load_fields`:
