@@ -19,6 +19,7 @@ import type {
 } from "./compare-protocol";
 import {
   type CompareSource,
+  childrenParams,
   type DiffPreviewData,
   type RefineOptions,
   refineParams,
@@ -126,7 +127,7 @@ export class MemoryCompareSource implements CompareSource {
     onlyChanged: boolean,
     opts?: CallOptions,
   ): Promise<DiffPage> {
-    await this.#start("diff_children", { path, offset, limit, only_changed: onlyChanged }, opts);
+    await this.#start("diff_children", childrenParams(path, offset, limit, onlyChanged), opts);
     this.#get(path);
     const all = this.#children.get(key(path)) ?? [];
     const rows = onlyChanged ? all.filter((r) => this.#differs(r)) : all;

@@ -55,6 +55,12 @@ export interface CompareSource {
   devices(opts?: CallOptions): Promise<DevicesResult>;
 }
 
+/** The `diff_children` params of a page: `only_changed` only when set (off is the
+ * kernel's default), as the comm sends them and the memory source logs them. */
+export function childrenParams(path: Path, offset: number, limit: number, onlyChanged: boolean) {
+  return { path, offset, limit, ...(onlyChanged ? { only_changed: true } : {}) };
+}
+
 /** The refine params for `opts`: tolerances and the pickle flag only when set. */
 export function refineParams(path: Path, level: DiffLevel, opts: RefineOptions = {}) {
   return {
@@ -83,7 +89,7 @@ export class CommCompareSource implements CompareSource {
     onlyChanged: boolean,
     opts?: CallOptions,
   ): Promise<DiffPage> {
-    const params = { path, offset, limit, ...(onlyChanged ? { only_changed: true } : {}) };
+    const params = childrenParams(path, offset, limit, onlyChanged);
     return (await this.#comm.call("diff_children", params, { ...opts })).result;
   }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { CommDataSource } from "../src/comm-data-source";
 import {
   differencesBelow,
   factRows,
@@ -10,9 +11,11 @@ import {
 import { MemoryCompareSource } from "../src/compare-memory-source";
 import { CompareTreeSource, compareNode, DiffNavigator } from "../src/compare-model";
 import { type DiffItem, diffParamDecoders, parseCompareState } from "../src/compare-protocol";
+import { CommCompareSource } from "../src/compare-source";
 import { makeRequest, parseRequest, parseResult } from "../src/protocol";
 import { TreeModel } from "../src/tree-model";
-import { stats, stepRows, stepSource } from "./compare-fixtures";
+import { attachCompareKernel, stats, stepRows, stepSource } from "./compare-fixtures";
+import { FakeModel } from "./fake-model";
 import { loadGolden } from "./golden";
 import { tick } from "./trees";
 
@@ -135,6 +138,23 @@ describe("the union tree as pages", () => {
     const labels = Array.from({ length: tree.rowCount }, (_, i) => tree.row(i)?.label);
     expect(labels).toEqual(["(root)", "model", "head", "scale", "optim"]);
     tree.dispose();
+  });
+
+  it("are asked over the comm with the params the memory source logs", async () => {
+    const memory = stepSource();
+    const model = new FakeModel({});
+    const kernel = attachCompareKernel(model, memory);
+    const comm = new CommCompareSource(new CommDataSource(model));
+    for (const only of [true, false]) {
+      const page = await comm.children(["model"], 1, 2, only);
+      expect(page).toEqual(await stepSource().children(["model"], 1, 2, only));
+    }
+    const sent = kernel.requests.map((r) => r.params);
+    expect(sent).toEqual([
+      { path: ["model"], offset: 1, limit: 2, only_changed: true },
+      { path: ["model"], offset: 1, limit: 2 }, // off: the kernel's default, not sent
+    ]);
+    expect(memory.calls("diff_children").map((c) => c.params)).toEqual(sent);
   });
 
   it("counts what differs below a node, its own difference left out", async () => {
