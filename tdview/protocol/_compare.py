@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NoCheckpointError
 from ..index import Checkpoint, Collection
 from . import _collection, _diff, _load
-from ._messages import DIFF_METHODS, Request
+from ._messages import Request
 
 if TYPE_CHECKING:
     from ._diff import DiffView
 
-Reply = tuple[dict[str, Any], list[bytes]]
+Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -52,6 +52,19 @@ class Comparison:
         self.view.close()
 
 
+@dataclass(frozen=True)
+class CompareCall:
+    """One request to answer on a compare view: the comparison, the checked params, the
+    cancel check, the progress report (which checks too), and where a load binds."""
+
+    comparison: Comparison
+    params: dict[str, Any]
+    check: Callable[[], None]
+    report: ProgressFn
+    namespace: MutableMapping[str, Any] | None
+    bind: Callable[[Any], None] | None
+
+
 def run(
     comparison: Comparison | None,
     request: Request,
@@ -60,8 +73,9 @@ def run(
     namespace: MutableMapping[str, Any] | None = None,
     bind: Callable[[Any], None] | None = None,
 ) -> Reply:
-    """Answer one checked request of a session that compares checkpoints (the ``diff_*``
-    methods and ``devices``; the others are refused).
+    """Answer one checked request of a session that compares checkpoints: the method's
+    ``compare`` answer in the protocol's table (the ``diff_*`` methods and ``devices``;
+    the others are refused).
 
     Raises
     ------
@@ -69,47 +83,69 @@ def run(
         A ``diff_*`` request to a view of one checkpoint, or another request to a
         compare view (which has no one checkpoint to browse).
     """
-    params, method = request.params, request.method
+    from ._methods import TABLE  # the table names the answers below
+
+    method = request.method
     if comparison is None:
         raise NoCheckpointError(
             f"{method}: this view compares no checkpoints (open one with TDView(a, compare=b))"
         )
-    if method not in DIFF_METHODS and method != "devices":
+    answer = TABLE[method].compare
+    if answer is None:
         raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
-    view = comparison.view
-    if method == "devices":
-        return _load.devices(), []
-    if method == "diff_children":
-        with view.lock:
-            return _diff.children_page(
-                view, params["path"], params["offset"], params["limit"], params["only_changed"]
-            ), []
-    if method == "diff_node":
-        with view.lock:
-            return _diff.details(view, params["path"]), []
-    if method == "diff_preview":
-        return _diff.preview_pair(view, params["path"], params["rows"], check)
 
     def report(done: int, total: int, label: str) -> None:
         check()
         if progress_fn is not None:
             progress_fn(done, total, label)
 
-    if method == "diff_refine":
-        result = _diff.refine(
-            view,
-            params["path"],
-            params["level"],
-            rtol=params["rtol"],
-            atol=params["atol"],
-            allow_pickle=params["allow_pickle"],
-            progress=report,
-            check=check,
-        )
-        if comparison.on_refine is not None:
-            comparison.on_refine(comparison.state())
-        return result, []
-    return _load_side(comparison, params, namespace, report, bind, check), []
+    return answer(CompareCall(comparison, request.params, check, report, namespace, bind))
+
+
+# -- the answers (the table's ``compare`` column) ---------------------------------------
+
+
+def devices(call: CompareCall) -> Reply:
+    return _load.devices(), []
+
+
+def children(call: CompareCall) -> Reply:
+    p, view = call.params, call.comparison.view
+    with view.lock:
+        return _diff.children_page(view, p["path"], p["offset"], p["limit"], p["only_changed"]), []
+
+
+def node(call: CompareCall) -> Reply:
+    view = call.comparison.view
+    with view.lock:
+        return _diff.details(view, call.params["path"]), []
+
+
+def preview(call: CompareCall) -> Reply:
+    p = call.params
+    return _diff.preview_pair(call.comparison.view, p["path"], p["rows"], call.check)
+
+
+def refine(call: CompareCall) -> Reply:
+    p, comparison = call.params, call.comparison
+    result = _diff.refine(
+        comparison.view,
+        p["path"],
+        p["level"],
+        rtol=p["rtol"],
+        atol=p["atol"],
+        allow_pickle=p["allow_pickle"],
+        progress=call.report,
+        check=call.check,
+    )
+    if comparison.on_refine is not None:
+        comparison.on_refine(comparison.state())
+    return result, []
+
+
+def load(call: CompareCall) -> Reply:
+    c = call
+    return _load_side(c.comparison, c.params, c.namespace, c.report, c.bind, c.check), []
 
 
 def _load_side(

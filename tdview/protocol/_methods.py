@@ -9,7 +9,8 @@ A :class:`Method` has
 * ``lane(params)``: the lane (:data:`~._dispatch.LANES`) from the message's raw params,
   before they are checked (a bad one is answered at once, in ``browse``);
 * ``answer(call)``: the reply on one checkpoint, or None for the compare view's
-  methods, which the compare session answers (:mod:`._compare`);
+  methods; ``compare(call)``: the reply on a compare view (:mod:`._compare`), or None
+  for a method a compare view refuses;
 * in a folder of checkpoints (:class:`~tdview.index.Collection`), a method without a
   ``path`` param is answered by the folder as a whole; otherwise the node's owner
   answers, the member with its own path; ``own(coll, node, call)`` answers a node of
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..index import Checkpoint, Collection, Node
-from . import _collection, _load, _preview, _search, _summaries
+from . import _collection, _compare, _load, _preview, _search, _summaries
 from ._diff_params import diff_params
 from ._messages import (
     DIFF_METHODS,
@@ -73,6 +74,7 @@ class Method:
     answer: Callable[[Call], Reply] | None = None
     own: Callable[[Collection, Node, Call], Reply] | None = None
     at_mount: bool = False
+    compare: Callable[[_compare.CompareCall], Reply] | None = None
 
 
 def _by_totals(params: dict[str, Any]) -> str:
@@ -172,8 +174,8 @@ def _load_own(coll: Collection, node: Node, call: Call) -> Reply:
     return _load_answer(call)
 
 
-def _diff(name: str, lane: str) -> Method:
-    return Method(name, lambda params: diff_params(name, params), _lane(lane))
+def _diff(name: str, lane: str, compare: Callable[[_compare.CompareCall], Reply]) -> Method:
+    return Method(name, lambda params: diff_params(name, params), _lane(lane), compare=compare)
 
 
 TABLE: dict[str, Method] = {
@@ -183,14 +185,16 @@ TABLE: dict[str, Method] = {
         Method("node", node_params, _by_totals, _node, _node_own, at_mount=True),
         Method("search", search_params, _lane("walk"), _search_answer),
         Method("preview", preview_params, _lane("preview"), _preview_answer),
-        Method("devices", devices_params, _lane("browse"), _devices),
+        Method("devices", devices_params, _lane("browse"), _devices, compare=_compare.devices),
         Method("load", load_params, _lane("load"), _load_answer, _load_own),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
-        _diff("diff_children", "browse"),
-        _diff("diff_node", "browse"),
-        _diff("diff_refine", "load"),
-        _diff("diff_preview", "preview"),
-        _diff("diff_load", "load"),
+        _diff("diff_children", "browse", _compare.children),
+        _diff("diff_node", "browse", _compare.node),
+        _diff("diff_refine", "load", _compare.refine),
+        _diff("diff_preview", "preview", _compare.preview),
+        _diff("diff_load", "load", _compare.load),
     )
 }
-assert tuple(TABLE) == METHODS and all(TABLE[m].answer is None for m in DIFF_METHODS)
+assert tuple(TABLE) == METHODS and all(
+    TABLE[m].answer is None and TABLE[m].compare is not None for m in DIFF_METHODS
+)
