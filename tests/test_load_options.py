@@ -723,3 +723,83 @@ def test_lookup_does_not_read_siblings(saved: Path, monkeypatch) -> None:
 def test_load_is_load_memmap() -> None:
     assert tdview.load is tdview.load_memmap
     assert tdview.load_memmap.__doc__ and "Examples" in tdview.load_memmap.__doc__
+
+
+# -- one request, checked once --------------------------------------------------------------
+
+BAD_OPTIONS = [
+    ({"mode": "w"}, ValueError, "mode must be 'r', 'r+' or None, got 'w'."),
+    ({"allow_pickle": "yes"}, TypeError, "allow_pickle must be a bool or None."),
+    ({"out": 3}, TypeError, "out must be a tensordict or a tensorclass instance, got int."),
+    ({"num_threads": -1}, ValueError, "num_threads must be a non-negative int, got -1."),
+    ({"num_threads": 2.0}, ValueError, "num_threads must be a non-negative int, got 2.0."),
+    ({"device": "nowhere"}, RuntimeError, "nowhere"),
+]
+
+
+@pytest.mark.parametrize(("options", "error", "message"), BAD_OPTIONS)
+def test_every_entry_point_checks_the_options_before_it_reads(
+    saved: Path, tmp_path: Path, options: dict, error: type, message: str
+) -> None:
+    """One ``LoadRequest`` checks them: a bad option is its own error, before a missing
+    checkpoint, a missing subpath or a folder of checkpoints is looked at."""
+    shutil.copytree(saved, tmp_path / "run" / "step")
+    folder = Checkpoint(tmp_path / "run")
+    calls = [
+        lambda: tdview.load_memmap(tmp_path / "missing", **options),
+        lambda: Checkpoint(saved).load("zz", **options),
+        lambda: folder.load("nowhere", **options),
+        lambda: folder.load("step/zz", **options),
+    ]
+    if set(options) <= {"mode", "device"}:  # a leaf takes these two only
+        calls += [
+            lambda: Checkpoint(saved).load_leaf("zz", **options),
+            lambda: folder.load_leaf("step/zz", **options),
+        ]
+    for call in calls:
+        with pytest.raises(error, match=re.escape(message)):
+            call()
+
+
+def test_a_load_request_is_frozen_and_holds_a_torch_device() -> None:
+    from tdview.load import LoadRequest
+
+    request = LoadRequest("sub", "cpu", mode="r", num_threads=2)
+    assert request.device == torch.device("cpu") and request.subpath == "sub"
+    assert not request.leaf and request.allow_pickle is None and request.progress is None
+    with pytest.raises(AttributeError):
+        request.mode = "r+"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="mode must be"):
+        LoadRequest(mode="rw")
+
+
+def test_a_folder_of_checkpoints_hands_the_request_to_its_member(
+    saved: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(saved, tmp_path / "run" / "step")
+    folder = Checkpoint(tmp_path / "run")
+    seen: list[tuple[str, ...]] = []
+    sub = folder.load("step/sub", mode="r", progress=seen.append)
+    assert torch.equal(sub["b"], torch.ones(2, 3)) and sub["b"]._mode == "r"
+    assert seen == [("sub", "b"), ("sub", "deep", "c")]  # paths in the member
+    assert folder.load_leaf("step/sub/b", device="meta").device.type == "meta"
+    with pytest.raises(SubpathError, match="is a folder of checkpoints, not one tensordict"):
+        folder.load()
+
+
+def test_the_options_are_checked_in_one_place() -> None:
+    """Only ``LoadRequest`` calls the option checks (ARCHITECTURE.md, "How a load runs")."""
+    import ast
+
+    checks = {"check_mode", "check_allow_pickle", "check_out"}
+    package = Path(tdview.__file__).parent
+    callers = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for scope in ast.walk(tree):
+            if not isinstance(scope, ast.FunctionDef):
+                continue
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) in checks:
+                    callers.add((path.relative_to(package).as_posix(), scope.name))
+    assert callers == {("load/_api.py", "__new__")}

@@ -584,37 +584,35 @@ class Checkpoint:
         not read again, so a later load costs only its own subtree.
 
         ``progress``, if given, is called with the nested key of each leaf once loaded.
+        In a folder of checkpoints (a ``Collection``), ``subpath`` must reach a member
+        (or a node in one).
 
         Examples
         --------
         >>> ckpt = Checkpoint("ckpt.tdz")                                # doctest: +SKIP
         >>> head = ckpt.load("model/head", device="cpu", mode="r")       # doctest: +SKIP
         """
-        from ..load._api import load_checkpoint
+        from ..load._api import LoadRequest, run
 
-        return load_checkpoint(
-            self,
-            subpath,
-            device,
-            non_blocking,
-            out=out,
-            mode=mode,
-            num_threads=num_threads,
-            allow_pickle=allow_pickle,
-            progress=progress,
+        request = LoadRequest(
+            subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
         )
+        return run(self, request)
 
     def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:
         """Load one tensor leaf (a ``torch.Tensor``; copy-on-write with the default ``"r"``).
+
+        In a folder of checkpoints, a member's leaf, or a raw array of the folder (read
+        only: ``mode="r+"`` is refused).
 
         Examples
         --------
         >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
         torch.Size([2, 3, 1])
         """
-        from ..load._api import load_leaf
+        from ..load._api import LoadRequest, run
 
-        return load_leaf(self, subpath, device=device, mode=mode)
+        return run(self, LoadRequest(subpath, device, mode=mode, leaf=True))
 
 
 def _list_shape(value: object) -> tuple[int, ...]:

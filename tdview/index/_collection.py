@@ -407,31 +407,6 @@ class Collection(Checkpoint):
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""
         return [node for node in self.walk_own() if node.kind == MEMBER]
 
-    def load(
-        self, subpath: object = None, device: Any = None, non_blocking: bool = False, **kwargs: Any
-    ) -> Any:
-        """Load a member's subtree: ``subpath`` must reach a member (or a node in one).
-
-        Examples
-        --------
-        >>> Checkpoint("run").load("step_1000/model", mode="r")          # doctest: +SKIP
-        """
-        owner, prefix, inner = self.locate(() if subpath is None else subpath)
-        if owner is self:
-            raise SubpathError(self.not_loadable(inner))
-        return owner.load(inner or None, device, non_blocking, **kwargs)
-
-    def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:
-        owner, _, inner = self.locate(subpath)
-        if owner is not self:
-            return owner.load_leaf(inner, device=device, mode=mode)
-        if mode == "r+":
-            raise SubpathError(
-                f"{self.store.display('/'.join(inner))} is a side file of a "
-                "collection: tdview maps it read-only (mode='r' or None)."
-            )
-        return super().load_leaf(inner, device=device, mode=mode)
-
     def not_loadable(self, path: NestedPath) -> str:
         """Why the collection node at ``path`` cannot be loaded as a tensordict."""
         node = self.own_node(path)

@@ -2,12 +2,14 @@
 
 :func:`load_memmap` (alias :func:`load`) does what tensordict's ``load_memmap`` does, on
 top of :class:`~tdview.index.Checkpoint`; ``Checkpoint.load`` and
-``Checkpoint.load_leaf`` call :func:`load_checkpoint` and :func:`load_leaf`, so that an
-open index makes later loads cost only their subtree. tensordict supplies the result
-types (TensorDict, tensorclasses, MemoryMappedTensor, NonTensorData, NonTensorStack,
-LazyStackedTensorDict, the legacy views); none of its loading code is used.
+``Checkpoint.load_leaf`` run the same loader on an open index, so that later loads cost
+only their subtree. Each entry point only builds a :class:`LoadRequest` (the options,
+checked once when it is made) and hands it to :func:`run`. tensordict supplies the
+result types (TensorDict, tensorclasses, MemoryMappedTensor, NonTensorData,
+NonTensorStack, LazyStackedTensorDict, the legacy views); none of its loading code is
+used.
 
-Modules: :mod:`._api` (entry points, options, subpath), :mod:`._build` (each node kind),
+Modules: :mod:`._api` (``LoadRequest``, ``run``, subpath), :mod:`._build` (each node kind),
 :mod:`._leaves` (one leaf), :mod:`._mapping` (the one archive mapping),
 :mod:`._classes` (saved class -> Python class), :mod:`._pickles` (pickle policy),
 :mod:`._prefetch` (parallel decompression), :mod:`._out` (``out=``), :mod:`._stacks`
@@ -24,14 +26,18 @@ from typing import Any
 
 __all__ = [
     "PICKLE_WARNING",
+    "LoadRequest",
     "load",
     "load_checkpoint",
     "load_leaf",
     "load_memmap",
     "resolve_subpath",
+    "run",
 ]
 
 _LAZY = {
+    "LoadRequest": "._api",
+    "run": "._api",
     "load_checkpoint": "._api",
     "load_leaf": "._api",
     "resolve_subpath": "._api",
@@ -205,19 +211,10 @@ def load_memmap(
     MemoryMappedTensor([1., 1., 1.])
     meta
     """
-    from ._api import load_memmap as _load_memmap
+    from ._api import LoadRequest, load_path
 
-    return _load_memmap(
-        prefix,
-        device,
-        non_blocking,
-        out=out,
-        robust_key=robust_key,
-        subpath=subpath,
-        mode=mode,
-        num_threads=num_threads,
-        allow_pickle=allow_pickle,
-    )
+    request = LoadRequest(subpath, device, non_blocking, out, mode, num_threads, allow_pickle)
+    return load_path(prefix, request, robust_key)
 
 
 #: ``tdview.load`` is :func:`load_memmap`, as ``tensordict.load`` is its ``load_memmap``.

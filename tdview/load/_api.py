@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -24,55 +24,171 @@ from ._pickles import check_allow_pickle
 from ._prefetch import Prefetcher
 from ._remote import check_remote_mode, fetch_subtree
 
-__all__ = ["load_checkpoint", "load_leaf", "load_memmap", "resolve_subpath"]
+__all__ = [
+    "LoadRequest",
+    "load_checkpoint",
+    "load_leaf",
+    "load_path",
+    "resolve_subpath",
+    "run",
+]
 
-DeviceLike = torch.device | str | int | None
 _len_dispatch_stack = torch._C._len_torch_dispatch_stack
 
 
-def load_memmap(
-    prefix: str | os.PathLike[str],
-    device: DeviceLike = None,
-    non_blocking: bool = False,
-    *,
-    out: Any = None,
-    robust_key: bool | None = None,
-    subpath: Any = None,
-    mode: str | None = None,
-    num_threads: int = 0,
-    allow_pickle: bool | None = None,
+class _Options(NamedTuple):
+    subpath: Any
+    device: torch.device | None
+    non_blocking: bool
+    out: Any
+    mode: str | None
+    num_threads: int
+    allow_pickle: bool | None
+    progress: Callable[[tuple[str, ...]], object] | None
+    leaf: bool
+
+
+_tuple_new = tuple.__new__
+
+
+class LoadRequest(_Options):
+    """What one load is asked for, checked once, when it is made.
+
+    Every entry point builds one (``tdview.load_memmap``, ``Checkpoint.load``,
+    ``Checkpoint.load_leaf``, and so a folder of checkpoints, the widget and the protocol,
+    which go through those) and hands it to :func:`run`. Frozen (a named tuple: made
+    in a third of the time of a frozen dataclass, and every load makes one); a folder
+    of checkpoints makes its member's with ``_replace``.
+
+    Attributes
+    ----------
+    subpath : nested key, str or None
+        As given (:func:`resolve_subpath` reads it; a leaf: ``Checkpoint.node``).
+    device : torch.device or None
+        Given as anything ``torch.device`` takes; a bad string fails when the request is
+        made, before a checkpoint is opened. Whether this process can use it is checked
+        by :func:`run` (the error names the checkpoint).
+    non_blocking, out, mode, num_threads, allow_pickle
+        As in :func:`tdview.load_memmap`.
+    progress : callable, optional
+        Called with the nested key (a tuple) of each leaf once it is loaded. An
+        exception raised by it stops the load.
+    leaf : bool
+        Load the one tensor leaf at ``subpath`` (``Checkpoint.load_leaf``; only
+        ``device`` and ``mode`` apply), not a tensordict.
+
+    Raises
+    ------
+    ValueError
+        ``mode`` is not None, ``"r"`` or ``"r+"``; ``num_threads`` is not a non-negative
+        int.
+    TypeError
+        ``allow_pickle`` is not a bool or None; ``out`` is not a tensor collection.
+    RuntimeError
+        ``device`` is a string torch does not know.
+
+    Examples
+    --------
+    >>> LoadRequest("model", device="cpu", mode="r").device
+    device(type='cpu')
+    >>> LoadRequest(mode="w")
+    Traceback (most recent call last):
+    ...
+    ValueError: mode must be 'r', 'r+' or None, got 'w'.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        subpath: Any = None,
+        device: Any = None,
+        non_blocking: bool = False,
+        out: Any = None,
+        mode: str | None = None,
+        num_threads: int = 0,
+        allow_pickle: bool | None = None,
+        progress: Callable[[tuple[str, ...]], object] | None = None,
+        leaf: bool = False,
+    ) -> LoadRequest:
+        check_mode(mode)
+        check_allow_pickle(allow_pickle)
+        check_out(out)
+        if type(num_threads) is not int or num_threads < 0:
+            raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
+        if device is not None and type(device) is not torch.device:
+            device = torch.device(device)  # a bad string fails here, before any file opens
+        return _tuple_new(
+            cls,
+            (subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress, leaf),
+        )
+
+
+def load_path(
+    prefix: str | os.PathLike[str], request: LoadRequest, robust_key: bool | None = None
 ) -> Any:
-    """The implementation of :func:`tdview.load_memmap` (documented there)."""
-    check_mode(mode)
-    check_allow_pickle(allow_pickle)
-    check_out(out)
-    device = None if device is None else torch.device(device)  # a bad string fails first
+    """:func:`tdview.load_memmap`: open ``prefix``, :func:`run` ``request`` on it, close it."""
     ckpt = Checkpoint(prefix, robust_key=robust_key)
     if isinstance(ckpt, Collection):  # a folder without meta.json: what tensordict raises
         error = not_a_checkpoint_folder(ckpt)
         ckpt.close()
         raise error
     try:
-        return _load(
-            ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle, None
-        )
+        return run(ckpt, request)
     finally:
         ckpt.close()
 
 
-def _device(device: DeviceLike, where: object) -> torch.device | None:
-    """``device`` as a ``torch.device``, checked usable (``where``: the checkpoint)."""
-    if device is None:
-        return None
-    found = torch.device(device)
-    check_usable(found, f"{where}: device={str(found)!r} was asked for")
-    return found
+def run(ckpt: Checkpoint, request: LoadRequest) -> Any:
+    """Load what ``request`` asks for from the open ``ckpt``: the one load of tdview.
+
+    A folder of checkpoints hands the request to the member its subpath reaches (with
+    the member's part of the path). The index caches every ``meta.json`` it parsed and
+    every node it found, so a second load from the same checkpoint costs only the
+    subtree it loads.
+
+    Raises
+    ------
+    DeviceUnavailableError
+        This process cannot use ``request.device``.
+    SubpathError
+        The subpath names no saved tensordict (for a leaf: no tensor leaf).
+
+    Examples
+    --------
+    >>> ckpt = Checkpoint("ckpt.tdz")                                  # doctest: +SKIP
+    >>> weights = run(ckpt, LoadRequest("model", device="cuda"))       # doctest: +SKIP
+    """
+    if isinstance(ckpt, Collection):
+        ckpt, request = _in_member(ckpt, request)
+    device = request.device
+    if device is not None:
+        check_usable(device, f"{ckpt.path}: device={str(device)!r} was asked for")
+    return _leaf(ckpt, request) if request.leaf else _subtree(ckpt, request)
+
+
+def _in_member(folder: Collection, request: LoadRequest) -> tuple[Checkpoint, LoadRequest]:
+    """The member of a folder of checkpoints that ``request`` reaches, and its request;
+    a side file of the folder for a leaf (mapped read-only)."""
+    subpath = request.subpath
+    leaf = request.leaf
+    owner, _, inner = folder.locate(() if subpath is None and not leaf else subpath)
+    if owner is not folder:
+        return owner, request._replace(subpath=inner if leaf else (inner or None))
+    if not leaf:
+        raise SubpathError(folder.not_loadable(inner))
+    if request.mode == "r+":
+        raise SubpathError(
+            f"{folder.store.display('/'.join(inner))} is a side file of a "
+            "collection: tdview maps it read-only (mode='r' or None)."
+        )
+    return folder, request._replace(subpath=inner)
 
 
 def load_checkpoint(
     ckpt: Checkpoint,
     subpath: Any = None,
-    device: DeviceLike = None,
+    device: Any = None,
     non_blocking: bool = False,
     *,
     out: Any = None,
@@ -81,62 +197,31 @@ def load_checkpoint(
     allow_pickle: bool | None = None,
     progress: Callable[[tuple[str, ...]], object] | None = None,
 ) -> Any:
-    """:func:`load_memmap` from an open :class:`~tdview.index.Checkpoint` (``Checkpoint.load``).
-
-    The index caches every ``meta.json`` it parsed and every node it found, so a second
-    load from the same checkpoint costs only the subtree it loads.
-
-    Parameters
-    ----------
-    ckpt : Checkpoint
-    subpath, device, non_blocking, out, mode, num_threads, allow_pickle
-        As in :func:`load_memmap` (``robust_key`` is the checkpoint's).
-    progress : callable, optional
-        Called with the nested key (a tuple) of each leaf once it is loaded. An exception
-        raised by it stops the load.
-
-    Examples
-    --------
-    >>> ckpt = Checkpoint("ckpt.tdz")                                  # doctest: +SKIP
-    >>> weights = ckpt.load("model", device="cuda")                    # doctest: +SKIP
-    """
-    check_mode(mode)
-    check_allow_pickle(allow_pickle)
-    check_out(out)
-    return _load(
-        ckpt, subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
+    """:func:`tdview.load_memmap` from an open :class:`~tdview.index.Checkpoint`, as
+    ``Checkpoint.load`` does: :func:`run` of a :class:`LoadRequest` of these options."""
+    request = LoadRequest(
+        subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
     )
+    return run(ckpt, request)
 
 
-def _load(
-    ckpt: Checkpoint,
-    subpath: Any,
-    device: DeviceLike,
-    non_blocking: bool,
-    out: Any,
-    mode: str | None,
-    num_threads: int,
-    allow_pickle: bool | None,
-    progress: Callable[[tuple[str, ...]], object] | None,
-) -> Any:
-    """:func:`load_checkpoint` once ``mode``, ``allow_pickle`` and ``out`` are checked
-    (:func:`load_memmap` checks them before it opens the checkpoint)."""
-    if type(num_threads) is not int or num_threads < 0:
-        raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
-    device = _device(device, ckpt.path)
-    node = resolve_subpath(ckpt, subpath)
-    ctx = _context(ckpt, device, mode, allow_pickle, progress)
+def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
+    """:func:`run` for a tensordict (the device is checked usable)."""
+    device = request.device
+    node = resolve_subpath(ckpt, request.subpath)
+    mode = request.mode
+    ctx = _context(ckpt, device, mode, request.allow_pickle, request.progress)
     if node.dirkey is not None:
         ckpt.store.prepare(node.dirkey, payloads=ctx.read_data)
     if ctx.read_data and ctx.remote:  # read every leaf's bytes first (see _remote)
         ctx.fetched = fetch_subtree(ckpt, node, ctx.progress)
         ctx.progress = None  # reported as the bytes arrived
-    elif num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
-        ctx.prefetch = _prefetcher(ckpt, node, num_threads)
+    elif request.num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
+        ctx.prefetch = _prefetcher(ckpt, node, request.num_threads)
     ctx.max_depth = depth_room()
     try:
         with gc_paused():
-            result = build(ctx, node, device, out)
+            result = build(ctx, node, device, request.out)
     except RecursionError:
         # depth_room counts the frames of a TensorDict in a TensorDict; nesting that takes
         # more per level (tensorclasses, views) can still meet the limit
@@ -148,7 +233,7 @@ def _load(
     finally:
         if ctx.prefetch is not None:
             ctx.prefetch.close()
-    if device is not None and not non_blocking and device.type not in ("meta", "cuda"):
+    if device is not None and not request.non_blocking and device.type not in ("meta", "cuda"):
         _synchronize()
     ctx.check_mapping()
     return result
@@ -305,7 +390,7 @@ def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
 
 
 def load_leaf(
-    ckpt: Checkpoint, subpath: Any, device: DeviceLike = None, mode: str | None = "r"
+    ckpt: Checkpoint, subpath: Any, device: Any = None, mode: str | None = "r"
 ) -> torch.Tensor:
     """Load one tensor leaf (``Checkpoint.load_leaf``), e.g. for a preview.
 
@@ -315,7 +400,7 @@ def load_leaf(
     subpath : nested key or str
         The leaf's nested key.
     device : optional
-        As in :func:`load_memmap`.
+        As in :func:`tdview.load_memmap`.
     mode : {"r", "r+", None}, optional
         Defaults to ``"r"``: the leaf is mapped copy-on-write.
 
@@ -331,14 +416,18 @@ def load_leaf(
     >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
     torch.Size([2, 3, 1])
     """
-    check_mode(mode)
-    device = _device(device, ckpt.path)
-    node = ckpt.node(subpath)
+    return run(ckpt, LoadRequest(subpath, device, mode=mode, leaf=True))
+
+
+def _leaf(ckpt: Checkpoint, request: LoadRequest) -> torch.Tensor:
+    """:func:`run` for one tensor leaf (the device is checked usable)."""
+    node = ckpt.node(request.subpath)
     if not node.is_leaf:
         raise SubpathError(
             f"{show_path(node.path)!r} in {ckpt.path} is a {node.kind}, not a tensor leaf."
         )
-    ctx = _context(ckpt, device, mode, None)
+    device = request.device
+    ctx = _context(ckpt, device, request.mode, None)
     tensor = leaf_tensor(ctx, node, device, strict=True)
     assert tensor is not None
     ctx.check_mapping()
