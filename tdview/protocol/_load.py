@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -118,18 +117,6 @@ def short_repr(value: object, limit: int = MAX_SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _progress_keyword(load: Callable[..., Any]) -> str | None:
-    """The name of the loader's per-leaf progress callback parameter, if it has one."""
-    try:
-        params = inspect.signature(load).parameters
-    except (TypeError, ValueError):
-        return None
-    for name in ("progress", "on_leaf", "callback"):
-        if name in params:
-            return name
-    return None
-
-
 def load_subtree(
     ckpt: Checkpoint,
     path: tuple[str, ...],
@@ -142,34 +129,38 @@ def load_subtree(
     """Load the subtree at ``path`` with ``Checkpoint.load``.
 
     ``progress(done, total, label)`` is called at the start (0 of the subtree's leaf
-    count), after each leaf when the loader reports leaves, and at the end. Raising from
-    it stops the load where the loader allows.
+    count), after each leaf (labelled with its path), and at the end. Raising from it
+    stops the load.
     """
     node = ckpt.node(path) if path else ckpt.root
     total = rollup(ckpt, node).leaves
     label = "/".join(path) or "<root>"
-    report = progress or (lambda done, total, label: None)
-    report(0, total, label)
-    kwargs: dict[str, Any] = {
-        "subpath": path or None,
-        "device": device,
-        "mode": mode,
-        "allow_pickle": allow_pickle,
-    }
-    keyword = _progress_keyword(ckpt.load)  # type: ignore[attr-defined]
-    if keyword is not None and progress is not None:
-        done = [0]
-
-        def on_leaf(*args: Any, **_: Any) -> None:
-            done[0] += 1
-            where = args[0] if args else label
-            text = "/".join(where) if isinstance(where, tuple) else str(where)
-            report(min(done[0], total), total, text)
-
-        kwargs[keyword] = on_leaf
-    result = ckpt.load(**kwargs)  # type: ignore[attr-defined]
-    report(total, total, label)
+    if progress is not None:
+        progress(0, total, label)
+    result = ckpt.load(
+        path or None,
+        device=device,
+        mode=mode,
+        allow_pickle=allow_pickle,
+        progress=None if progress is None else _per_leaf(progress, total),
+    )
+    if progress is not None:
+        progress(total, total, label)
     return result
+
+
+def _per_leaf(
+    progress: Callable[[int, int, str], None], total: int
+) -> Callable[[tuple[str, ...]], None]:
+    """The loader's per-leaf callback that reports ``progress(done, total, path)``."""
+    done = 0
+
+    def on_leaf(key: tuple[str, ...]) -> None:
+        nonlocal done
+        done += 1
+        progress(min(done, total), total, "/".join(key))
+
+    return on_leaf
 
 
 def load_value(

@@ -304,7 +304,7 @@ def preview(
         tensor, read = ranged.meta, ranged.read
     else:
         _check_room(ckpt, node)
-        tensor = ckpt.load_leaf(path, mode="r")  # type: ignore[attr-defined]
+        tensor = ckpt.load_leaf(path, mode="r")
     check = _checked_intact(ckpt, check)
     if tensor.is_nested:
         tensor = _packed(tensor)
