@@ -52,9 +52,11 @@ ROOT_LAYER = {"_compare_widget": "widget", "_demo": "demo", "__main__": "cli", "
 #: Function-level imports that go right on purpose: (importing file, imported module).
 DEFERRED = {
     # Checkpoint.load and Checkpoint.load_leaf are the index's doors into the loader, so
-    # that an open index makes later loads O(subtree). Imported when called: load stands
-    # on index (a top-level import would be a cycle), and `import tdview.index` stays
-    # free of torch and tensordict.
+    # that an open index makes later loads O(subtree): each builds a LoadRequest and
+    # calls run (a Collection inherits them; run finds the member). Imported when
+    # called: load stands on index (a top-level import would be a cycle), and `import
+    # tdview.index` stays free of torch and tensordict. A hook registered by the load
+    # package would only hide this arrow (ARCHITECTURE.md, plan item 2).
     ("index/_checkpoint.py", "tdview.load._api"),
 }
 
