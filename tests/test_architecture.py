@@ -162,7 +162,7 @@ def test_every_deferred_exception_is_still_needed() -> None:
             "index imports tdview.protocol (protocol) in a function",
         ),
         (
-            "index/_walk.py",
+            "index/_rollup.py",
             "def g():\n    from ..load._api import load_checkpoint\n",
             "index imports tdview.load._api (load) in a function",
         ),

@@ -18,7 +18,7 @@ from ._facts import (
     pickle_info,
     size_problems,
 )
-from ._match import Matcher, compile_pattern
+from ._match import Matcher, compile_pattern, path_matcher
 from ._node import (
     LAZY_STACK,
     LEAF,
@@ -33,9 +33,9 @@ from ._node import (
 )
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._replay import StorageRows, rows_of_leaf, storage_rows
+from ._rollup import Rollup, cached_rollup, rollup
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
-from ._search import SearchPage, iter_matches, search_page
-from ._walk import Rollup, cached_rollup, path_matcher, rollup, search, walk
+from ._search import SearchPage, iter_matches, search, search_page, walk
 
 __all__ = [
     "LAZY_STACK",

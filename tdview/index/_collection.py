@@ -47,7 +47,8 @@ from ._cancel import cancel_point
 from ._checkpoint import Checkpoint, Page
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
-from ._walk import Rollup, rollup, search
+from ._rollup import Rollup, rollup
+from ._search import search
 
 # Node kinds of a collection's own tree (members' nodes keep the checkpoint kinds).
 COLLECTION = "collection"

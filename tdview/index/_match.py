@@ -496,3 +496,8 @@ def spellings(path: NestedPath) -> tuple[str, str]:
     if not lower:
         return "/", "."
     return "/" + "/".join(lower) + "/", "." + ".".join(lower) + "."
+
+
+def path_matcher(pattern: str) -> Callable[[NestedPath], bool]:
+    """The test :func:`~tdview.index.search` applies to each path: a :class:`Matcher`."""
+    return Matcher(pattern)

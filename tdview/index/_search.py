@@ -339,11 +339,33 @@ def iter_matches(
             yield (*base, keys[i])
 
 
+def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
+    """Every node below ``node`` (not ``node`` itself), depth-first, in load order."""
+    stack = [iter(ckpt.children(node))]
+    while stack:
+        cancel_point()  # a cancelled request's walk (a search) stops here
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        yield child
+        if not child.is_leaf:
+            stack.append(iter(ckpt.children(child)))
+
+
 def search(
     ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
 ) -> tuple[list[NestedPath], bool]:
-    """The first ``limit`` matches and whether more exist: ``(matches, truncated)``; it
-    stops at the first match past ``limit`` (:func:`search_page` counts them all)."""
+    """Paths whose node matches ``pattern``: ``(matches, truncated)``.
+
+    A pattern is a subpath (``model/layers/0``), a state_dict key (``linear1.weight``),
+    part of a key (``norm``) or a glob (``*.bias``, ``layers/*/norm1/*``,
+    ``**/exp_avg``), case ignored: the rules are in :mod:`tdview.index._match`. Matches
+    come depth-first, in load order; at most ``limit``, ``truncated`` when there are
+    more (it stops at the first match past ``limit``; :func:`search_page` counts them
+    all and pages). On a folder of checkpoints (a :class:`~tdview.index.Collection`) it
+    searches its own names and every member's keys.
+    """
     found: list[NestedPath] = []
     for path in iter_matches(ckpt, pattern, under):
         if len(found) == limit:

@@ -1,15 +1,14 @@
-"""Whole-subtree questions: rollups (bytes, numel, leaves, bytes per dtype) and search
-(its walk is in :mod:`._search`, its rules in :mod:`._match`).
+"""Rollups: the totals of a subtree (bytes, numel, leaves, bytes per dtype).
 
-Both walk the tree depth-first through the index, so they parse every ``meta.json``
-of the subtree once (cached) and never read a payload byte. A rollup totals a plain
+A rollup walks the tree depth-first through the index, so it parses every ``meta.json``
+of the subtree once (cached) and never reads a payload byte. It totals a plain
 TensorDict folder from its records, without a node per child, and caches it per folder.
 A pickled non-tensor value adds the size of its pickle file (see :class:`Rollup`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
@@ -20,7 +19,6 @@ from ._cancel import cancel_point
 from ._checkpoint import Checkpoint
 from ._children import json_field_children, tensordict_totals
 from ._facts import leaf_entry, needs_unpickling, pickle_key
-from ._match import Matcher
 from ._node import Node, SubFolder
 from ._paths import NestedPath
 
@@ -53,20 +51,6 @@ class Rollup:
         self.pickle_bytes += other.pickle_bytes
         for dtype, size in other.by_dtype.items():
             self.by_dtype[dtype] = self.by_dtype.get(dtype, 0) + size
-
-
-def walk(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
-    """Every node below ``node`` (not ``node`` itself), depth-first, in load order."""
-    stack = [iter(ckpt.children(node))]
-    while stack:
-        cancel_point()  # a cancelled request's walk (a search) stops here
-        child = next(stack[-1], None)
-        if child is None:
-            stack.pop()
-            continue
-        yield child
-        if not child.is_leaf:
-            stack.append(iter(ckpt.children(child)))
 
 
 def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
@@ -243,27 +227,3 @@ def _leaf_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
         nbytes = entry.size if entry is not None else 0
     numel = record.numel if record.numel is not None else nbytes // record.dtype.itemsize
     return Rollup(nbytes, numel, 1, {record.dtype.name: nbytes})
-
-
-def path_matcher(pattern: str) -> Callable[[NestedPath], bool]:
-    """The test :func:`search` applies to each path: a :class:`~tdview.index.Matcher`
-    (the rules are in :mod:`tdview.index._match`)."""
-    return Matcher(pattern)
-
-
-def search(
-    ckpt: Checkpoint, pattern: str, *, limit: int = 1000, under: object = ()
-) -> tuple[list[NestedPath], bool]:
-    """Paths whose node matches ``pattern``: ``(matches, truncated)``.
-
-    A pattern is a subpath (``model/layers/0``), a state_dict key (``linear1.weight``),
-    part of a key (``norm``) or a glob (``*.bias``, ``layers/*/norm1/*``,
-    ``**/exp_avg``), case ignored: the rules are in :mod:`tdview.index._match`. Matches
-    come depth-first, in load order; at most ``limit``, ``truncated`` when there are
-    more (:func:`~tdview.index.search_page` counts them all and pages). On a folder of
-    checkpoints (a :class:`~tdview.index.Collection`) it searches its own names and
-    every member's keys.
-    """
-    from ._search import search as search_index  # it stands on this module
-
-    return search_index(ckpt, pattern, limit=limit, under=under)
