@@ -22,9 +22,10 @@ from ..errors import (
     ArchiveError,
     LeafDataError,
     LimitExceededError,
+    TDViewError,
     UnsafeCheckpointError,
 )
-from ._base import EntryInfo, Store, check_key, not_found
+from ._base import EntryInfo, Payload, Store, check_key, not_found
 from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
@@ -156,6 +157,37 @@ class ArchiveStore(Store):
             crc32=e.crc32,
             file=None,
             encrypted=bool(e.flags & FLAG_ENCRYPTED),
+        )
+
+    def locate(self, key: str) -> Payload:
+        """The entry's :class:`~._base.Payload`: its offset in the archive file, read from
+        its local header the first time (see :meth:`payload_offset`; a wrong header is
+        the payload's ``error``, its offset None), and the central directory's facts.
+        Mappable when it is STORED whole, unencrypted, and the store maps the file (a
+        remote archive does not)."""
+        e = self._central(key)
+        encrypted = bool(e.flags & FLAG_ENCRYPTED)
+        offset: int | None
+        error: BaseException | None = None
+        try:
+            offset = self.payload_offset(key)
+        except (TDViewError, OSError) as found:
+            offset, error = None, found
+        as_stored = e.method == STORED and e.stored_size == e.size and not encrypted
+        return Payload(
+            key=key,
+            display=self.display(key),
+            file=None,
+            in_archive=True,
+            offset=offset,
+            size=e.size,
+            stored_size=e.stored_size,
+            compression=method_name(e.method),
+            crc32=e.crc32,
+            encrypted=encrypted,
+            as_stored=as_stored,
+            mappable=self.mappable and as_stored and offset is not None,
+            error=error,
         )
 
     def read_bytes(self, key: str, limit: int) -> bytes:

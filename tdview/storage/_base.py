@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import errno
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import UnsafeCheckpointError
 from ._links import Link
@@ -26,6 +26,7 @@ from ._links import Link
 __all__ = [
     "WINDOWS_PATHS",
     "EntryInfo",
+    "Payload",
     "Store",
     "check_key",
     "first_unsafe_name",
@@ -74,6 +75,69 @@ class EntryInfo:
     file: str | None
     encrypted: bool = False
     link: Link | None = None
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Where the bytes of one file (one archive entry) are and how they are stored: what
+    reading, mapping or copying them needs to know, from :meth:`Store.locate`.
+
+    Attributes
+    ----------
+    key : str
+        The relative key, e.g. ``"nested/b.memmap"``.
+    display : str
+        The name to show in messages (see :class:`EntryInfo`).
+    file : str or None
+        The absolute real path of the file that holds the bytes alone (a local directory
+        store); ``None`` for an archive entry and for a remote file.
+    in_archive : bool
+        True for an entry of a zip archive: its stored bytes lie at ``offset`` in the
+        archive file and are the entry's exactly (a leaf's entry must have its exact
+        size). False for a file of its own, which may be longer than its leaf needs.
+    offset : int or None
+        Where the stored bytes start: in the archive file, read from the entry's local
+        header; 0 for a file of its own. ``None`` when the local header is wrong:
+        ``error`` is what reading it raised.
+    size : int
+        Uncompressed size in bytes.
+    stored_size : int
+        Bytes stored: the compressed size in an archive, ``size`` for a file.
+    compression : str
+        ``"stored"``, ``"deflate"``, ``"bzip2"``, ``"lzma"`` or ``"unknown(<n>)"``.
+    crc32 : int or None
+        The CRC-32 the archive records; ``None`` for files (none is known).
+    encrypted : bool
+        An archive entry with the "encrypted" flag: reading it is refused.
+    as_stored : bool
+        The stored bytes are the content (not compressed, not encrypted, stored and
+        declared sizes equal): they can be read by range, or used, as they lie.
+    mappable : bool
+        The bytes can be memory-mapped where they lie: ``as_stored``, ``offset`` known,
+        and the store local (:attr:`Store.mappable`). A leaf may still need ``offset``
+        to be a multiple of its dtype's size for a zero-copy view.
+    link : Link or None
+        The symlink out of the checkpoint root the file is read through (read-only, see
+        :class:`EntryInfo`), or ``None``.
+    error : BaseException or None
+        Why ``offset`` is ``None`` (an ``ArchiveError`` or ``UnsafeCheckpointError`` of
+        the local header), else ``None``.
+    """
+
+    key: str
+    display: str
+    file: str | None
+    in_archive: bool
+    offset: int | None
+    size: int
+    stored_size: int
+    compression: str
+    crc32: int | None
+    encrypted: bool
+    as_stored: bool
+    mappable: bool
+    link: Link | None = None
+    error: BaseException | None = field(default=None, compare=False)
 
 
 def name_problem(name: str, *, windows: bool = False) -> str | None:
@@ -246,6 +310,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def entry(self, key: str) -> EntryInfo:
         """Return the :class:`EntryInfo` of file ``key``; ``FileNotFoundError`` if absent."""
+
+    @abc.abstractmethod
+    def locate(self, key: str) -> Payload:
+        """Return the :class:`Payload` of file ``key``: where its bytes are, how they are
+        stored, whether they can be mapped or used as stored. Reads no payload byte (an
+        archive reads the entry's local header, once; a wrong one is the payload's
+        ``error``, not raised). ``FileNotFoundError`` naming the key if it is absent,
+        ``IsADirectoryError`` for a directory. (Not ``payload``: that name is the
+        archive's zero-copy view of a stored entry, :meth:`ArchiveStore.payload`.)"""
 
     @abc.abstractmethod
     def read_bytes(self, key: str, limit: int) -> bytes:

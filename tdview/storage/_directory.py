@@ -9,7 +9,15 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import WINDOWS_PATHS, EntryInfo, Store, has_file_name, name_problem, not_found
+from ._base import (
+    WINDOWS_PATHS,
+    EntryInfo,
+    Payload,
+    Store,
+    has_file_name,
+    name_problem,
+    not_found,
+)
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._held import HeldFolders
@@ -730,6 +738,27 @@ class DirectoryStore(Store):
             crc32=None,
             file=real,
             link=self._resolver.links.get(key) if self._resolver.links else None,
+        )
+
+    def locate(self, key: str) -> Payload:
+        """The file's :class:`~._base.Payload`: a file of its own (its real path, offset
+        0), stored as it is, mappable; from :meth:`entry` (one ``stat``, none for a file
+        the listing or the resolver has seen)."""
+        entry = self.entry(key)
+        return Payload(
+            key=key,
+            display=entry.display,
+            file=entry.file,
+            in_archive=False,
+            offset=0,
+            size=entry.size,
+            stored_size=entry.size,
+            compression="stored",
+            crc32=None,
+            encrypted=False,
+            as_stored=True,
+            mappable=self.mappable,
+            link=entry.link,
         )
 
     def _require_regular(self, key: str, st: os.stat_result) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import EntryInfo, Store, check_key, name_problem, not_found
+from ._base import EntryInfo, Payload, Store, check_key, name_problem, not_found
 from ._ranges import Job, Transport, span_jobs
 from ._remote import display_join
 
@@ -164,6 +164,29 @@ class RemoteDirectoryStore(Store):
             compression="stored",
             crc32=None,
             file=None,
+        )
+
+    def locate(self, key: str) -> Payload:
+        """The file's :class:`~._base.Payload`, from its folder's listing: a file of its
+        own (offset 0), stored as it is, read by range, never mapped."""
+        size = self.known_size(key)
+        if size is None:
+            if key and self.is_dir(key):
+                raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
+            raise not_found(self.display(key))
+        return Payload(
+            key=key,
+            display=self.display(key),
+            file=None,
+            in_archive=False,
+            offset=0,
+            size=size,
+            stored_size=size,
+            compression="stored",
+            crc32=None,
+            encrypted=False,
+            as_stored=True,
+            mappable=False,
         )
 
     def known_size(self, key: str) -> int | None:
