@@ -93,59 +93,53 @@ def leaf_entry(store: Store, node: Node) -> EntryInfo | None:
 def size_problems(store: Store, node: Node) -> list[str]:
     """Problems of a leaf against its file or entry: sizes, encryption, and (archives)
     where its payload lies. Reads at most one local zip header, never a payload byte."""
-    record, entry = node.record, leaf_entry(store, node)
-    if record is None or entry is None or record.nbytes is None:
+    record = node.record
+    payload = store.locate(node.file) if node.file is not None else None
+    if record is None or payload is None or record.nbytes is None:
         return []
-    need, have = record.nbytes, entry.size
-    if store.kind == "directory" and have < need:
+    need, have = record.nbytes, payload.size
+    if not payload.in_archive and have < need:  # a file may be longer than its leaf
         return [
-            f"{entry.display} has {have} bytes but shape {list(record.shape)} of "
+            f"{payload.display} has {have} bytes but shape {list(record.shape)} of "
             f"{record.dtype.name} needs {need} bytes"
         ]
-    if store.kind == "archive" and have != need:
+    if payload.in_archive and have != need:
         return [
-            f"{entry.display} holds {have} bytes but shape {list(record.shape)} of "
+            f"{payload.display} holds {have} bytes but shape {list(record.shape)} of "
             f"{record.dtype.name} needs exactly {need} bytes"
         ]
-    if entry.encrypted:
-        return [f"{entry.display} is encrypted"]
-    if store.kind == "archive":
-        try:  # one local header: the payload must lie inside the file, before the next entry
-            store.payload_offset(entry.key)  # type: ignore[attr-defined]
-        except (TDViewError, OSError) as error:
-            return [str(error)]
+    if payload.encrypted:
+        return [f"{payload.display} is encrypted"]
+    if payload.error is not None:  # its local header: the payload must lie inside the
+        return [str(payload.error)]  # file, before the next entry
     return []
 
 
 def leaf_storage(store: Store, node: Node) -> LeafStorage:
     """Storage facts of a leaf; reads at most one local zip header."""
-    record, entry = node.record, leaf_entry(store, node)
-    if entry is None or record is None:
+    record = node.record
+    payload = store.locate(node.file) if node.file is not None else None
+    if payload is None or record is None:
         return LeafStorage(None, None, 0, 0, "none", None, NONE, 0)
-    offset: int | None = 0
-    if store.kind == "archive":
-        try:
-            offset = store.payload_offset(entry.key)  # type: ignore[attr-defined]
-        except (TDViewError, OSError):
-            offset = None
-    if entry.compression != "stored":
+    offset = payload.offset
+    if payload.compression != "stored":
         cost = DECOMPRESS
-    elif store.kind == "archive" and (
+    elif payload.in_archive and (
         record.is_nested or offset is None or offset % record.dtype.itemsize
     ):
         cost = COPY
     else:
         cost = MAP
     return LeafStorage(
-        entry.display,
+        payload.display,
         offset,
-        entry.size,
-        entry.stored_size,
-        entry.compression,
-        entry.crc32,
+        payload.size,
+        payload.stored_size,
+        payload.compression,
+        payload.crc32,
         cost,
-        entry.stored_size,
-        entry.link,
+        payload.stored_size,
+        payload.link,
     )
 
 

@@ -159,20 +159,14 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
     key = pickle_key(node)
     if key is None or not ckpt.store.is_file(key):
         return None
-    entry = ckpt.store.entry(key)
-    offset: int | None = 0
-    if ckpt.store.kind == "archive":
-        try:
-            offset = ckpt.store.payload_offset(key)  # type: ignore[attr-defined]
-        except (TDViewError, OSError):
-            offset = None
+    payload = ckpt.store.locate(key)
     return {
-        "location": entry.display,
-        "offset": offset,
-        "stored_bytes": entry.stored_size,
-        "compression": entry.compression,
-        "crc32": entry.crc32,
-        "cost": "copy" if entry.compression == "stored" else "decompress",
+        "location": payload.display,
+        "offset": payload.offset,
+        "stored_bytes": payload.stored_size,
+        "compression": payload.compression,
+        "crc32": payload.crc32,
+        "cost": "copy" if payload.compression == "stored" else "decompress",
     }
 
 
