@@ -1,18 +1,31 @@
 """Element-wise statistics of two tensors, accumulated chunk by chunk in float64.
 
-Each thread keeps one :class:`Workspace` (float64 buffers of :data:`CHUNK` elements), so
-a chunk costs no allocation and its passes stay in the cache. A chunk whose bytes are
-equal on both sides costs one comparison and its norm (for the cosine and the relative
-norm; of a float32 chunk in float32, see :func:`_equal_norm2`); a chunk without NaN or
-infinity takes a fast path of a few vectorized passes (a finite sum of ``|a - b|`` proves
-every element finite); only a chunk with NaN or infinity is masked.
+Two float32 (or two float64) chunks go through one compiled loop (:func:`kernel`: a
+few lines of C built with the system's C compiler on first use and kept in the user's
+cache): every statistic in one pass, each element taken to float64, the sums in float64.
+Everything else, and every chunk with NaN or infinity, goes through torch: each thread
+keeps one :class:`Workspace` (float64 buffers of :data:`CHUNK` elements), so a chunk costs
+no allocation and its passes stay in the cache. A chunk whose bytes are equal on both
+sides costs one comparison and its norm (for the cosine and the relative norm; of a
+float32 chunk in float32 without the kernel, see :func:`_equal_norm2`); a chunk without
+NaN or infinity takes a fast path of a few vectorized passes (a finite sum of ``|a - b|``
+proves every element finite); only a chunk with NaN or infinity is masked.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import math
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import tempfile
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -142,13 +155,28 @@ def _max(a: float, b: float) -> float:
 
 
 def compare_chunk(
-    acc: Acc, ta: torch.Tensor, tb: torch.Tensor, same_bytes: bool, rtol: float, atol: float
+    acc: Acc,
+    ta: torch.Tensor,
+    tb: torch.Tensor,
+    same_bytes: bool,
+    rtol: float,
+    atol: float,
+    *,
+    use_kernel: bool = True,
 ) -> None:
     """Add one chunk (1-D tensors of equal length, any numeric dtypes) to ``acc``.
 
     ``same_bytes``: the chunk's bytes are equal on both sides (and so are the dtypes).
+    ``use_kernel=False``: the kernel was tried on this chunk already (see
+    :func:`kernel_values`).
     """
     k = ta.numel()
+    if use_kernel and k >= KERNEL_MIN:
+        found = kernel_for(ta.dtype, tb.dtype)
+        if found is not None and kernel_values(
+            acc, found, ta.dtype, ta.data_ptr(), tb.data_ptr(), k, rtol, atol
+        ):
+            return
     complex_ = ta.is_complex() or tb.is_complex()
     ws = workspace(complex_)
     x, y, d = ws.x[:k], ws.y[:k], ws.d[:k]
@@ -291,3 +319,214 @@ def bytes_only_stats(numel: int, equal: bool) -> ValueStats:
 def as_tensor(raw: Any, dtype: torch.dtype) -> torch.Tensor:
     """A 1-D tensor over a chunk's bytes (a writable buffer: no copy, no warning)."""
     return torch.frombuffer(raw, dtype=dtype)
+
+
+# -- the compiled kernel --------------------------------------------------------------
+
+#: One pass over two chunks of one dtype: ``out`` gets ``sum |a-b|``, ``sum (a-b)^2``,
+#: ``sum a^2``, ``sum b^2``, ``max |a-b|`` and the count of differing elements (``|a-b|
+#: > |a| * rtol + atol``, or ``a != b`` without a tolerance), each element taken to
+#: float64 as the torch path takes it, the sums in float64 in :data:`_LANES` partial sums
+#: (the torch path's order differs: the last digits may too). A NaN or an infinity makes
+#: ``sum |a-b|`` non-finite: the caller then takes the torch path. ``-ffp-contract=off``
+#: keeps the tolerance's rounding that of torch's (a product, then a sum); the squares
+#: use ``fma``.
+_KERNEL_C = r"""
+#include <stdint.h>
+#include <math.h>
+#define L 32
+#define STEP(TOL)                                                                  \
+    for (int j = 0; j < L; j++) {                                                  \
+        double x = a[i + j], y = b[i + j], d = fabs(x - y);                        \
+        s1[j] += d; d2[j] = fma(d, d, d2[j]);                                      \
+        a2[j] = fma(x, x, a2[j]); b2[j] = fma(y, y, b2[j]);                        \
+        mx[j] = d > mx[j] ? d : mx[j]; cnt[j] += (TOL) ? 1.0 : 0.0;                \
+    }
+#define STATS(NAME, T)                                                             \
+void NAME(const T *a, const T *b, int64_t n, double rtol, double atol,            \
+          double *out) {                                                           \
+    double s1[L] = {0}, d2[L] = {0}, a2[L] = {0}, b2[L] = {0}, mx[L] = {0};        \
+    double cnt[L] = {0};                                                           \
+    int64_t i = 0;                                                                 \
+    if (rtol == 0 && atol == 0) {                                                  \
+        for (; i + L <= n; i += L) STEP(d != 0)                                    \
+    } else {                                                                       \
+        for (; i + L <= n; i += L) STEP(d > fabs(x) * rtol + atol)                 \
+    }                                                                              \
+    for (; i < n; i++) {                                                           \
+        double x = a[i], y = b[i], d = fabs(x - y);                                \
+        s1[0] += d; d2[0] = fma(d, d, d2[0]);                                      \
+        a2[0] = fma(x, x, a2[0]); b2[0] = fma(y, y, b2[0]);                        \
+        mx[0] = d > mx[0] ? d : mx[0];                                             \
+        cnt[0] += (rtol == 0 && atol == 0 ? d != 0 : d > fabs(x) * rtol + atol);   \
+    }                                                                              \
+    for (int j = 1; j < L; j++) {                                                  \
+        s1[0] += s1[j]; d2[0] += d2[j]; a2[0] += a2[j]; b2[0] += b2[j];            \
+        cnt[0] += cnt[j]; mx[0] = mx[j] > mx[0] ? mx[j] : mx[0];                   \
+    }                                                                              \
+    out[0] = s1[0]; out[1] = d2[0]; out[2] = a2[0]; out[3] = b2[0];                \
+    out[4] = mx[0]; out[5] = cnt[0];                                               \
+}
+STATS(tdv_stats_f32, float)
+STATS(tdv_stats_f64, double)
+"""
+_LANES = 32
+_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
+_PORTABLE = tuple(flag for flag in _FLAGS if flag != "-march=native")
+#: Set (to anything but ``0``) to leave the kernel out: every chunk goes through torch.
+NO_KERNEL_ENV = "TDVIEW_NO_KERNEL"
+_KERNEL_DTYPES = (torch.float32, torch.float64)
+#: Smaller chunks go through torch, as before the kernel: its sums are as accurate, but
+#: in another order, and the golden replies (``tests/protocol``) pin the last digits of
+#: small leaves' statistics.
+KERNEL_MIN = 4096
+_kernel_lock = threading.Lock()
+_kernel_state: list[Any] = []  # [] until tried, then [Kernel or None]
+
+
+class Kernel:
+    """The compiled functions, by dtype."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        pointer, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+        self.stats: dict[torch.dtype, Any] = {}
+        for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
+            stats = getattr(lib, f"tdv_stats_{suffix}")
+            stats.argtypes = [pointer, pointer, i64, f64, f64, pointer]
+            stats.restype = None
+            self.stats[dtype] = stats
+
+
+def kernel() -> Kernel | None:
+    """The compiled kernel (built once, then loaded from the cache), or None: no C
+    compiler, a build that failed, or ``TDVIEW_NO_KERNEL`` set."""
+    if _kernel_state:
+        return _kernel_state[0]
+    with _kernel_lock:
+        if not _kernel_state:
+            found = None
+            if os.environ.get(NO_KERNEL_ENV, "0") == "0":
+                try:
+                    found = _load_kernel()
+                except (OSError, subprocess.SubprocessError, AttributeError, ValueError):
+                    found = None
+            _kernel_state.append(found)
+    return _kernel_state[0]
+
+
+def _load_kernel() -> Kernel | None:
+    compiler = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    flags = _FLAGS + (
+        ("-mprefer-vector-width=512",) if platform.machine() in ("x86_64", "AMD64") else ()
+    )
+    key = hashlib.sha256(
+        "\0".join((_KERNEL_C, compiler, *flags, platform.machine(), _cpu_identity())).encode()
+    ).hexdigest()[:24]
+    cache = _cache_dir()
+    if cache is not None:
+        path = cache / f"diff-{key}.so"
+        if not _owned_file(path):
+            _build(compiler, flags, cache, path)
+        if _owned_file(path):
+            return Kernel(ctypes.CDLL(str(path)))
+        return None
+    with tempfile.TemporaryDirectory(prefix="tdview-kernel-") as tmp:  # no cache: this process
+        path = Path(tmp) / "diff.so"
+        _build(compiler, flags, Path(tmp), path)
+        return Kernel(ctypes.CDLL(str(path))) if path.is_file() else None
+
+
+def _build(compiler: str, flags: tuple[str, ...], folder: Path, path: Path) -> None:
+    """Compile :data:`_KERNEL_C` to ``path`` (through a file of its own in ``folder``, then
+    renamed: a concurrent build or a crash never leaves half a library)."""
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
+    try:
+        source, built = work / "diff.c", work / "diff.so"
+        source.write_text(_KERNEL_C)
+        for attempt in (flags, _PORTABLE):  # without -march=native where it is refused
+            done = subprocess.run(
+                [compiler, *attempt, "-o", str(built), str(source)],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+            if done.returncode == 0 and built.is_file():
+                os.replace(built, path)
+                return
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/tdview`` (or ``~/.cache/tdview``), if this user owns it and nobody
+    else can write it."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "tdview"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return path
+
+
+def _owned_file(path: Path) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _cpu_identity() -> str:
+    """What ``-march=native`` depends on: a cache shared between machines keeps one build
+    per kind of processor."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [line for line in f if line.startswith(("model name", "flags", "Features"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        return platform.processor()
+
+
+def kernel_for(dtype_a: torch.dtype, dtype_b: torch.dtype) -> Kernel | None:
+    """The kernel if it takes chunks of these dtypes (both float32, or both float64)."""
+    if dtype_a != dtype_b or dtype_a not in _KERNEL_DTYPES:
+        return None
+    return kernel()
+
+
+def kernel_values(
+    acc: Acc,
+    found: Kernel,
+    dtype: torch.dtype,
+    address_a: int,
+    address_b: int,
+    k: int,
+    rtol: float,
+    atol: float,
+) -> bool:
+    """Add the ``k`` elements at two addresses through the kernel; False (``acc``
+    untouched) if they hold NaN or infinity: the torch path (:func:`compare_chunk`) then
+    takes them. Equal bytes need no shortcut here: one pass costs what a comparison and a
+    norm would, and gives the same sums."""
+    out = getattr(_local, "out", None)
+    if out is None:
+        out = _local.out = (ctypes.c_double * 6)()
+    found.stats[dtype](address_a, address_b, k, rtol, atol, out)
+    s1, d2, a2, b2, top, count = out
+    if not math.isfinite(s1):
+        return False
+    acc.n += k
+    acc.sum_abs += s1
+    acc.d2 += d2
+    acc.a2 += a2
+    acc.b2 += b2
+    acc.max_abs = _max(acc.max_abs, top)
+    acc.finite += k
+    acc.differing += int(count)
+    return True
