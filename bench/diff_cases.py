@@ -10,6 +10,10 @@
 * memory: the peak resident memory a value diff adds to its process (goal: < 64 MiB),
   each in a fresh interpreter.
 
+``--only values`` (or ``metadata``, ``memory``, comma-separated) runs those parts alone.
+Float32 values go through the compiled kernel of ``tdview/diff/_stats.py`` where a C
+compiler is found (the report's ``kernel``); ``TDVIEW_NO_KERNEL=1`` measures torch alone.
+
 Writes ``bench/results/diff-latest.json`` (``diff-latest-quick.json`` with ``--quick``)
 and prints a markdown table.
 """
@@ -30,6 +34,7 @@ import torch
 from tensordict import TensorDict, pack_memmap
 
 import tdview
+from tdview.diff._stats import kernel
 
 from . import _checkpoints as ck
 from ._harness import Result, compare
@@ -240,7 +245,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--root", type=Path, help="keep the checkpoints in this folder")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--only", help="comma-separated parts: metadata, values, memory")
     args = parser.parse_args()
+    parts = set(args.only.split(",")) if args.only else {"metadata", "values", "memory"}
+    if parts - {"metadata", "values", "memory"}:
+        parser.error(f"--only takes metadata, values and memory, not {args.only!r}")
     leaves, big_leaves, leaf_bytes, reps = (
         (2_000, 8, 1 << 20, 3) if args.quick else (100_000, 64, 16 << 20, 5)
     )
@@ -248,15 +257,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tdview-diff-bench-") as tmp:
         root = args.root or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        timing = metadata_cases(root, leaves, reps)
-        print(f"… metadata done ({time.time() - started:.0f} s)", flush=True)
-        big = _big_pair(root, big_leaves, leaf_bytes)
-        timing += value_cases(big, max(3, reps - 2))
-        print(f"… values done ({time.time() - started:.0f} s)", flush=True)
-        memory = memory_cases(big)
+        timing, memory = [], []
+        if "metadata" in parts:
+            timing += metadata_cases(root, leaves, reps)
+            print(f"… metadata done ({time.time() - started:.0f} s)", flush=True)
+        if parts & {"values", "memory"}:
+            big = _big_pair(root, big_leaves, leaf_bytes)
+        if "values" in parts:
+            timing += value_cases(big, max(3, reps - 2))
+            print(f"… values done ({time.time() - started:.0f} s)", flush=True)
+        if "memory" in parts:
+            memory = memory_cases(big)
     report = {
         "machine": machine_facts(),
         "mode": "quick" if args.quick else "full",
+        "kernel": kernel() is not None,
         "seconds": round(time.time() - started, 1),
         "timing": [r.as_json() for r in timing],
         "memory": memory,

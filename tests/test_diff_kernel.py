@@ -271,3 +271,22 @@ def test_kernel_build_is_cached_privately(tmp_path: Path, monkeypatch: pytest.Mo
     os.chmod(folder, 0o700)
     os.chmod(built[0], 0o666)
     assert not _stats._owned_file(built[0])
+
+
+@needs_kernel
+def test_a_cached_library_that_does_not_load_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build cut short left a file that is no library: it is built again. (The file
+    is put in a cache of its own: a library loaded once stays loaded under its path.)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "first"))
+    monkeypatch.setattr(_stats, "_kernel_state", [])
+    assert _stats.kernel() is not None
+    (built,) = (tmp_path / "first" / "tdview").glob("diff-*.so")
+    broken = tmp_path / "second" / "tdview" / built.name
+    broken.parent.mkdir(parents=True, mode=0o700)
+    broken.write_bytes(b"not a library")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "second"))
+    monkeypatch.setattr(_stats, "_kernel_state", [])
+    assert _stats.kernel() is not None
+    assert broken.read_bytes() != b"not a library"

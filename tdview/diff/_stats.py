@@ -171,7 +171,7 @@ def compare_chunk(
     :func:`kernel_values`).
     """
     k = ta.numel()
-    if use_kernel and k >= KERNEL_MIN:
+    if use_kernel and k >= KERNEL_MIN and ta.is_contiguous() and tb.is_contiguous():
         found = kernel_for(ta.dtype, tb.dtype)
         if found is not None and kernel_values(
             acc, found, ta.dtype, ta.data_ptr(), tb.data_ptr(), k, rtol, atol
@@ -427,10 +427,15 @@ def _load_kernel() -> Kernel | None:
     cache = _cache_dir()
     if cache is not None:
         path = cache / f"diff-{key}.so"
-        if not _owned_file(path):
-            _build(compiler, flags, cache, path)
-        if _owned_file(path):
-            return Kernel(ctypes.CDLL(str(path)))
+        for _ in range(2):  # a library that does not load (a build cut short): once more
+            if not _owned_file(path):
+                _build(compiler, flags, cache, path)
+            if not _owned_file(path):
+                return None
+            try:
+                return Kernel(ctypes.CDLL(str(path)))
+            except (OSError, AttributeError):
+                path.unlink(missing_ok=True)
         return None
     with tempfile.TemporaryDirectory(prefix="tdview-kernel-") as tmp:  # no cache: this process
         path = Path(tmp) / "diff.so"
