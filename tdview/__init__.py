@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-# Eager (the package is light): importing the subpackage ``tdview.load`` binds that name
-# on this package, so the function must be bound after it, once and for all.
-from .load import load, load_memmap  # noqa: E402  isort: skip
+# Eager (the package is light): ``tdview.load`` is the function, the loader is the
+# subpackage ``tdview.loader``.
+from .loader import load, load_memmap  # noqa: E402  isort: skip
 from .diff import diff  # noqa: E402  isort: skip
 
 if TYPE_CHECKING:

@@ -34,16 +34,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "storage": frozenset({"errors"}),
     "format": BASE | {"storage"},  # storage's WINDOWS_PATHS, for the key codec
     "index": BASE | {"storage", "format"},
-    "load": BASE | {"storage", "format", "index"},
+    "loader": BASE | {"storage", "format", "index"},
     # the static text tree (`tdview tree`, the saved output) and its HTML: index only
     "views": BASE | {"storage", "format", "index"},
-    "diff": BASE | {"storage", "format", "index", "load"},
-    "protocol": BASE | {"storage", "format", "index", "load", "diff"},
-    "widget": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol"},
+    "diff": BASE | {"storage", "format", "index", "loader"},
+    "protocol": BASE | {"storage", "format", "index", "loader", "diff"},
+    "widget": BASE | {"storage", "format", "index", "loader", "diff", "views", "protocol"},
     "demo": BASE,  # writes with tensordict's own writers, reads nothing of tdview
     # the command line and the package's lazy re-exports stand on top of everything
-    "cli": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol", "demo"},
-    "tdview": BASE | {"storage", "format", "index", "load", "diff", "views", "protocol", "widget"},
+    "cli": BASE | {"storage", "format", "index", "loader", "diff", "views", "protocol", "demo"},
+    "tdview": BASE
+    | {"storage", "format", "index", "loader", "diff", "views", "protocol", "widget"},
 }
 
 #: Root modules that are not a layer of their own name.
@@ -57,7 +58,7 @@ DEFERRED = {
     # called: load stands on index (a top-level import would be a cycle), and `import
     # tdview.index` stays free of torch and tensordict. A hook registered by the load
     # package would only hide this arrow (ARCHITECTURE.md, plan item 2).
-    ("index/_checkpoint.py", "tdview.load._api"),
+    ("index/_checkpoint.py", "tdview.loader._api"),
 }
 
 
@@ -163,12 +164,16 @@ def test_every_deferred_exception_is_still_needed() -> None:
         ),
         (
             "index/_rollup.py",
-            "def g():\n    from ..load._api import load_checkpoint\n",
-            "index imports tdview.load._api (load) in a function",
+            "def g():\n    from ..loader._api import load_checkpoint\n",
+            "index imports tdview.loader._api (loader) in a function",
         ),
-        ("load/_api.py", "from ..protocol._load import load", "load imports tdview.protocol._load"),
+        (
+            "loader/_api.py",
+            "from ..protocol._load import load",
+            "loader imports tdview.protocol._load",
+        ),
         ("protocol/_load.py", "from tdview.widget import TDView", "protocol imports tdview.widget"),
-        ("views/_tree.py", "from ..load import load_memmap", "views imports tdview.load"),
+        ("views/_tree.py", "from ..loader import load_memmap", "views imports tdview.loader"),
         ("errors.py", "from .storage import Store", "errors imports tdview.storage"),
     ],
 )

@@ -264,7 +264,7 @@ def test_a_pickled_value_says_when_it_is_unpickled(tmp_path: Path) -> None:
     """Not "pickled, locked" (which reads like tensordict's is_locked and hides that the
     default allow_pickle=None unpickles, with a FutureWarning): its size, what it imports
     and when it is unpickled; the protocol says the same."""
-    from tdview.load import load_memmap
+    from tdview.loader import load_memmap
     from tdview.protocol._summaries import PICKLE_PROBLEM, details
     from tdview.views._tree import PICKLE_POLICY, describe
 

@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 import tdview
 from tdview import Checkpoint
 from tdview.errors import CheckpointFormatError, LeafDataError
-from tdview.load import _leaves, _mapping
+from tdview.loader import _leaves, _mapping
 from tdview.storage import ArchiveStore
 
 from .compare import assert_same

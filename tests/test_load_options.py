@@ -37,7 +37,7 @@ from tdview.errors import (
     UnsupportedFormatVersionError,
 )
 from tdview.index import needs_unpickling, walk
-from tdview.load import PICKLE_WARNING
+from tdview.loader import PICKLE_WARNING
 from tdview.storage import ArchiveStore, DirectoryStore
 
 from .compare import assert_same
@@ -541,7 +541,7 @@ def test_nesting_deeper_than_one_load_builds(tmp_path: Path) -> None:
     part loads with subpath=, and a higher limit loads more."""
     import sys
 
-    from tdview.load._build import depth_room
+    from tdview.loader._build import depth_room
 
     room = depth_room() - 5  # this test's own frames are a few below the loader's
     loaded = tdview.load_memmap(_chain(tmp_path / "ok.tdz", room))
@@ -762,7 +762,7 @@ def test_every_entry_point_checks_the_options_before_it_reads(
 
 
 def test_a_load_request_is_frozen_and_holds_a_torch_device() -> None:
-    from tdview.load import LoadRequest
+    from tdview.loader import LoadRequest
 
     request = LoadRequest("sub", "cpu", mode="r", num_threads=2)
     assert request.device == torch.device("cpu") and request.subpath == "sub"
@@ -802,4 +802,4 @@ def test_the_options_are_checked_in_one_place() -> None:
             for node in ast.walk(scope):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) in checks:
                     callers.add((path.relative_to(package).as_posix(), scope.name))
-    assert callers == {("load/_api.py", "__new__")}
+    assert callers == {("loader/_api.py", "__new__")}

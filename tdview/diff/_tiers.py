@@ -270,7 +270,7 @@ def _stored_crc(store: Any, key: str, size: int) -> int | None:
 def _node_value(ckpt: Checkpoint, node: Node, allow_pickle: bool) -> Any:
     """A non-tensor node's value: from ``meta.json``, ``json_types.json`` names or its
     pickle (a NonTensorData's ``data`` field; a tensorclass's extra fields)."""
-    from ..load._pickles import non_tensor_extras, unpickle_file
+    from ..loader._pickles import non_tensor_extras, unpickle_file
 
     if node.has_value:
         return node.value

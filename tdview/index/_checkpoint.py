@@ -565,7 +565,7 @@ class Checkpoint:
             return self.device(inner) if inner is not None else None
         return getattr(meta, "device", None)
 
-    # -- loading (tdview.load; imported on first use: load stands on the index) -----
+    # -- loading (tdview.loader; imported on first use: it stands on the index) -----
 
     def load(
         self,
@@ -592,7 +592,7 @@ class Checkpoint:
         >>> ckpt = Checkpoint("ckpt.tdz")                                # doctest: +SKIP
         >>> head = ckpt.load("model/head", device="cpu", mode="r")       # doctest: +SKIP
         """
-        from ..load._api import LoadRequest, run
+        from ..loader._api import LoadRequest, run
 
         request = LoadRequest(
             subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
@@ -610,7 +610,7 @@ class Checkpoint:
         >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
         torch.Size([2, 3, 1])
         """
-        from ..load._api import LoadRequest, run
+        from ..loader._api import LoadRequest, run
 
         return run(self, LoadRequest(subpath, device, mode=mode, leaf=True))
 

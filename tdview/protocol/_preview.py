@@ -16,7 +16,7 @@ The leaf is loaded memory-mapped (``mode="r"``). What is sent for each dtype
 (the rows from ``offset`` on). Indexing a mapped leaf is a view: only the pages of the
 rows and columns shown are read. A leaf of a remote checkpoint, stored as it is (a
 folder's file, a STORED archive entry), is sliced the same way as a ``meta`` tensor, and
-only the byte ranges of what is shown are read (:mod:`tdview.load._ranged`: adjacent
+only the byte ranges of what is shown are read (:mod:`tdview.loader._ranged`: adjacent
 rows are one ranged read); a nested or compressed remote leaf is read whole. The reply's
 ``selection`` says what was picked, clipped to the leaf: ``{index, dims: [{start, stop,
 step, kept}], shape}`` (``index`` written back canonically, one dim per dim of the leaf,
@@ -63,7 +63,7 @@ import torch
 from ..errors import LimitExceededError, PreviewUnsupportedError
 from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
 from ..index._facts import COPY, DECOMPRESS
-from ..load._ranged import ranged_leaf
+from ..loader._ranged import ranged_leaf
 from ._heatmap import heatmap as heatmap_of
 from ._load import host_memory
 from ._selection import Dim, Part, index_text, select

@@ -1,7 +1,7 @@
 """Statistics and histogram of a leaf, read in chunks of :data:`CHUNK` elements (memory
 stays bounded whatever the leaf's size; the leaf is read twice: statistics, then the
 histogram over their range). A remote leaf is a ``meta`` tensor and ``read`` reads each
-chunk by byte ranges (:class:`tdview.load._ranged.RangedLeaf`): one range per chunk, so
+chunk by byte ranges (:class:`tdview.loader._ranged.RangedLeaf`): one range per chunk, so
 the same bound holds for its memory, and its requests are one per 8 MiB.
 
 What is sent for each kind of dtype (a statistic that means nothing for it is None):
