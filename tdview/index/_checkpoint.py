@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from .._gc import gc_paused
@@ -25,6 +26,7 @@ from ..format import (
 )
 from ..storage import Store, open_store
 from . import _children as ch
+from ._ahead import ReadAhead, read_ahead_wanted
 from ._dims import nested_batch_problems, range_problem
 from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, LoadItem, Node, index_kind
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
@@ -86,9 +88,12 @@ class Checkpoint:
             return super().__new__(cls)
         store = open_store(prefix)
         first: bytes | TDViewError | OSError | None = None
+        took = 0.0  # how long the root's meta.json took: a slow file system reads ahead
         if store.kind == "directory":
+            start = perf_counter()
             try:
                 first = store.read_bytes("meta.json", MAX_META_BYTES)
+                took = perf_counter() - start
             except FileNotFoundError as error:
                 if not os.path.lexists(os.path.join(store.root, "meta.json")):
                     from ._collection import Collection
@@ -99,7 +104,7 @@ class Checkpoint:
             except (TDViewError, OSError) as error:
                 first = error
         self = super().__new__(cls)
-        self._opened = store, first  # type: ignore[attr-defined]
+        self._opened = store, first, took  # type: ignore[attr-defined]
         return self
 
     def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
@@ -107,6 +112,9 @@ class Checkpoint:
         self.store: Store = open_store(prefix) if opened is None else opened[0]
         # the root's meta.json as __new__ read it (read_meta takes it once)
         self._first = None if opened is None else opened[1]
+        # the reads queued ahead (see _ahead), on a slow file system only
+        wanted = opened is not None and read_ahead_wanted(opened[2])
+        self._ahead = ReadAhead(self.store, robust_key is not False) if wanted else None
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
         self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
@@ -123,6 +131,8 @@ class Checkpoint:
         return self.store.root
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()  # no read of its store left running
         self.store.close()
 
     def __enter__(self) -> Checkpoint:
@@ -150,12 +160,25 @@ class Checkpoint:
             try:
                 if isinstance(first, Exception):
                     raise first
-                data = self.store.read_bytes(key, MAX_META_BYTES) if first is None else first
+                ahead = self._ahead.take(key) if self._ahead is not None else None
+                parsed = None
+                if first is not None:
+                    data = first
+                elif ahead is not None:
+                    data, parsed = ahead.result()  # what the read raised is raised here
+                else:
+                    data = self.store.read_bytes(key, MAX_META_BYTES)
                 self.meta_bytes_read += len(data)
                 found = self._parsed.get(data)
                 if found is None:
+                    if isinstance(parsed, Exception):
+                        raise parsed
                     where = self.store.display(key)
-                    found = parse_node(parse_meta_json(data, where), where)
+                    found = (
+                        parsed
+                        if parsed is not None
+                        else parse_node(parse_meta_json(data, where), where)
+                    )
                     self._remember(data, found)
             except (TDViewError, OSError) as error:
                 found = error
@@ -256,6 +279,12 @@ class Checkpoint:
                 nested_batch_problems(self, node, children)
         return list(node.children_order)
 
+    def read_ahead(self, dirkey: str, meta: NodeMeta) -> None:
+        """On a slow file system (see :mod:`._ahead`), queue the reads a walk of the
+        folder ``dirkey`` is about to make."""
+        if self._ahead is not None:
+            self._ahead.below(dirkey, meta)
+
     def load_items(self, node: Node) -> Iterable[LoadItem]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf
         whose file exists may come as a :class:`LeafFile` instead of a node, so that
@@ -268,6 +297,8 @@ class Checkpoint:
             or meta.legacy_no_collection_records
         ):
             return self.children(node)
+        if self._ahead is not None:
+            self.read_ahead(node.dirkey, meta)
         return ch.tensordict_children(
             self.store,
             node.path,
@@ -294,6 +325,8 @@ class Checkpoint:
             or inner.meta.legacy_no_collection_records
         ):
             return None
+        if self._ahead is not None:
+            self.read_ahead(inner.dirkey, inner.meta)
         return ch.tensordict_children(
             self.store,
             node.path,

@@ -61,6 +61,20 @@ def _names(key: str, *, robust: bool, collection: bool) -> tuple[str, ...]:
     return found
 
 
+#: Leaves of a folder probed ahead at most (a folder with more is listed instead).
+PROBED_LEAVES = 8
+
+
+def collection_names(key: str, *, robust: bool) -> tuple[str, ...]:
+    """The folder names a collection entry ``key`` is looked for under, in order."""
+    return _NAMES[robust, True].get(key) or _names(key, robust=robust, collection=True)
+
+
+def leaf_names(key: str, *, robust: bool) -> tuple[str, ...]:
+    """The file names (``.memmap``) a leaf ``key`` is looked for under, in order."""
+    return _NAMES[robust, False].get(key) or _names(key, robust=robust, collection=False)
+
+
 def leaf_files(store: Store, dirkey: str, key: str, *, robust: bool) -> tuple[str | None, str]:
     """Find a leaf's ``.memmap`` file: ``(store key or None, the name tried first)``."""
     names = _names(key, robust=robust, collection=False)

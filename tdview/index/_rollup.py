@@ -150,6 +150,7 @@ def _totals_frame(
     """A frame whose plain leaves are totalled at once from ``folder``'s ``meta``; the
     rollup is cached under ``cache_key`` (a tensorclass's own folder, for its inner
     TensorDict's entries) and ``extra`` children (its JSON fields) follow the rest."""
+    ckpt.read_ahead(folder, meta)  # on a slow file system: the reads it is about to make
     nbytes, numel, leaves, by_dtype, rest = tensordict_totals(
         ckpt.store, path, folder, meta, robust=ckpt.robust
     )
