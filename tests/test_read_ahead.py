@@ -186,3 +186,28 @@ def test_a_changed_meta_json_is_read_as_it_is_when_read(
         assert [e.key for e in node.meta.entries] == [  # type: ignore[union-attr]
             k for k, v in on_disk.items() if isinstance(v, dict)
         ]
+
+
+def test_search_and_totals_read_ahead_and_agree(
+    tmp_path: Path, slow_calls: Counter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search and a subtree's totals (the tree view's walks) read ahead too, and find
+    what they find without it."""
+    from tdview.index import rollup, search
+
+    path = model_checkpoint(tmp_path / "ckpt")
+    answers = []
+    for mode in ("0", "1"):
+        monkeypatch.setenv(ENV, mode)
+        slow_calls.clear()
+        with Checkpoint(path) as ckpt:
+            found = search(ckpt, "weight", limit=1000)
+        with Checkpoint(path) as ckpt:
+            total = rollup(ckpt, ckpt.root)
+        answers.append((found, total.bytes, total.leaves, total.by_dtype))
+        if mode == "1":
+            assert slow_calls["worker meta.json"] > 0, slow_calls
+        else:
+            assert slow_calls["worker"] == 0, slow_calls
+    assert answers[0] == answers[1]
+    assert len(answers[0][0][0]) == 7  # the six Linear layers' weights, the LayerNorm's

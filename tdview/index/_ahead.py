@@ -119,12 +119,14 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._closed = False
 
-    def below(self, dirkey: str, meta: NodeMeta) -> None:
+    def below(self, dirkey: str, meta: NodeMeta, *, probes: bool = True) -> None:
         """Queue the reads a walk of folder ``dirkey`` (its parsed ``meta``) is about to
         make: its sub-folders' (each read queues what is below it in turn), then the
-        probes of its leaf files, which the walk needs first (the newest run first)."""
+        probes of its leaf files, which the walk needs first (the newest run first).
+        ``probes``: False for a walk that never looks at a leaf's file (a search); the
+        reads it queues below skip them too."""
         if type(meta) is TensorclassNode:
-            self._folder(join_key(dirkey, TENSORCLASS_INNER))
+            self._folder(join_key(dirkey, TENSORCLASS_INNER), probes)
             return
         if type(meta) is not TensorDictNode or meta.legacy_no_collection_records:
             return
@@ -140,23 +142,23 @@ class ReadAhead:
                 if names:
                     leaves.append(prefix + names[0])
         for folder in reversed(folders):  # the first sub-folder ends up newest
-            self._folder(folder)
-        if leaves and len(meta.entries) <= PROBED_LEAVES:  # more: the store lists it
+            self._folder(folder, probes)
+        if probes and leaves and len(meta.entries) <= PROBED_LEAVES:  # more: listed
             is_file = self.store.is_file
             with self._lock:
                 if self._closed:
                     return
-                probes = self._probes
-                if len(probes) >= MAX_QUEUED:
-                    probes[:] = [f for f in probes if not f.done()]
-                if len(probes) < MAX_QUEUED:
-                    probes.append(_POOL.submit(lambda: [_probe(is_file, k) for k in leaves]))
+                tasks = self._probes
+                if len(tasks) >= MAX_QUEUED:
+                    tasks[:] = [f for f in tasks if not f.done()]
+                if len(tasks) < MAX_QUEUED:
+                    tasks.append(_POOL.submit(lambda: [_probe(is_file, k) for k in leaves]))
 
-    def _folder(self, dirkey: str) -> None:
+    def _folder(self, dirkey: str, probes: bool) -> None:
         key = join_key(dirkey, "meta.json")
-        self._queue(key, lambda: self._read(dirkey, key))
+        self._queue(key, lambda: self._read(dirkey, key, probes))
 
-    def _read(self, dirkey: str, key: str) -> tuple[bytes, NodeMeta | TDViewError]:
+    def _read(self, dirkey: str, key: str, probes: bool) -> tuple[bytes, NodeMeta | TDViewError]:
         """A folder's ``meta.json``, read and parsed (a parse error is returned, to be
         raised where the walk reads it), and what is below it queued."""
         data = self.store.read_bytes(key, MAX_META_BYTES)
@@ -165,7 +167,7 @@ class ReadAhead:
             meta = parse_node(parse_meta_json(data, where), where)
         except TDViewError as error:
             return data, error
-        self.below(dirkey, meta)
+        self.below(dirkey, meta, probes=probes)
         return data, meta
 
     def _queue(self, key: str, call: Callable[[], object]) -> None:

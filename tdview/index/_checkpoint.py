@@ -279,11 +279,11 @@ class Checkpoint:
                 nested_batch_problems(self, node, children)
         return list(node.children_order)
 
-    def read_ahead(self, dirkey: str, meta: NodeMeta) -> None:
+    def read_ahead(self, dirkey: str, meta: NodeMeta, *, probes: bool = True) -> None:
         """On a slow file system (see :mod:`._ahead`), queue the reads a walk of the
-        folder ``dirkey`` is about to make."""
+        folder ``dirkey`` is about to make (``probes``: of its leaf files too)."""
         if self._ahead is not None:
-            self._ahead.below(dirkey, meta)
+            self._ahead.below(dirkey, meta, probes=probes)
 
     def load_items(self, node: Node) -> Iterable[LoadItem]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf

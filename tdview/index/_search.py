@@ -110,6 +110,8 @@ def _folder_level(ckpt: Checkpoint, dirkey: str, meta: TensorDictNode) -> _Level
             subs = tuple(i for i, record in enumerate(order) if not isinstance(record, LeafRecord))
             known = lowered[id(meta)] = (meta, keys, Keys([k.lower() for k in keys]), subs)
         _, keys, lower, subs = known
+        if subs:
+            ckpt.read_ahead(dirkey, meta, probes=False)  # on a slow file system
         level = folders[dirkey] = _Level(
             keys, lower, subs, dirkey=dirkey, meta=meta, below=[_UNRESOLVED] * len(subs)
         )
