@@ -19,6 +19,7 @@ from tdview.errors import TDViewError
 from tdview.index import Checkpoint, rollup
 
 from . import _checkpoints as ck
+from . import _modules as md
 from ._harness import Result, compare
 
 
@@ -168,7 +169,7 @@ def hub_cache_cases(root: Path, sizes: Sizes) -> list[Result]:
         print(f"… case 10 left out: {type(error).__name__}: {str(error)[:120]}", flush=True)
         return []
     nbytes = sum(f.stat().st_size for f in path.rglob("*.memmap"))
-    return [
+    results = [
         per_load(
             "10 hub cache",
             f"{nbytes / 2**10:.0f} KiB tensorclass, {device or 'mapped'}",
@@ -178,6 +179,25 @@ def hub_cache_cases(root: Path, sizes: Sizes) -> list[Result]:
         )
         for device in (None, "meta")
     ]
+    # a model's many files (case 11's module tree), each a link into blobs/: the per-link
+    # check against a fixed cost of a few files
+    saved = md.write_module_tree(sizes.moe_leaves, root / "hub-modules-saved")
+    tree = ck.write_hub_cache(TensorDict.load_memmap(saved).clone(), root, "modules")
+    files = sum(1 for _ in tree.rglob("*") if _.is_symlink())
+    for device in (None, "meta"):
+        results.append(
+            compare(
+                "10 hub cache",
+                f"module tree, {files} linked files, {device or 'mapped'}",
+                {
+                    "tensordict": lambda d=device: reference_load(tree, device=d),
+                    "tdview": lambda d=device: tdview.load_memmap(tree, device=d),
+                },
+                baseline="tensordict",
+                reps=sizes.reps,
+            )
+        )
+    return results
 
 
 def reference_load(path: Path, **kwargs: object) -> object:
