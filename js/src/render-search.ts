@@ -152,6 +152,7 @@ export class SearchBox {
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return undefined;
       const message = error instanceof ProtocolError ? error.message : String(error);
+      this.#shown = ""; // no page on show: a count that comes later leaves the message
       this.#show([], [], false, `search failed: ${message}`);
       return undefined;
     }

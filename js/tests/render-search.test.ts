@@ -141,6 +141,25 @@ describe("SearchBox counting after the first page", () => {
     expect(source.held).toHaveLength(1);
   });
 
+  it("keeps a failed page's message when the count comes after it", async () => {
+    const { source, box, status, next } = held();
+    void box.search("wide/*");
+    await tick();
+    const search = source.search.bind(source);
+    source.search = (pattern, limit, opts) =>
+      limit !== 0 && opts?.offset
+        ? Promise.reject(new ProtocolError("OSError", "disk gone"))
+        : search(pattern, limit, opts);
+    next()?.click(); // the next page fails while the count still runs
+    await tick();
+    expect(status()).toBe("search failed: disk gone");
+    source.held[0]?.release();
+    await tick();
+    await tick();
+    expect(status()).toBe("search failed: disk gone");
+    expect(box.element.querySelectorAll(".tdview-search-result")).toHaveLength(0);
+  });
+
   it("says so when the count fails, and keeps the page", async () => {
     const { source, box, status } = held();
     const search = source.search.bind(source);
