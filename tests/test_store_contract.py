@@ -9,13 +9,18 @@ server) and a remote folder on S3 (moto's server). Each server is started once f
 session (:mod:`tests.remote_servers`), not per test.
 
 What a store says of itself is the only thing that differs: whether its files are
-entries of an archive, and whether they can be mapped (:data:`KINDS`).
+entries of an archive (``packed``), whether they can be mapped (``mappable``), and whether
+its folders are local ones (``local_folders``) (:data:`KINDS`). Every method of the
+payload seam (``locate``, ``stored_span``, ``map``, ``read_into``, ``decompress``,
+``fetch``, ``check_intact``) is asked of all four.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
+import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +30,7 @@ import torch
 from tensordict import TensorDict, pack_memmap
 
 import tdview
-from tdview.errors import UnsafeCheckpointError
+from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
 from tdview.storage import Payload, Store, open_store
 
 from .remote_servers import LoggedMotoServer, RangeServer
@@ -279,3 +284,190 @@ def test_compressed_payload(deflated: Store, key: str, contract_root: Path) -> N
         assert not payload.as_stored and not payload.mappable
         data = _where(deflated, payload, contract_root)
         assert zlib.decompress(data, -15) == _bytes(tensor)
+
+
+# -- what a store says it can do ----------------------------------------------------------------
+
+#: store kind -> (packed, local_folders)
+CAPABILITIES = {
+    "directory": (False, True),
+    "archive": (True, False),
+    "remote-directory": (False, False),
+    "remote-archive": (True, False),
+}
+
+
+def test_capabilities(store: Store) -> None:
+    packed, local_folders = CAPABILITIES[store.contract_kind]  # type: ignore[attr-defined]
+    assert store.packed is packed
+    assert store.local_folders is local_folders
+    assert store.packed is KINDS[store.contract_kind][1]  # type: ignore[attr-defined]
+
+
+# -- stored_span ------------------------------------------------------------------------------
+
+
+def test_stored_span(store: Store) -> None:
+    """The archive's cheap answer: where a stored leaf lies in the file map opens (what
+    locate says); None for a store whose files are their own or are not mapped."""
+    for key in _leaves():
+        span = store.stored_span(key)
+        payload = store.locate(key)
+        if store.packed and store.mappable:
+            assert span == (payload.offset, payload.size), key
+        else:
+            assert span is None, key
+    assert store.stored_span("nope.memmap") is None
+
+
+def test_stored_span_of_a_compressed_entry_is_none(deflated: Store) -> None:
+    for key in _leaves():
+        payload = deflated.locate(key)
+        if not payload.as_stored or not deflated.mappable:
+            assert deflated.stored_span(key) is None, key
+
+
+# -- map ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", [False, None])
+def test_map_opens_the_file_that_holds_the_bytes(store: Store, write: bool | None) -> None:
+    for key, tensor in _leaves().items():
+        if not store.mappable:
+            with pytest.raises(io.UnsupportedOperation):
+                store.map(key, write=write)
+            continue
+        fd, st, shared = store.map(key, write=write)
+        try:
+            offset = store.locate(key).offset
+            assert offset is not None
+            if store.packed:
+                assert store.stored_span(key) == (offset, tensor.numel() * tensor.element_size())
+                assert not shared  # private for mode None and "r": a shared one is "r+"
+            assert st.st_size >= offset + tensor.numel() * tensor.element_size()
+            data = os.pread(fd, tensor.numel() * tensor.element_size(), offset)
+            assert data == _bytes(tensor), key
+            with open(store.opened_path(fd, key), "rb") as f:
+                f.seek(offset)
+                assert f.read(len(data)) == data
+        finally:
+            os.close(fd)
+
+
+def test_map_for_writing(store: Store) -> None:
+    if not store.mappable:
+        with pytest.raises(io.UnsupportedOperation):
+            store.map("w.memmap", write=True)
+        return
+    fd, _, shared = store.map("w.memmap", write=True)
+    try:
+        assert shared
+        assert os.fstat(fd).st_size > 0  # an open descriptor of the file
+    finally:
+        os.close(fd)
+
+
+def test_map_of_a_missing_key(store: Store) -> None:
+    if not store.mappable:
+        return
+    with pytest.raises(FileNotFoundError, match=r"nope\.memmap"):
+        store.map("nope.memmap")
+
+
+# -- read_into ----------------------------------------------------------------------------------
+
+
+def test_read_into(store: Store) -> None:
+    for key, tensor in _leaves().items():
+        want = _bytes(tensor)
+        buf = bytearray(len(want))
+        store.read_into(key, 0, buf)
+        assert bytes(buf) == want, key
+        if len(want) > 3:
+            part = bytearray(len(want) - 3)
+            store.read_into(key, 2, memoryview(part))
+            assert bytes(part) == want[2:-1], key
+        store.read_into(key, len(want), bytearray(0))  # nothing, at the end
+
+
+def test_read_into_refuses_a_range_past_the_end(store: Store) -> None:
+    size = len(_bytes(_leaves()["w.memmap"]))
+    with pytest.raises(ValueError):
+        store.read_into("w.memmap", size - 2, bytearray(4))
+    with pytest.raises(ValueError):
+        store.read_into("w.memmap", -1, bytearray(1))
+    with pytest.raises(FileNotFoundError):
+        store.read_into("nope.memmap", 0, bytearray(1))
+    with pytest.raises(UnsafeCheckpointError):
+        store.read_into("../w.memmap", 0, bytearray(1))
+
+
+def test_read_ranges(store: Store) -> None:
+    want = _bytes(_leaves()["ids.memmap"])
+    dest = bytearray(8 + 16)
+    store.read_ranges("ids.memmap", [(0, 8), (40, 56)], memoryview(dest))
+    assert bytes(dest) == want[0:8] + want[40:56]
+
+
+def test_read_ranges_refuses_a_compressed_entry(deflated: Store) -> None:
+    for key in _leaves():
+        if not deflated.locate(key).as_stored:
+            with pytest.raises(ArchiveError):
+                deflated.read_ranges(key, [(0, 1)], memoryview(bytearray(1)))
+
+
+def test_read_into_a_compressed_entry_reads_its_stream(
+    deflated: Store, contract_root: Path
+) -> None:
+    for key in _leaves():
+        payload = deflated.locate(key)
+        buf = bytearray(payload.stored_size)
+        deflated.read_into(key, 0, buf)
+        assert bytes(buf) == _where(deflated, payload, contract_root), key
+
+
+# -- decompress -------------------------------------------------------------------------------
+
+
+def test_decompress(store: Store) -> None:
+    for key, tensor in _leaves().items():
+        data = store.decompress(key)
+        assert data.dtype.name == "uint8" and data.flags.writeable, key
+        assert data.tobytes() == _bytes(tensor), key
+        assert store.decompress(key, max_size=len(data)).tobytes() == _bytes(tensor)
+    with pytest.raises(LimitExceededError):
+        store.decompress("w.memmap", max_size=3)
+    with pytest.raises(FileNotFoundError):
+        store.decompress("nope.memmap")
+
+
+def test_decompress_a_compressed_entry(deflated: Store) -> None:
+    for key, tensor in _leaves().items():
+        assert deflated.decompress(key).tobytes() == _bytes(tensor), key
+    with pytest.raises(LimitExceededError):
+        deflated.decompress("w.memmap", max_size=3)
+
+
+# -- fetch, check_intact ----------------------------------------------------------------------
+
+
+def test_fetch(store: Store) -> None:
+    seen: list[str] = []
+    wanted: dict[str, int | None] = {"w.memmap": None, "nested/b.memmap": None, "nope.memmap": None}
+    found = store.fetch(wanted, done=seen.append)
+    assert bytes(found["w.memmap"]) == _bytes(_leaves()["w.memmap"])
+    assert bytes(found["nested/b.memmap"]) == _bytes(_leaves()["nested/b.memmap"])
+    assert isinstance(found["nope.memmap"], FileNotFoundError)
+    assert {"w.memmap", "nested/b.memmap"} <= set(seen)
+
+
+def test_fetch_a_prefix_of_a_folder_file(store: Store) -> None:
+    """A folder's file is read up to the bytes wanted (an archive entry is read whole:
+    the loader checks its size)."""
+    found = store.fetch({"ids.memmap": 16})
+    want = _bytes(_leaves()["ids.memmap"])
+    assert bytes(found["ids.memmap"]) == (want if store.packed else want[:16])
+
+
+def test_check_intact(store: Store) -> None:
+    store.check_intact()  # nothing changed: no error

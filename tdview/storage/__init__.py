@@ -18,7 +18,7 @@ Examples
 from __future__ import annotations
 
 from ._archive import ArchiveStore
-from ._base import WINDOWS_PATHS, EntryInfo, Payload, Store
+from ._base import WINDOWS_PATHS, EntryInfo, Mapped, Payload, Store
 from ._directory import DirectoryStore
 from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
@@ -31,6 +31,7 @@ __all__ = [
     "DirectoryStore",
     "EntryInfo",
     "Link",
+    "Mapped",
     "Payload",
     "RemotePath",
     "Store",

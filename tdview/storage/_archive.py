@@ -11,6 +11,7 @@ STORED payloads are zero-copy views of the single read-only mapping.
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import zlib
@@ -25,7 +26,7 @@ from ..errors import (
     TDViewError,
     UnsafeCheckpointError,
 )
-from ._base import EntryInfo, Payload, Store, check_key, not_found
+from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
 from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
@@ -38,6 +39,9 @@ __all__ = ["ArchiveStore"]
 META = "meta.json"
 # Local headers read one by one in a walk before the rest are read in one pass (prepare).
 _BULK = 64
+_PAGE = mmap.PAGESIZE
+# How far behind a read of read_into its pages are dropped from the process.
+_BEHIND = 2 << 20
 
 
 class ArchiveStore(Store):
@@ -72,6 +76,7 @@ class ArchiveStore(Store):
     """
 
     kind = "archive"
+    packed = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(path))
@@ -249,6 +254,10 @@ class ArchiveStore(Store):
         ArchiveError
             The path names another file now, or the file's size changed.
         """
+        return self._open_checked(write)[0]
+
+    def _open_checked(self, write: bool) -> tuple[int, os.stat_result]:
+        """:meth:`open_mapped`, with the ``fstat`` of the descriptor it checked."""
         fd = os.open(self.root, READ_FLAGS | (os.O_RDWR if write else 0))
         try:
             st = os.fstat(fd)
@@ -265,7 +274,49 @@ class ArchiveStore(Store):
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, st
+
+    def map(self, key: str, *, write: bool | None = False) -> Mapped:
+        """The archive file, for the one mapping every STORED entry is a view of (see
+        :meth:`open_mapped`); ``key``'s content lies at :meth:`stored_span`. ``write``:
+        True for a shared mapping (``mode="r+"``); None is read-only, as False is (a
+        private mapping: writes stay in memory)."""
+        if key:
+            self._central(key)  # a file of the archive, else its error
+        fd, st = self._open_checked(bool(write))
+        return fd, st, bool(write)
+
+    def opened_path(self, fd: int, key: str) -> str:
+        """The archive's path (its file was checked on ``fd`` to be the one it read)."""
+        return self.root
+
+    def read_into(self, key: str, offset: int, buf: object) -> None:
+        """Copy the stored bytes out of the one read-only mapping (after
+        :meth:`check_intact`), then drop the pages read (and those up to 2 MiB behind,
+        within the entry) from the process: they stay in the page cache, so reading a
+        1 GB archive through here does not leave 1 GB resident."""
+        e = self._readable(key)
+        out = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        n = len(out)
+        if offset < 0 or offset + n > e.stored_size:
+            raise ValueError(
+                f"{self.display(key)}: bytes {offset}..{offset + n} lie outside its "
+                f"{e.stored_size} stored bytes."
+            )
+        start = self._offsets.get(key)
+        if start is None:
+            start = self.payload_offset(key)
+        begin = start + offset
+        self.check_intact()
+        out[:] = self._view[begin : begin + n]
+        # a page fault maps the cached pages around it, behind it too (a 64 KiB window,
+        # whole large folios): drop what lies behind as well, down to the entry's start
+        low = max(start, begin - _BEHIND)
+        low -= low % _PAGE
+        try:
+            self.mapping.madvise(mmap.MADV_DONTNEED, low, begin + n - low)
+        except (AttributeError, OSError, ValueError):
+            pass  # not on this system: the pages stay until the mapping is released
 
     def close(self) -> None:
         """Release the mapping; views handed out keep it alive until they are dropped."""

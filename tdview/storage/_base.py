@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import abc
 import errno
+import io
 import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import UnsafeCheckpointError
+import numpy as np
+
+from ..errors import ArchiveError, LimitExceededError, TDViewError, UnsafeCheckpointError
 from ._links import Link
 
 __all__ = [
     "WINDOWS_PATHS",
     "EntryInfo",
+    "Mapped",
     "Payload",
     "Store",
     "check_key",
@@ -138,6 +145,11 @@ class Payload:
     mappable: bool
     link: Link | None = None
     error: BaseException | None = field(default=None, compare=False)
+
+
+#: What :meth:`Store.map` opens: ``(descriptor, its fstat, whether it is open for
+#: writing)``. The caller closes the descriptor.
+Mapped = tuple[int, os.stat_result, bool]
 
 
 def name_problem(name: str, *, windows: bool = False) -> str | None:
@@ -290,6 +302,15 @@ class Store(abc.ABC):
     #: False for a store whose files cannot be memory-mapped (a remote one, see
     #: :mod:`._remote`): the loader reads its leaves into memory with its ``fetch``
     mappable: bool = True
+    #: True for a store whose files are the entries of one archive file: each holds
+    #: exactly its bytes, may be compressed (:meth:`decompress`), has the CRC-32 the
+    #: archive records, and, mapped, is a view of the one mapping of that file
+    #: (:meth:`map` opens the archive file; :meth:`stored_span` says where it lies)
+    packed: bool = False
+    #: True for a store whose folders are folders on the local disk, where a loaded
+    #: tensordict may write back (``memmap_``): tensordict records their path as the
+    #: tensordict's ``_memmap_prefix``
+    local_folders: bool = False
 
     @abc.abstractmethod
     def display(self, key: str) -> str:
@@ -365,6 +386,135 @@ class Store(abc.ABC):
         """The symlink out of the checkpoint root through which ``key``'s file is read
         (see :mod:`._links`), or None: always None in an archive. Nothing may be written
         through such a link."""
+        return None
+
+    # -- payloads: mapping, reading, decompressing ------------------------------------
+
+    def stored_span(self, key: str) -> tuple[int, int] | None:
+        """``(offset, size)`` of the content of file ``key`` in the file :meth:`map`
+        opens, for a store that answers it from what it holds (a dict hit for an
+        archive entry whose local header was read), when that content lies there as
+        stored and can be mapped; None otherwise, and always for a store whose files are
+        their own files or cannot be mapped (ask :meth:`locate`, which says why)."""
+        return None
+
+    def map(self, key: str, *, write: bool | None = False) -> Mapped:
+        """Open, for a memory mapping, the file that holds ``key``'s bytes, checked on
+        the descriptor opened: ``(fd, fstat, whether it is open for writing)`` (the
+        caller closes ``fd``). A file of its own for a directory (``key``'s content at
+        offset 0); for an archive, the archive file, checked to be the one the store
+        read, with ``key``'s content at :meth:`stored_span` (``""``: the archive file
+        itself).
+
+        ``write``: True opens it for reading and writing (a shared mapping), False
+        read-only, None for writing where the process may write the file (and read-only
+        otherwise).
+
+        Raises
+        ------
+        io.UnsupportedOperation
+            The store cannot be mapped (:attr:`mappable` is False: a remote store).
+        UnsafeCheckpointError, FileNotFoundError
+            What opening the file raises (refused, absent, a link written through).
+        """
+        raise io.UnsupportedOperation(
+            f"{self.display(key)} cannot be memory-mapped: it is read, not mapped "
+            f"({type(self).__name__})."
+        )
+
+    def opened_path(self, fd: int, key: str) -> str:
+        """A path that opens the very file of descriptor ``fd`` (from :meth:`map` of
+        ``key``), for an API that takes a path (``torch.from_file``, where no ``mmap(2)``
+        can be called): ``/proc/self/fd/<fd>`` on Linux, the file's real path elsewhere.
+        """
+        raise io.UnsupportedOperation(f"{self.display(key)} cannot be memory-mapped.")
+
+    def read_into(self, key: str, offset: int, buf: Any) -> None:
+        """Fill ``buf`` (a writable buffer) with the stored bytes of file ``key`` that
+        start at ``offset``: its content for a payload stored as it is
+        (:attr:`Payload.as_stored`), the compressed stream of a compressed entry.
+
+        Raises
+        ------
+        ValueError
+            The range runs past the stored bytes (as the store knows their size).
+        LeafDataError
+            The file ended while it was read (it was truncated since).
+        UnsafeCheckpointError, FileNotFoundError, IsADirectoryError
+            What the store raises for the key (refused, encrypted, absent).
+        """
+        raise io.UnsupportedOperation(f"{type(self).__name__} cannot read {key!r} by range.")
+
+    def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
+        """Read the bytes ``[start, end)`` of a file stored as it is for each span into
+        ``dest``, one span after the other (a preview's rows, without the rest of the
+        file). A remote store issues them concurrently; this one reads them in turn
+        (:meth:`read_into`).
+
+        Raises
+        ------
+        ArchiveError
+            A compressed entry (its bytes cannot be read by range).
+        ValueError
+            A span outside the file.
+        """
+        if self.packed and not self.locate(key).as_stored:
+            raise ArchiveError(
+                f"{self.display(key)} is compressed: it is read whole, not by byte ranges."
+            )
+        at = 0
+        for start, end in spans:
+            if not 0 <= start <= end:
+                raise ValueError(f"{self.display(key)}: a byte range {start}..{end}.")
+            self.read_into(key, start, dest[at : at + end - start])
+            at += end - start
+
+    def decompress(
+        self, key: str, max_size: int | None = None, pool: Executor | None = None
+    ) -> np.ndarray:
+        """A fresh, writable uint8 array of the whole content of file ``key``:
+        decompressed and CRC-checked for a compressed archive entry, read as it is
+        otherwise. ``max_size``: refuse (``LimitExceededError``) a file whose declared
+        size is larger, before reading. ``pool``: threads a store may use (the CRC of a
+        large entry's chunks)."""
+        size = self.locate(key).size
+        if max_size is not None and size > max_size:
+            raise LimitExceededError(
+                f"{self.display(key)} declares {size} bytes, above the limit of {max_size} bytes."
+            )
+        out = np.empty(size, dtype=np.uint8)
+        if size:
+            self.read_into(key, 0, out.data)
+        return out
+
+    def fetch(
+        self, wanted: Mapping[str, int | None], *, done: Callable[[str], object] | None = None
+    ) -> dict[str, Any]:
+        """Read the content of many files for a load: ``{key: uint8 array}`` holding the
+        first ``wanted[key]`` bytes (the whole file for None, or when it is shorter), or
+        for a file that cannot be read, the error to raise when it is used. ``done`` is
+        called with each key once its bytes are in. A remote store issues the reads
+        concurrently, coalesced; this one reads them one after the other. An archive
+        entry is read whole (the loader checks its size against its leaf's)."""
+        out: dict[str, Any] = {}
+        for key, need in wanted.items():
+            try:
+                if need is None or self.packed:
+                    out[key] = self.decompress(key)
+                else:
+                    found = out[key] = np.empty(min(need, self.locate(key).size), np.uint8)
+                    self.read_into(key, 0, found.data)
+            except (OSError, ValueError, TDViewError) as error:
+                out[key] = error
+            if done is not None:
+                done(key)
+        return out
+
+    def check_intact(self) -> None:
+        """Raise when what the store mapped can no longer be read safely (an archive
+        file shorter now than when it was opened: a page past its end would kill the
+        process with SIGBUS); one ``fstat``. Nothing for a store that maps nothing
+        itself."""
         return None
 
     def close(self) -> None:

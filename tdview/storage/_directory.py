@@ -916,6 +916,47 @@ class DirectoryStore(Store):
             return False
         return os.access(target, os.W_OK)
 
+    # -- payloads (the Store seam: thin methods over the ones above) --------------------
+
+    local_folders = True  # a loaded folder's path is where tensordict's memmap_ writes
+
+    def map(self, key: str, *, write: bool | None = False) -> tuple[int, os.stat_result, bool]:
+        """The file of ``key``, opened and checked by :meth:`open_leaf` (``write=None``)
+        or :meth:`open_file_stat`: ``(fd, fstat, whether it is open for writing)``."""
+        if write is None:
+            return self.open_leaf(key)
+        fd, st = self.open_file_stat(key, write=write)
+        return fd, st, write
+
+    def opened_path(self, fd: int, key: str) -> str:
+        link = self.link(key)
+        return self.map_path(fd, link.real if link is not None else self.file_path(key))
+
+    def read_into(self, key: str, offset: int, buf: object) -> None:
+        """``preadv`` from the descriptor :meth:`open_file_stat` opened and checked."""
+        from ..errors import LeafDataError
+
+        out = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        fd, st = self.open_file_stat(key)
+        try:
+            want = len(out)
+            if offset < 0 or offset + want > st.st_size:
+                raise ValueError(
+                    f"{self.display(key)}: bytes {offset}..{offset + want} lie outside its "
+                    f"{st.st_size} bytes."
+                )
+            done = 0
+            while done < want:
+                got = os.preadv(fd, [out[done:]], offset + done)
+                if got <= 0:
+                    raise LeafDataError(
+                        f"{self.display(key)} ended at {offset + done} bytes while being "
+                        "read: it was truncated."
+                    )
+                done += got
+        finally:
+            os.close(fd)
+
 
 def _lstat(path: str) -> os.stat_result | None | object:
     """``os.lstat(path)``; None when absent, ``_SLOW`` when it cannot be told (a folder on

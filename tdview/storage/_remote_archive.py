@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ArchiveError, LeafDataError, LimitExceededError, UnsafeCheckpointError
 from ._archive import META, ArchiveStore
+from ._base import Mapped, Store
 from ._catalog import local_payload
 from ._codecs import STORED, decode
 from ._columns import read_columns
@@ -194,6 +195,28 @@ class RemoteArchiveStore(ArchiveStore):
 
     def stored_span(self, key: str) -> tuple[int, int] | None:
         return None  # nothing to map: the loader reads through fetch
+
+    def map(self, key: str, *, write: bool | None = False) -> Mapped:
+        return Store.map(self, key, write=write)  # refused: nothing is mapped
+
+    def opened_path(self, fd: int, key: str) -> str:
+        return Store.opened_path(self, fd, key)
+
+    def read_into(self, key: str, offset: int, buf: object) -> None:
+        """Read the stored bytes ``[offset, offset + len(buf))`` of the entry (pieces of
+        at most ``PIECE`` bytes, concurrent); its local header is read first if it was
+        not (one ranged read)."""
+        e = self._readable(key)
+        dest = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        end = offset + len(dest)
+        if offset < 0 or end > e.stored_size:
+            raise ValueError(
+                f"{self.display(key)}: bytes {offset}..{end} lie outside its "
+                f"{e.stored_size} stored bytes."
+            )
+        if end > offset:
+            jobs = span_jobs(self.path, self.payload_offset(key), [(offset, end)], dest, PIECE)
+            self.transport.read(jobs)
 
     # -- small entries (meta.json) ----------------------------------------------------
 

@@ -293,6 +293,22 @@ class RemoteDirectoryStore(Store):
         self.transport.read(jobs, finished)
         return out
 
+    def read_into(self, key: str, offset: int, buf: object) -> None:
+        """Read the bytes ``[offset, offset + len(buf))`` of the file (one span of
+        :meth:`read_ranges`)."""
+        dest = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        size = self.known_size(key)
+        if size is None:
+            if key and self.is_dir(key):
+                raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
+            raise not_found(self.display(key))
+        if offset < 0 or offset + len(dest) > size:
+            raise ValueError(
+                f"{self.display(key)}: bytes {offset}..{offset + len(dest)} lie outside "
+                f"its {size} bytes."
+            )
+        self.read_ranges(key, [(offset, offset + len(dest))], dest)
+
     def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
         """Read the bytes ``[start, end)`` of the file ``key`` for each span into ``dest``,
         one span after the other (pieces of at most ``PIECE`` bytes, concurrent).
