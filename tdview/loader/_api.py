@@ -252,7 +252,7 @@ def _context(
     fake = _len_dispatch_stack() > 0 and torch._guards.active_fake_mode() is not None
     read_data = not fake and (device is None or device.type != "meta")
     check_remote_mode(ckpt, mode)
-    if ckpt.store.kind == "archive" and mode == "r+":
+    if mode == "r+" and ckpt.store.packed:  # every entry lives in the archive file
         check_writable(ckpt.store.root)
     return LoadContext(ckpt, mode, allow_pickle, read_data, progress=progress)
 
@@ -269,7 +269,7 @@ def _prefetcher(ckpt: Checkpoint, node: Node, num_threads: int) -> Prefetcher | 
                 keys.append(key)
     if len(keys) < 2:
         return None
-    return Prefetcher(store, keys, num_threads)  # type: ignore[arg-type]
+    return Prefetcher(store, keys, num_threads)
 
 
 def _synchronize() -> None:

@@ -213,9 +213,8 @@ def _tensordict(
     if out is not None:
         _out.delete_stale(result, loaded)
     if (
-        ctx.store.kind == "directory"
+        ctx.store.local_folders
         and ctx.mode != "r"
-        and not ctx.remote
         and ctx.store.link(join_key(node.dirkey or "", "meta.json")) is None
     ):
         # where memmap_() writes back, as tensordict records it; not a folder whose

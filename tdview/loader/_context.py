@@ -126,6 +126,8 @@ class LoadContext:
     max_depth: int = 1 << 30
     _mapping: torch.Tensor | None = None
     _root: str | None = None
+    #: the store's files are entries of one archive (``Store.packed``): a leaf is a view
+    #: of the one mapping, or decompressed
     is_archive: bool = field(init=False)
     #: the store cannot be mapped (a remote one): leaves come from ``fetched`` (_remote)
     remote: bool = field(init=False)
@@ -135,8 +137,9 @@ class LoadContext:
     _prefixes: dict[str, Path] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.is_archive = self.ckpt.store.kind == "archive"
-        self.remote = not self.ckpt.store.mappable
+        store = self.ckpt.store
+        self.is_archive = store.packed
+        self.remote = not store.mappable
 
     @property
     def store(self) -> Store:
@@ -223,4 +226,4 @@ class LoadContext:
         kills the process with SIGBUS when it is read). One ``fstat``; nothing when no
         leaf views the mapping."""
         if self._mapping is not None:
-            self.ckpt.store.check_intact()  # type: ignore[attr-defined]
+            self.ckpt.store.check_intact()

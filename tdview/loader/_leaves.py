@@ -35,7 +35,7 @@ from ..errors import ArchiveModeError, LeafDataError, LinkWriteError, UnsafeChec
 from ..format import LeafRecord, torch_dtype
 from ..index import Node, show_path
 from ..index._facts import refusal
-from ..storage import Link
+from ..storage import Link, Store
 from ._context import LoadContext, user_stacklevel
 from ._fdmap import AVAILABLE, map_descriptor
 from ._remote import remote_flat
@@ -138,7 +138,7 @@ def file_leaf_tensor(
             if ctx.is_archive:
                 tensor = _archive_leaf(ctx, file, dtype, record, numel)
                 if device is not None:
-                    ctx.store.check_intact()  # type: ignore[attr-defined]  # the copy reads it
+                    ctx.store.check_intact()  # the copy reads it
             else:
                 tensor = _directory_leaf(ctx, file, dtype, record, numel)
             return tensor if device is None else tensor.to(device, non_blocking=True)
@@ -217,7 +217,7 @@ def _map_file(
         # the default mode, per file: one open, for writing where the process may write
         # the file (a shared mapping), read-only otherwise and through a link out of the
         # root (copy-on-write, recorded "r"); checked, sized and mapped as below
-        fd, st, shared = store.open_leaf(key)  # type: ignore[attr-defined]
+        fd, st, shared = store.map(key, write=None)
         try:
             _check_size(path, numel * dtype.itemsize, what, st.st_size)
             flat = map_descriptor(fd, dtype, numel, shared=shared)
@@ -235,7 +235,7 @@ def _map_file(
     # opened by the store, checked on the descriptor (no symlink or FIFO swapped in since
     # the index listed it: a regular file), long enough (a shared mapping would grow a
     # short file), and mapped from that descriptor: the path is not walked again
-    fd, st = ctx.store.open_file_stat(key, write=shared)  # type: ignore[attr-defined]
+    fd, st, _ = store.map(key, write=shared)
     try:
         _check_size(path, numel * dtype.itemsize, what, st.st_size)
         if AVAILABLE:
@@ -274,12 +274,12 @@ def _map_linked(
             "copy-on-write), or copy the checkpoint to change its files."
         )
     store = ctx.store
-    fd, st = store.open_file_stat(key)  # type: ignore[attr-defined]
+    fd, st, _ = store.map(key, write=False)
     try:
         _check_size(path, numel * dtype.itemsize, what, st.st_size)
         if not AVAILABLE:
             return torch.from_file(
-                store.map_path(fd, link.real),  # type: ignore[attr-defined]
+                store.opened_path(fd, key),
                 shared=False,
                 size=numel,
                 dtype=dtype,
@@ -335,7 +335,7 @@ def _archive_leaf(
 ) -> torch.Tensor:
     """A leaf of an archive: a view of the mapping when its entry is stored and aligned."""
     need = numel * dtype.itemsize
-    span = ctx.store.stored_span(key)  # type: ignore[attr-defined]
+    span = ctx.store.stored_span(key)
     shape = record.shape
     if span is not None and span[1] == need and span[0] % dtype.itemsize == 0:
         return ctx.typed_mapping(dtype).as_strided(
@@ -370,22 +370,35 @@ def _archive_flat(
                 f"{entry.display}: a stored entry with {entry.stored_size} stored bytes but a "
                 f"declared size of {entry.size} bytes."
             )
-        offset = store.payload_offset(key)  # type: ignore[attr-defined]
+        offset = _stored_offset(store, key)
         aligned = offset % dtype.itemsize == 0
         if not aligned and ctx.mode == "r+":
             raise ArchiveModeError(_UNALIGNED.format(root=store.root, name=key))
         flat = ctx.mapping()[offset : offset + need]
         # the caller reads it now (a copy, nested sizes): a file truncated since it was
         # mapped is an ArchiveError, not a SIGBUS
-        store.check_intact()  # type: ignore[attr-defined]
+        store.check_intact()
         # a view needs an offset that is a multiple of the item size: copy otherwise
         return (flat if aligned else flat.clone()).view(dtype)
     if ctx.mode == "r+":
         raise ArchiveModeError(_COMPRESSED.format(root=store.root, name=key))
     data = ctx.prefetch.take(key) if ctx.prefetch is not None else None
     if data is None:
-        data = store.decompress(key, max_size=entry.size)  # type: ignore[attr-defined]
+        data = store.decompress(key, max_size=entry.size)
     return torch.from_numpy(data)[:need].view(dtype)
+
+
+def _stored_offset(store: Store, key: str) -> int:
+    """Where a STORED entry's bytes start in the archive file (its local header read the
+    first time: the error of a wrong one is raised)."""
+    span = store.stored_span(key)
+    if span is not None:
+        return span[0]
+    payload = store.locate(key)
+    if payload.offset is None:
+        assert payload.error is not None
+        raise payload.error
+    return payload.offset
 
 
 def _sizes(ctx: LoadContext, node: Node) -> torch.Tensor:

@@ -15,7 +15,6 @@ import weakref
 import torch
 
 from ..index import Checkpoint
-from ..storage import ArchiveStore
 from ._fdmap import AVAILABLE, map_descriptor
 
 __all__ = ["archive_mapping", "check_writable"]
@@ -46,7 +45,7 @@ def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
     Parameters
     ----------
     ckpt : Checkpoint
-        A checkpoint whose store is an archive.
+        A checkpoint whose store is a local archive (``Store.packed`` and ``mappable``).
     shared : bool
         True maps the file shared (``mode="r+"``), False copy-on-write.
 
@@ -67,17 +66,20 @@ def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
     mapping = maps.get(shared)
     if mapping is None:
         store = ckpt.store
-        assert isinstance(store, ArchiveStore)
         # the very file the index read, of its size: checked on the descriptor opened,
         # and mapped from it (the path is not opened again)
-        fd = store.open_mapped(write=shared)
+        fd, st, _ = store.map("", write=shared)
         try:
-            size = store.file_size
+            size = st.st_size
             if AVAILABLE:
                 mapping = map_descriptor(fd, torch.uint8, size, shared=shared)
             else:  # device="cpu": an active torch.device context must not move it
                 mapping = torch.from_file(
-                    store.root, shared=shared, size=size, dtype=torch.uint8, device="cpu"
+                    store.opened_path(fd, ""),
+                    shared=shared,
+                    size=size,
+                    dtype=torch.uint8,
+                    device="cpu",
                 )
         finally:
             os.close(fd)

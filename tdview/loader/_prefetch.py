@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ..storage import ArchiveStore
+from ..storage import Store
 
 __all__ = ["Prefetcher"]
 
@@ -24,7 +24,8 @@ class Prefetcher:
 
     Parameters
     ----------
-    store : ArchiveStore
+    store : Store
+        A store whose files may be compressed (``Store.packed``).
     keys : iterable of str
         The compressed entries to decompress, in the order the load needs them.
     num_threads : int
@@ -36,7 +37,7 @@ class Prefetcher:
     ...     data = pre.take("a.memmap")   # a CRC-checked uint8 array, or None
     """
 
-    def __init__(self, store: ArchiveStore, keys: Iterable[str], num_threads: int) -> None:
+    def __init__(self, store: Store, keys: Iterable[str], num_threads: int) -> None:
         self._executor = ThreadPoolExecutor(num_threads, thread_name_prefix="tdview-inflate")
         self._futures: dict[str, Future[np.ndarray]] = {}
         try:
@@ -45,9 +46,11 @@ class Prefetcher:
                     continue
                 try:
                     # read the local header here, so that the threads only decompress
-                    store.payload_offset(key)
+                    located = store.locate(key)
                 except Exception:
                     continue  # the loader meets (and raises) the problem if it needs the leaf
+                if located.error is not None:
+                    continue
                 self._futures[key] = self._executor.submit(
                     store.decompress, key, None, self._executor
                 )

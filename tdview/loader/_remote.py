@@ -107,5 +107,5 @@ def fetch_subtree(
         if path is not None and progress is not None:
             progress(path)
 
-    data = ckpt.store.fetch(wanted, done=done)  # type: ignore[attr-defined]
+    data = ckpt.store.fetch(wanted, done=done)
     return Fetched(data)
