@@ -54,7 +54,7 @@ class Span:
 
     @property
     def random_access(self) -> bool:
-        if self.store.kind != "archive":
+        if not self.store.packed:  # a file of its own, stored as it is
             return True
         return self.store.entry(self.key).compression == "stored"
 

@@ -23,10 +23,6 @@ class Side:
     label: str
     opened: Checkpoint | None
 
-    @property
-    def is_archive(self) -> bool:
-        return self.ckpt.store.kind == "archive"
-
     def close(self) -> None:
         if self.opened is not None:
             self.opened.close()

@@ -1,37 +1,31 @@
 """A leaf's bytes, read in chunks into the caller's buffer, in bounded memory.
 
-* A directory file: opened and checked by the store (:meth:`DirectoryStore.open_file`),
-  read with ``preadv``; nothing is mapped.
-* A STORED archive entry: copied out of the store's one read-only mapping, whose pages
-  are then dropped from the process (``MADV_DONTNEED``: they stay in the page cache), so
-  reading a 1 GB archive does not leave 1 GB resident. The file's size is checked before
-  every chunk (:meth:`ArchiveStore.check_intact`), as every other read of the mapping is.
-* A compressed entry: decompressed as a stream (output in chunks, never the whole entry)
-  and its CRC-32 checked at the end.
+* A file of its own that can be mapped (a local directory's): opened and checked by the
+  store (:meth:`Store.map`, read-only), read with ``preadv``; nothing is mapped.
+* Other bytes stored as they are (a STORED archive entry, a remote file): read by range
+  with :meth:`Store.read_into`. A local archive copies them out of its one read-only
+  mapping, checking the file's size first, and drops the pages read from the process
+  (they stay in the page cache), so reading a 1 GB archive does not leave 1 GB resident.
+* A compressed entry: its stored stream read by range (:meth:`Store.read_into`),
+  decompressed as a stream (output in chunks, never the whole entry) and its CRC-32
+  checked at the end.
 
-Both random-access kinds read any range, so a large leaf can be split among threads;
-a compressed entry is read front to back.
-
-The store interface has no "read a range" seam yet; this module is where one would be
-used (it tests the store's kind instead, and uses two private helpers of the archive
-store's codecs).
+The first two read any range, so a large leaf can be split among threads; a compressed
+entry is read front to back. Which source a key gets is asked of the store
+(:meth:`Store.locate`), never its kind. The codecs' stream parser is the storage
+layer's (``_decompressor``).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import zlib
-from typing import Any
 
 from ..errors import LeafDataError
-from ..storage import Store
+from ..storage import Payload, Store
 from ..storage._codecs import METHODS, _decompressor  # noqa: PLC2701 - the codec's own parser
 
 _METHOD_NUMBERS = {name: number for number, name in METHODS.items()}
-_PAGE = mmap.PAGESIZE
-# How far behind a read its pages are dropped (see MappedSource.readinto).
-_BEHIND = 2 << 20
 # Compressed input fed to the decompressor per call.
 _IN_CHUNK = 1 << 20
 
@@ -51,13 +45,16 @@ class Source:
 
 
 class FileSource(Source):
-    def __init__(self, store: Any, key: str, size: int) -> None:
+    """A file of its own, read from the descriptor the store opened and checked."""
+
+    def __init__(self, store: Store, key: str, size: int) -> None:
         self.display = store.display(key)
-        self.fd = store.open_file(key)
-        have = os.fstat(self.fd).st_size
-        if have < size:
+        self.fd, st, _ = store.map(key, write=False)
+        if st.st_size < size:
             os.close(self.fd)
-            raise LeafDataError(f"{self.display} has {have} bytes, but the leaf needs {size}.")
+            raise LeafDataError(
+                f"{self.display} has {st.st_size} bytes, but the leaf needs {size}."
+            )
         self.size = size
 
     def readinto(self, offset: int, out: memoryview) -> None:
@@ -75,26 +72,14 @@ class FileSource(Source):
         os.close(self.fd)
 
 
-class MappedSource(Source):
-    def __init__(self, store: Any, key: str, start: int, size: int) -> None:
-        self.store, self.start, self.size = store, start, size
-        self.view = memoryview(store.mapping)
-        self.floor: int | None = None
+class RangeSource(Source):
+    """Bytes stored as they are, read by range through the store (see the module)."""
+
+    def __init__(self, store: Store, key: str, size: int) -> None:
+        self.store, self.key, self.size = store, key, size
 
     def readinto(self, offset: int, out: memoryview) -> None:
-        begin = self.start + offset
-        end = begin + len(out)
-        if self.floor is None:
-            self.floor = begin
-        self.store.check_intact()
-        out[:] = self.view[begin:end]
-        # a page fault maps the cached pages around it, behind it too (a 64 KiB window,
-        # whole large folios): drop what lies behind as well, down to where this source
-        # started reading (another thread may be reading before that)
-        _drop(self.store.mapping, max(self.floor, begin - _BEHIND), end)
-
-    def close(self) -> None:
-        self.view.release()
+        self.store.read_into(self.key, offset, out)
 
 
 class InflateSource(Source):
@@ -102,22 +87,31 @@ class InflateSource(Source):
 
     random_access = False
 
-    def __init__(self, store: Any, key: str, size: int) -> None:
-        central = store._central(key)  # the method and flags are not in EntryInfo
+    def __init__(self, store: Store, payload: Payload, size: int) -> None:
+        key = payload.key
         self.what = f"entry {key!r} in {store.root}"
-        if central.size < size:
+        if payload.size < size:
             raise LeafDataError(
-                f"{store.display(key)} holds {central.size} bytes, but the leaf needs {size}."
+                f"{store.display(key)} holds {payload.size} bytes, but the leaf needs {size}."
             )
         self.store, self.key, self.size = store, key, size
-        self.entry_size, self.crc_expected = central.size, central.crc32
-        self.raw = store.raw_payload(key)
-        self.raw_start = store.payload_offset(key)
-        self.decomp, self.pos = _decompressor(central.method, central.flags, self.raw, self.what)
+        self.entry_size, self.crc_expected = payload.size, payload.crc32
+        self.stored_size = payload.stored_size
+        head = self._read(0)  # the first chunk: what the decompressor's header parse needs
+        method = _METHOD_NUMBERS[payload.compression]
+        self.decomp, start = _decompressor(method, 0, memoryview(head), self.what)
+        self.head = head[start:]
+        self.pos = len(head)  # where the next chunk of the stored stream starts
         self.produced = 0
         self.crc = 0
         self.pending = b""
         self.is_zlib = not hasattr(self.decomp, "needs_input")
+
+    def _read(self, pos: int) -> bytearray:
+        buf = bytearray(min(_IN_CHUNK, self.stored_size - pos))
+        if buf:
+            self.store.read_into(self.key, pos, buf)
+        return buf
 
     def readinto(self, offset: int, out: memoryview) -> None:
         if offset != self.produced - len(self.pending):
@@ -167,14 +161,14 @@ class InflateSource(Source):
             raise LeafDataError(f"{self.what}: corrupt compressed data: {error}") from None
         return b""
 
-    def _feed(self) -> bytes:
-        if self.pos >= len(self.raw):
+    def _feed(self) -> bytes | bytearray:
+        if self.head:
+            data, self.head = self.head, bytearray()
+            return data
+        if self.pos >= self.stored_size:
             return b""
-        self.store.check_intact()
-        data = bytes(self.raw[self.pos : self.pos + _IN_CHUNK])
-        low = self.raw_start + self.pos
+        data = self._read(self.pos)
         self.pos += len(data)
-        _drop(self.store.mapping, low, low + len(data))
         return data
 
     def _finish(self) -> None:
@@ -193,19 +187,6 @@ class InflateSource(Source):
                 f"the archive records {self.crc_expected:#010x}."
             )
 
-    def close(self) -> None:
-        self.raw.release()
-
-
-def _drop(mapping: mmap.mmap, begin: int, end: int) -> None:
-    """Drop the pages of ``[begin, end)`` from the process (they stay in the page cache:
-    a read-only shared mapping reads them again from the file if touched)."""
-    low = begin - begin % _PAGE
-    try:
-        mapping.madvise(mmap.MADV_DONTNEED, low, end - low)
-    except (AttributeError, OSError, ValueError):
-        pass  # not on this system: the pages stay until the mapping is released
-
 
 def open_source(store: Store, key: str, size: int) -> Source:
     """A source of the first ``size`` bytes of ``key``.
@@ -217,18 +198,20 @@ def open_source(store: Store, key: str, size: int) -> Source:
     UnsafeCheckpointError, OSError
         What the store raises for the key (refused, encrypted, missing).
     """
-    if store.kind != "archive":
-        return FileSource(store, key, size)
-    entry = store.entry(key)
-    if entry.encrypted:
-        store.raw_payload(key)  # type: ignore[attr-defined]  # raises the store's refusal
-    if entry.compression == "stored":
-        if entry.stored_size != entry.size or entry.size < size:
+    payload = store.locate(key)
+    if payload.encrypted:
+        store.read_into(key, 0, bytearray(0))  # raises the store's refusal
+    if payload.error is not None:
+        raise payload.error  # what the entry's local header is wrong with
+    if payload.compression == "stored":
+        if payload.stored_size != payload.size or payload.size < size:
             raise LeafDataError(
-                f"{entry.display} holds {entry.size} bytes ({entry.stored_size} "
+                f"{payload.display} holds {payload.size} bytes ({payload.stored_size} "
                 f"stored), but the leaf needs {size}."
             )
-        return MappedSource(store, key, store.payload_offset(key), size)  # type: ignore[attr-defined]
-    if entry.compression not in _METHOD_NUMBERS:
-        store.decompress(key, max_size=0)  # type: ignore[attr-defined]  # raises its error
-    return InflateSource(store, key, size)
+        if payload.mappable and not payload.in_archive:
+            return FileSource(store, key, size)
+        return RangeSource(store, key, size)
+    if payload.compression not in _METHOD_NUMBERS:
+        store.decompress(key, max_size=0)  # raises its error
+    return InflateSource(store, payload, size)

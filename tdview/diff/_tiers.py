@@ -257,7 +257,7 @@ class _Tiers:
 
 def _stored_crc(store: Any, key: str, size: int) -> int | None:
     """The CRC-32 an archive records for an entry of ``size`` bytes (None for a file)."""
-    if store.kind != "archive":
+    if not store.packed:
         return None
     entry = store.entry(key)
     if entry.size != size:
