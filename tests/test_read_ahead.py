@@ -211,3 +211,24 @@ def test_search_and_totals_read_ahead_and_agree(
             assert slow_calls["worker"] == 0, slow_calls
     assert answers[0] == answers[1]
     assert len(answers[0][0][0]) == 7  # the six Linear layers' weights, the LayerNorm's
+
+
+def test_one_slow_read_is_a_hiccup_not_a_slow_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root's meta.json read slowly once (a busy disk) and then fast: no threads."""
+    path = model_checkpoint(tmp_path / "ckpt")
+    monkeypatch.delenv(ENV, raising=False)
+    opened = os.open
+    slow_once = [True]
+
+    def hiccup(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if slow_once[0] and str(file).endswith("meta.json"):
+            slow_once[0] = False
+            time.sleep(SLOW_READ_S * 4)
+        return opened(file, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", hiccup)
+    with Checkpoint(path) as ckpt:
+        assert not slow_once[0]  # the slow read happened
+        assert ckpt._ahead is None  # noqa: SLF001
