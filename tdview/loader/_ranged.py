@@ -21,6 +21,7 @@ import torch
 from ..format import torch_dtype
 from ..index import Checkpoint, Node
 from ..index._facts import leaf_entry, size_problems
+from ..storage import Store
 
 __all__ = ["GAP", "RangedLeaf", "ranged_leaf"]
 
@@ -36,7 +37,7 @@ class RangedLeaf:
         The leaf on the ``meta`` device, C-contiguous: slice it, then :meth:`read`.
     """
 
-    def __init__(self, store: object, key: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+    def __init__(self, store: Store, key: str, dtype: torch.dtype, shape: tuple[int, ...]) -> None:
         self.store, self.key, self.dtype = store, key, dtype
         self.meta = torch.empty(shape, dtype=dtype, device="meta")
         self._last: tuple[tuple, torch.Tensor] | None = None  # the last view read
@@ -72,9 +73,7 @@ class RangedLeaf:
         at = lengths.cumsum(0) - lengths  # where each range's elements go in the buffer
         buffer = torch.empty(int(lengths.sum()), dtype=self.dtype)
         spans = [(a * size, b * size) for a, b in zip(first.tolist(), last.tolist(), strict=True)]
-        self.store.read_ranges(  # type: ignore[attr-defined]
-            self.key, spans, buffer.view(torch.uint8).numpy().data
-        )
+        self.store.read_ranges(self.key, spans, buffer.view(torch.uint8).numpy().data)
         if starts.numel() == 1 and first.numel() == 1:
             return buffer.view(view.shape)
         where = at[group] + starts - first[group]  # each run's place in the buffer
@@ -108,7 +107,6 @@ def ranged_leaf(ckpt: Checkpoint, node: Node) -> RangedLeaf | None:
         or node.file is None
         or not record.numel
         or not record.dtype.loadable
-        or not hasattr(store, "read_ranges")
     ):
         return None
     entry = leaf_entry(store, node)

@@ -158,13 +158,11 @@ def _ref(tensor: torch.Tensor, dtype: str, buffers: list[bytes]) -> dict[str, An
 
 
 def _checked_intact(ckpt: Checkpoint, check: Callable[[], None]) -> Callable[[], None]:
-    """``check``, and for an archive also its ``check_intact``: a preview reads a leaf
-    that views the archive's mapping, chunk by chunk, and a file truncated under it would
-    kill the kernel (SIGBUS) at the first page past its new end; asked before each chunk,
-    it is an ``ArchiveError`` instead."""
-    intact = getattr(ckpt.store, "check_intact", None)
-    if intact is None:
-        return check
+    """``check``, and the store's ``check_intact``: a preview reads a leaf that views an
+    archive's mapping, chunk by chunk, and a file truncated under it would kill the
+    kernel (SIGBUS) at the first page past its new end; asked before each chunk, it is
+    an ``ArchiveError`` instead (a store that maps nothing itself has nothing to check)."""
+    intact = ckpt.store.check_intact
 
     def checked() -> None:
         check()
