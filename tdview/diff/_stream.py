@@ -45,22 +45,24 @@ class Source:
 
 
 class FileSource(Source):
-    """A file of its own, read from the descriptor the store opened and checked."""
+    """A local file read with ``preadv`` from the descriptor the store opened and checked
+    (``Store.map``): a file of its own, or the archive file where a STORED entry's bytes
+    start at ``base`` (read, not faulted in through a mapping: nothing stays resident)."""
 
-    def __init__(self, store: Store, key: str, size: int) -> None:
+    def __init__(self, store: Store, key: str, size: int, base: int = 0) -> None:
         self.display = store.display(key)
         self.fd, st, _ = store.map(key, write=False)
-        if st.st_size < size:
+        if st.st_size < base + size:
             os.close(self.fd)
             raise LeafDataError(
-                f"{self.display} has {st.st_size} bytes, but the leaf needs {size}."
+                f"{self.display} has {st.st_size - base} bytes, but the leaf needs {size}."
             )
-        self.size = size
+        self.size, self.base = size, base
 
     def readinto(self, offset: int, out: memoryview) -> None:
         done, want = 0, len(out)
         while done < want:
-            got = os.preadv(self.fd, [out[done:]], offset + done)
+            got = os.preadv(self.fd, [out[done:]], self.base + offset + done)
             if got <= 0:
                 raise LeafDataError(
                     f"{self.display} ended at {offset + done} bytes while "
@@ -209,8 +211,8 @@ def open_source(store: Store, key: str, size: int) -> Source:
                 f"{payload.display} holds {payload.size} bytes ({payload.stored_size} "
                 f"stored), but the leaf needs {size}."
             )
-        if payload.mappable and not payload.in_archive:
-            return FileSource(store, key, size)
+        if payload.mappable and payload.offset is not None:
+            return FileSource(store, key, size, payload.offset)
         return RangeSource(store, key, size)
     if payload.compression not in _METHOD_NUMBERS:
         store.decompress(key, max_size=0)  # raises its error
