@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["LoggedMotoServer", "RangeServer", "Request"]
+__all__ = ["LoggedMotoServer", "RangeServer", "Request", "start_s3"]
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
@@ -302,3 +302,28 @@ class LoggedMotoServer:
 
     def stop(self) -> None:
         self._moto.stop()
+
+
+def start_s3(bucket: str) -> tuple[LoggedMotoServer, dict[str, Any]]:
+    """A :class:`LoggedMotoServer` with an empty ``bucket``, and the s3fs storage options
+    that reach it (``testing`` credentials, ``us-east-1``); the caller stops the server."""
+    import logging
+
+    import boto3
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = LoggedMotoServer()
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "skip_instance_cache": True,
+        "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"},
+    }
+    boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    return server, options

@@ -7,7 +7,6 @@ Every count of requests and bytes comes from the servers' request logs
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import tdview
 from tdview.errors import RemoteModeError, RemoteReadError
 from tdview.storage import ArchiveStore, open_store
 
-from .remote_servers import LoggedMotoServer, RangeServer, Request
+from .remote_servers import LoggedMotoServer, RangeServer, Request, start_s3
 
 pytest.importorskip("aiohttp")
 
@@ -87,24 +86,9 @@ def s3(remote_root: Path):
     """moto's S3 server (ThreadedMotoServer, port 0), with the checkpoints uploaded."""
     pytest.importorskip("moto")
     pytest.importorskip("s3fs")
-    import boto3
     import s3fs
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = LoggedMotoServer()
-    options = {
-        "key": "testing",
-        "secret": "testing",
-        "skip_instance_cache": True,
-        "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"},
-    }
-    boto3.client(
-        "s3",
-        endpoint_url=server.endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    ).create_bucket(Bucket="ckpts")
+    server, options = start_s3("ckpts")
     fs = s3fs.S3FileSystem(**options)
     for name in ("tree.tdz", "tree-deflate.tdz", "wide.tdz"):
         fs.put(str(remote_root / name), f"ckpts/{name}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import logging
 import os
 import zlib
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ import tdview
 from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
 from tdview.storage import Payload, Store, open_store
 
-from .remote_servers import LoggedMotoServer, RangeServer
+from .remote_servers import RangeServer, start_s3
 
 #: store kind -> (Store.kind, its payloads are archive entries, they can be mapped)
 KINDS = {
@@ -96,24 +95,9 @@ def contract_http(contract_root: Path) -> Iterator[RangeServer]:
 def contract_s3(contract_root: Path) -> Iterator[dict]:
     pytest.importorskip("moto")
     pytest.importorskip("s3fs")
-    import boto3
     import s3fs
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = LoggedMotoServer()
-    options = {
-        "key": "testing",
-        "secret": "testing",
-        "skip_instance_cache": True,
-        "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"},
-    }
-    boto3.client(
-        "s3",
-        endpoint_url=server.endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    ).create_bucket(Bucket=BUCKET)
+    server, options = start_s3(BUCKET)
     s3fs.S3FileSystem(**options).put(str(contract_root / "ckpt"), f"{BUCKET}/ckpt", recursive=True)
     yield options
     server.stop()
