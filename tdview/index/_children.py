@@ -97,7 +97,7 @@ def collection_dir(
     name the store refuses (``a/./b``, ``..``) counts as absent."""
     prefix = dirkey + "/" if dirkey else ""
     is_dir = store.is_dir
-    for name in _NAMES[robust, True].get(key) or _names(key, robust=robust, collection=True):
+    for name in collection_names(key, robust=robust):
         candidate = prefix + name
         if name in dirs:
             return candidate
@@ -183,14 +183,14 @@ def tensordict_children(
     ``files_only``: a plain leaf whose file exists comes as a :class:`LeafFile` instead
     of a node (a loader needs nothing more).
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(
+    is_file, files, dirs, prefix, leaf_cache = _folder_facts(
         store, dirkey, robust, len(meta.entries)
     )
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord and not record.is_nested:
             # the common leaf: its file found in the folder's listing, without a node check
-            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
+            names = leaf_cache.get(key) or _names(key, robust=robust, collection=False)
             file = _plain_leaf_file(is_file, files, prefix, names)
             if file is None:
                 yield _leaf(store, (*path, key), dirkey, record, robust=robust)
@@ -221,7 +221,7 @@ def tensordict_totals(
     (nested, or with a missing file: its node carries the problem) and a
     :class:`SubFolder` for each collection.
     """
-    is_file, files, dirs, prefix, leaf_names = _folder_facts(
+    is_file, files, dirs, prefix, leaf_cache = _folder_facts(
         store, dirkey, robust, len(meta.entries)
     )
     nbytes = numel = leaves = 0
@@ -230,7 +230,7 @@ def tensordict_totals(
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord:
-            names = leaf_names.get(key) or _names(key, robust=robust, collection=False)
+            names = leaf_cache.get(key) or _names(key, robust=robust, collection=False)
             if not record.is_nested and _plain_leaf_file(is_file, files, prefix, names):
                 dtype = record.dtype
                 count = prod(record.shape)
