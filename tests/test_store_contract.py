@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,18 +274,20 @@ def test_compressed_payload(deflated: Store, key: str, contract_root: Path) -> N
 # -- what a store says it can do ----------------------------------------------------------------
 
 #: store kind -> (packed, local_folders)
+#: store kind -> (packed, local_folders, maps_unprobed where names are probed one by one)
 CAPABILITIES = {
-    "directory": (False, True),
-    "archive": (True, False),
-    "remote-directory": (False, False),
-    "remote-archive": (True, False),
+    "directory": (False, True, sys.platform.startswith("linux")),
+    "archive": (True, False, False),
+    "remote-directory": (False, False, False),
+    "remote-archive": (True, False, False),
 }
 
 
 def test_capabilities(store: Store) -> None:
-    packed, local_folders = CAPABILITIES[store.contract_kind]  # type: ignore[attr-defined]
+    packed, local_folders, unprobed = CAPABILITIES[store.contract_kind]  # type: ignore[attr-defined]
     assert store.packed is packed
     assert store.local_folders is local_folders
+    assert store.maps_unprobed is unprobed
     assert store.packed is KINDS[store.contract_kind][1]  # type: ignore[attr-defined]
 
 
@@ -351,11 +354,31 @@ def test_map_for_writing(store: Store) -> None:
         os.close(fd)
 
 
-def test_map_of_a_missing_key(store: Store) -> None:
+@pytest.mark.parametrize("write", [False, None])
+def test_map_of_a_missing_key(store: Store, write: bool | None) -> None:
+    """Never probed before (a fresh store): what a load of leaves given unprobed meets
+    (``maps_unprobed``); also in a folder, and asked twice (the second time from what
+    the first remembered)."""
     if not store.mappable:
         return
-    with pytest.raises(FileNotFoundError, match=r"nope\.memmap"):
-        store.map("nope.memmap")
+    for key in ("nope.memmap", "nested/nope.memmap", "nope.memmap"):
+        with pytest.raises(FileNotFoundError, match=key.replace(".", r"\.")):
+            store.map(key, write=write)
+
+
+def test_map_of_an_unprobed_key_then_its_probe(store: Store) -> None:
+    """A key mapped first (no probe) is then known as a probe would know it: a regular
+    file of its size, inside the root."""
+    if not store.mappable:
+        return
+    for key, tensor in _leaves().items():
+        fd, st, _ = store.map(key, write=None)
+        os.close(fd)
+        assert store.is_file(key), key
+        assert store.link(key) is None, key
+        if not store.packed:
+            assert st.st_size == tensor.numel() * tensor.element_size(), key
+            assert store.known_size(key) in (None, st.st_size), key
 
 
 # -- read_into ----------------------------------------------------------------------------------

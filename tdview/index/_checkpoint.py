@@ -14,6 +14,7 @@ from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
     CollectionRecord,
+    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
     NonTensorStackNode,
@@ -36,6 +37,8 @@ _SHARED_METAS = 4096
 _SHARED_META_BYTES = 16384
 # Decoded meta.json of the folders a subpath went through (see descend): how many.
 _PASSED = 64
+# Parsed meta.json files kept by a checkpoint opened for one load (all dropped beyond)
+_ONE_LOAD_METAS = 4096
 # Kinds whose numbers are checked against their members' or source's batch dims.
 _RANGED = frozenset({LAZY_STACK, NON_TENSOR_STACK, VIEW})
 
@@ -66,6 +69,10 @@ class Checkpoint:
     robust_key : bool, optional
         ``False`` reads the legacy raw-name layout only; ``None``/``True`` read the
         percent-encoded names with the legacy fallback.
+    one_load : bool, optional
+        The checkpoint is opened for one load and closed (:func:`tdview.load_memmap`):
+        the parsed ``meta.json`` of the folders are kept only up to a bound, not for
+        later reads (a load of a million folders holds no cache of them).
 
     Examples
     --------
@@ -79,7 +86,11 @@ class Checkpoint:
     _first: bytes | TDViewError | OSError | None = None  # see __init__
 
     def __new__(
-        cls, prefix: str | os.PathLike[str], *, robust_key: bool | None = None
+        cls,
+        prefix: str | os.PathLike[str],
+        *,
+        robust_key: bool | None = None,
+        one_load: bool = False,
     ) -> Checkpoint:
         # A folder without a meta.json is a folder of checkpoints: a Collection. The store
         # opened and the root's meta.json read to tell (no lstat more than a load makes)
@@ -107,7 +118,13 @@ class Checkpoint:
         self._opened = store, first, took  # type: ignore[attr-defined]
         return self
 
-    def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
+    def __init__(
+        self,
+        prefix: str | os.PathLike[str],
+        *,
+        robust_key: bool | None = None,
+        one_load: bool = False,
+    ) -> None:
         opened = self.__dict__.pop("_opened", None)
         self.store: Store = open_store(prefix) if opened is None else opened[0]
         # the root's meta.json as __new__ read it (read_meta takes it once)
@@ -117,6 +134,7 @@ class Checkpoint:
         self._ahead = ReadAhead(self.store, robust_key is not False) if wanted else None
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
+        self._metas_bound = _ONE_LOAD_METAS if one_load else None  # see one_load
         self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
         self._passed: dict[str, dict] = {}  # see descend
         #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
@@ -182,7 +200,10 @@ class Checkpoint:
                     self._remember(data, found)
             except (TDViewError, OSError) as error:
                 found = error
-            self._metas[dirkey] = found
+            metas = self._metas
+            if self._metas_bound is not None and len(metas) >= self._metas_bound:
+                metas.clear()
+            metas[dirkey] = found
         if isinstance(found, Exception):
             raise found
         return found
@@ -285,10 +306,13 @@ class Checkpoint:
         if self._ahead is not None:
             self._ahead.below(dirkey, meta, probes=probes)
 
-    def load_items(self, node: Node) -> Iterable[LoadItem]:
+    def load_items(self, node: Node, *, unprobed: bool = False) -> Iterable[LoadItem]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf
         whose file exists may come as a :class:`LeafFile` instead of a node, so that
-        loading a large tree builds (and keeps) no node per leaf."""
+        loading a large tree builds (and keeps) no node per leaf. ``unprobed``: the
+        caller maps each leaf file (the store's ``map`` tells if it is absent, and the
+        caller then asks :meth:`leaf_node`), so a store that
+        :attr:`~tdview.storage.Store.maps_unprobed` looks for none first."""
         meta = node.meta
         if (
             node.children_cache is not None
@@ -307,9 +331,16 @@ class Checkpoint:
             self.make_collection,
             robust=self.robust,
             files_only=True,
+            unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
         )
 
-    def load_fields(self, node: Node) -> Iterable[LoadItem] | None:
+    def leaf_node(self, path: NestedPath, dirkey: str, record: LeafRecord) -> Node:
+        """The node of leaf ``record`` of the TensorDict folder ``dirkey`` at ``path``,
+        its file looked for (its problems recorded): what :meth:`children` gives for it.
+        For a leaf :meth:`load_items` gave unprobed whose file is absent."""
+        return ch.leaf_node(self.store, path, dirkey, record, robust=self.robust)
+
+    def load_fields(self, node: Node, *, unprobed: bool = False) -> Iterable[LoadItem] | None:
         """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
         :meth:`load_items` gives a TensorDict's children (nodes with the tensorclass's
         paths, as :meth:`children` lists them on it); None when :meth:`children` must
@@ -335,6 +366,7 @@ class Checkpoint:
             self.make_collection,
             robust=self.robust,
             files_only=True,
+            unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
         )
 
     def _walked_collection(

@@ -167,6 +167,7 @@ def tensordict_children(
     *,
     robust: bool,
     files_only: Literal[True],
+    unprobed: bool = False,
 ) -> Iterator[Node | LeafFile]: ...
 def tensordict_children(
     store: Store,
@@ -177,29 +178,37 @@ def tensordict_children(
     *,
     robust: bool,
     files_only: bool = False,
+    unprobed: bool = False,
 ) -> Iterator[Node | LeafFile]:
     """Children of a TensorDict node in load order: leaves first, then collections.
 
     ``files_only``: a plain leaf whose file exists comes as a :class:`LeafFile` instead
-    of a node (a loader needs nothing more).
+    of a node (a loader needs nothing more). ``unprobed`` (with ``files_only``, for a
+    store that :attr:`~tdview.storage.Store.maps_unprobed`): a plain leaf with one
+    candidate name, in a folder not listed, comes as a :class:`LeafFile` without being
+    looked for; its file may be absent, which mapping it tells.
     """
     is_file, files, dirs, prefix, leaf_cache = _folder_facts(
         store, dirkey, robust, len(meta.entries)
     )
+    unprobed = unprobed and files_only and files is _NO_FILES
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord and not record.is_nested:
             # the common leaf: its file found in the folder's listing, without a node check
             names = leaf_cache.get(key) or _names(key, robust=robust, collection=False)
+            if unprobed and len(names) == 1:
+                yield _new_tuple(LeafFile, (record, prefix + names[0]))
+                continue
             file = _plain_leaf_file(is_file, files, prefix, names)
             if file is None:
-                yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+                yield leaf_node(store, (*path, key), dirkey, record, robust=robust)
             elif files_only:
                 yield _new_tuple(LeafFile, (record, file))  # LeafFile(record, file), faster
             else:
                 yield Node((*path, key), LEAF, None, None, record, file)
         elif isinstance(record, LeafRecord):
-            yield _leaf(store, (*path, key), dirkey, record, robust=robust)
+            yield leaf_node(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
             yield _collection(store, path, dirkey, record, make, robust, dirs)
     if meta.legacy_no_collection_records:
@@ -241,7 +250,7 @@ def tensordict_totals(
                 name = dtype.name
                 by_dtype[name] = by_dtype.get(name, 0) + size
             else:
-                rest.append(_leaf(store, (*path, key), dirkey, record, robust=robust))
+                rest.append(leaf_node(store, (*path, key), dirkey, record, robust=robust))
         else:
             rest.append(
                 SubFolder(
@@ -269,11 +278,15 @@ def tensordict_child(
     if record is None:
         return None
     if isinstance(record, LeafRecord):
-        return _leaf(store, path + (key,), dirkey, record, robust=robust)
+        return leaf_node(store, path + (key,), dirkey, record, robust=robust)
     return _collection(store, path, dirkey, record, make, robust)
 
 
-def _leaf(store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool) -> Node:
+def leaf_node(
+    store: Store, path: NestedPath, dirkey: str, record: LeafRecord, *, robust: bool
+) -> Node:
+    """The node of the leaf ``record`` of folder ``dirkey``, at ``path``: its files looked
+    for, their problems recorded."""
     file, tried = leaf_files(store, dirkey, record.key, robust=robust)
     node = Node(path=path, kind=LEAF, record=record, file=file)
     if record.is_nested:

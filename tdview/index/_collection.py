@@ -103,11 +103,18 @@ class Collection(Checkpoint):
 
     store: DirectoryStore  # a folder, never an archive
 
-    def __init__(self, prefix: str | os.PathLike[str], *, robust_key: bool | None = None) -> None:
+    def __init__(
+        self,
+        prefix: str | os.PathLike[str],
+        *,
+        robust_key: bool | None = None,
+        one_load: bool = False,
+    ) -> None:
         self.store = DirectoryStore(prefix)
         self.robust = robust_key is not False
         self._robust_key = robust_key
         self._metas = {}
+        self._metas_bound = None  # its members are opened for as long as it is
         self._parsed = {}
         self.meta_bytes_read = 0
         self.folder_rollups = {}

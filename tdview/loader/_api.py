@@ -128,7 +128,7 @@ def load_path(
     prefix: str | os.PathLike[str], request: LoadRequest, robust_key: bool | None = None
 ) -> Any:
     """:func:`tdview.load_memmap`: open ``prefix``, :func:`run` ``request`` on it, close it."""
-    ckpt = Checkpoint(prefix, robust_key=robust_key)
+    ckpt = Checkpoint(prefix, robust_key=robust_key, one_load=True)
     if isinstance(ckpt, Collection):  # a folder without meta.json: what tensordict raises
         error = not_a_checkpoint_folder(ckpt)
         ckpt.close()

@@ -20,7 +20,7 @@ import torch
 from tensordict import NonTensorData, TensorDict, is_tensor_collection, is_tensorclass
 from tensordict.tensorclass import NonTensorDataBase
 
-from ..errors import CheckpointFormatError, LimitExceededError
+from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
 from ..index import LEAF, LeafFile, LoadItem, Node, range_problem, show_path
 from ..index._facts import refusal
@@ -175,11 +175,22 @@ def _tensordict(
     direct = result._tensordict if out is None and type(result) is TensorDict else None
     loaded: set[str] = set()
     tensor: torch.Tensor | None
-    for child in ctx.ckpt.load_items(node) if children is None else children:
+    items = ctx.ckpt.load_items(node, unprobed=ctx.maps_files) if children is None else children
+    for child in items:
         if isinstance(child, LeafFile):  # a plain leaf with its file, no node
             record, file = child
             key = record.key
-            tensor = file_leaf_tensor(ctx, record, file, device, parent)
+            try:
+                tensor = file_leaf_tensor(ctx, record, file, device, parent)
+            except (FileNotFoundError, UnsafeCheckpointError):
+                if not ctx.maps_files:
+                    raise
+                # given unprobed (see Checkpoint.load_items), and absent or refused: what
+                # its node gives (left out with a warning, or the refusal, with its reason)
+                leaf = ctx.ckpt.leaf_node((*parent, key), file.rpartition("/")[0], record)
+                tensor = leaf_tensor(ctx, leaf, device)
+                if tensor is None:
+                    continue
         elif child.kind == LEAF:
             key = child.path[-1]
             tensor = leaf_tensor(ctx, child, device)
@@ -342,7 +353,7 @@ def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[LoadItem
     no node per plain leaf)."""
     if not isinstance(node.meta, TensorclassNode) or not isinstance(inner.meta, TensorDictNode):
         return None
-    items = ctx.ckpt.load_fields(node)
+    items = ctx.ckpt.load_fields(node, unprobed=ctx.maps_files)
     if items is not None:
         return items
     return [c for c in ctx.ckpt.children(node) if not (c.has_value and c.dirkey is None)]

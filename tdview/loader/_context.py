@@ -28,6 +28,8 @@ _ROOT_PATHS: dict[str, Path] = {}
 _DTYPES: dict[str, torch.dtype] = {}
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 _MAX_STRIDES = 4096
+# Folder paths kept per load (all dropped beyond, then made again from the root down)
+_MAX_PREFIXES = 4096
 
 
 def root_path(root: str) -> Path:
@@ -131,6 +133,9 @@ class LoadContext:
     is_archive: bool = field(init=False)
     #: the store cannot be mapped (a remote one): leaves come from ``fetched`` (_remote)
     remote: bool = field(init=False)
+    #: every leaf file is mapped, by a store whose ``map`` needs no probe before
+    #: (``Store.maps_unprobed``): the index gives leaves unprobed (``load_items``)
+    maps_files: bool = field(init=False)
     fetched: Any = None
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
@@ -140,6 +145,7 @@ class LoadContext:
         store = self.ckpt.store
         self.is_archive = store.packed
         self.remote = not store.mappable
+        self.maps_files = self.read_data and store.maps_unprobed
 
     @property
     def store(self) -> Store:
@@ -199,12 +205,15 @@ class LoadContext:
         while key and (found := self._prefixes.get(key)) is None:
             missing.append(key)
             key = key.rpartition("/")[0]
+        prefixes = self._prefixes
+        if len(prefixes) >= _MAX_PREFIXES:
+            prefixes.clear()  # a load of a million folders keeps no Path of each here
         if found is None:
-            found = self._prefixes[""] = root_path(self.store.root)
+            found = prefixes[""] = root_path(self.store.root)
         for key in reversed(missing):
             name = key.rpartition("/")[2]
             child = getattr(found, "_make_child_relpath", None)  # CPython's cheap child path
-            found = self._prefixes[key] = child(name) if child is not None else found / name
+            found = prefixes[key] = child(name) if child is not None else found / name
         return found
 
     def file(self, key: str) -> str:

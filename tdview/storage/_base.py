@@ -311,6 +311,10 @@ class Store(abc.ABC):
     #: tensordict may write back (``memmap_``): tensordict records their path as the
     #: tensordict's ``_memmap_prefix``
     local_folders: bool = False
+    #: True for a store whose :meth:`map` (``write=None``) takes a leaf key never
+    #: probed (no ``is_file`` first): it opens the file by name, checks it, and raises
+    #: ``FileNotFoundError`` when it is absent, so a load needs no probe per leaf
+    maps_unprobed: bool = False
 
     @abc.abstractmethod
     def display(self, key: str) -> str:

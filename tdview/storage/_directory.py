@@ -23,7 +23,7 @@ from ._checked import map_path, open_checked, proc_name, proc_names
 from ._held import HeldFolders
 from ._links import Link, LinkResolver, hf_snapshot, plain_target, trusted_paths
 
-__all__ = ["DirectoryStore", "found_dir"]
+__all__ = ["DirectoryStore", "found_dir", "open_dir"]
 
 # O_NOATIME avoids updating access times, but only the file's owner may use it.
 _NOATIME = getattr(os, "O_NOATIME", 0)
@@ -63,6 +63,18 @@ def found_dir(path: str) -> str | None:
     is opened (``O_PATH``): when the path ``/proc/self/fd`` gives for it is ``path``
     itself, no part of ``path`` is a symlink, three system calls instead of a ``stat``
     and an ``lstat`` per part."""
+    opened = open_dir(path)
+    if opened is None:
+        return None
+    if opened[1] >= 0:
+        os.close(opened[1])
+    return opened[0]
+
+
+def open_dir(path: str) -> tuple[str, int] | None:
+    """:func:`found_dir`, keeping the folder open: ``(real path, descriptor)``, the
+    descriptor ``O_PATH`` (the caller closes it) when the folder is at ``path`` itself
+    (no symlink on the way), -1 otherwise."""
     if not (PER_NAME and _O_PATH):
         return None
     try:
@@ -73,9 +85,10 @@ def found_dir(path: str) -> str | None:
         name = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         name = None
-    finally:
-        os.close(fd)
-    return path if name == path else os.path.realpath(path)
+    if name == path:
+        return path, fd
+    os.close(fd)
+    return os.path.realpath(path), -1
 
 
 def real_dir(path: str) -> str:
@@ -135,9 +148,11 @@ class DirectoryStore(Store):
         *,
         trusted: Iterable[str | os.PathLike[str]] | None = None,
         real: str | None = None,
+        root_fd: int = -1,
     ) -> None:
-        self.root = os.path.abspath(os.fspath(path))
-        # real: the real path of the root when the caller found it (found_dir)
+        self.root = path if real is not None and type(path) is str else os.path.abspath(path)
+        # real: the real path of the root when the caller found it (open_dir: ``path``
+        # is then absolute and normalized), with the root's descriptor when it is open
         self._real_root = real_dir(self.root) if real is None else real
         self._prefix = self._real_root.rstrip(os.sep) + os.sep
         self._proc_names: bool | None = None  # /proc/self/fd names files (on first use)
@@ -150,12 +165,12 @@ class DirectoryStore(Store):
         self._dirs: dict[str, str | object] = {}
         self._probes: dict[str, tuple[str, object] | tuple[str, object, int] | object] = {}
         self._noatime = _NOATIME
-        self._folders = HeldFolders(self._prefix, self._proc_usable)  # closed by close()
+        self._folders = HeldFolders(self._prefix, self._proc_usable, root_fd)  # see close()
         # a link into a folder held open was met, or the root is a snapshot of the
         # Hugging Face cache (its path says so): names are links, read them first
         self._checkout = hf_snapshot(self._real_root)
         self._read_only = False  # a file refused opening for writing (see open_leaf)
-        self._display = os.path.join(self.root, "")
+        self._display = self.root if self.root.endswith(os.sep) else self.root + os.sep
         self._resolver = LinkResolver(
             self.root,
             self._real_root,
@@ -384,8 +399,11 @@ class DirectoryStore(Store):
             elif stat.S_ISLNK(mode):
                 found = self._probe_link(key, real, name) or _SLOW
             else:
-                if stat.S_ISDIR(mode) and key not in self._dirs:
-                    self._dirs[key] = path + os.sep  # a plain folder: files open by name
+                dirs = self._dirs
+                if stat.S_ISDIR(mode) and key not in dirs:
+                    if len(dirs) >= _HELD_PROBES:
+                        dirs.clear()
+                    dirs[key] = path + os.sep  # a plain folder: files open by name
                 found = path, st
         probes = self._probes
         if len(probes) >= _HELD_PROBES:
@@ -447,6 +465,16 @@ class DirectoryStore(Store):
         """:meth:`read_bytes` of ``key``, the symlink ``name`` in the real folder
         ``folder``, opened through its folder held open as :meth:`_probe_link` allows
         (no ``stat`` before: the descriptor's tells); None where that does not."""
+        opened = self._open_link(key, folder, name)
+        if opened is None:
+            return None
+        return self._read_open(opened[0], key, limit, st=opened[1])
+
+    def _open_link(self, key: str, folder: str, name: str) -> tuple[int, os.stat_result] | None:
+        """The descriptor (read-only) and ``fstat`` of ``key``'s file, the symlink
+        ``name`` in the real folder ``folder``, opened through its folder held open as
+        :meth:`_probe_link` allows (no ``stat`` before: the descriptor's tells; the link
+        is remembered as its probe would); None where that does not."""
         found = self._link_at(folder, name)
         if found is None:
             return None
@@ -466,7 +494,7 @@ class DirectoryStore(Store):
             return None
         self._checkout = True
         self._remember(key, (real, _LINKED, st.st_size))
-        return self._read_open(fd, key, limit, st=st)
+        return fd, st
 
     def _open_pinned(self, real: str, flags: int = 0) -> int:
         """Open the file at the real path ``real`` (read-only, or as ``flags`` add)
@@ -562,17 +590,67 @@ class DirectoryStore(Store):
         """:meth:`open_file_stat` for a mapping of ``mode=None``: for reading and writing
         when the process may write the file (``os.access``), read-only otherwise and
         always for a file read through a link out of the root; ``(fd, fstat, whether it
-        is open for writing)``. A writable file takes one ``open`` (no ``access``)."""
+        is open for writing)``. A writable file takes one ``open`` (no ``access``), and a
+        key never probed no ``lstat`` first (see :meth:`_open_unprobed`)."""
+        if PER_NAME and key not in self._probes:
+            opened = self._open_unprobed(key)
+            if opened is not None:
+                return opened
         found = self._probe(key) if key else _SLOW
         if type(found) is tuple and found[1] is _REGULAR and not self._read_only:
             fd = self._open_pinned(found[0], os.O_RDWR)  # type: ignore[index]
             if fd >= 0:
                 return fd, self._checked_stat(key, fd), True
             self._read_only = True  # refused (or gone): ask os.access from now on
+        elif type(found) is tuple and found[1] is _LINKED and key in self._resolver.links:
+            # a link out of the root the policy allowed: read-only, through its folder
+            # held open (what open_file_stat does for it)
+            fd = self._open_pinned(found[0])  # type: ignore[index]
+            if fd >= 0:
+                return fd, self._checked_stat(key, fd), False
         if self.link(key) is not None:
             return (*self.open_file_stat(key), False)
         write = os.access(self.file_path(key), os.W_OK)
         return (*self.open_file_stat(key, write=write), write)
+
+    def _open_unprobed(self, key: str) -> tuple[int, os.stat_result, bool] | None:
+        """:meth:`open_leaf` of a key not probed yet whose folder is known plain and not
+        listed (the folders of a load are): the file is opened by name in its folder held
+        open, for writing, without following a symlink, and checked on the descriptor,
+        which tells what an ``lstat`` would (it is then remembered as its probe); in a
+        content store's checkout the link is read and followed as :meth:`_probe_link`
+        allows. None where the probe must answer: an absent file (remembered so), a
+        symlink, a file this process may not write, anything but a regular file, an odd
+        name."""
+        dirkey, _, name = key.rpartition("/")
+        real = self._dirs.get(dirkey) if dirkey else self._prefix
+        if type(real) is not str or dirkey in self._listings or not _plain_name(name, dirkey):
+            return None
+        if self._checkout:  # its files are links: read the link first
+            opened = self._open_link(key, real, name)
+            return None if opened is None else (*opened, False)
+        if self._read_only:
+            return None  # a file refused writing: os.access decides (the probe path)
+        fd, _ = self._folders.split(real + name)
+        if fd < 0:
+            return None
+        try:
+            fd = self._open(name, _NOFOLLOW | os.O_RDWR, dir_fd=fd)
+        except FileNotFoundError:
+            self._remember(key, (real + name, None))  # absent, as its probe would say
+            return None
+        except OSError:  # a symlink (ELOOP), not writable, a folder...: the probe tells
+            return None
+        try:
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return None
+        self._remember(key, (real + name, _REGULAR, st.st_size))
+        return fd, st, True
 
     def open_file_stat(self, key: str, *, write: bool = False) -> tuple[int, os.stat_result]:
         """:meth:`open_file`, with the ``fstat`` of the descriptor it checked. ``write``:
@@ -919,6 +997,7 @@ class DirectoryStore(Store):
     # -- payloads (the Store seam: thin methods over the ones above) --------------------
 
     local_folders = True  # a loaded folder's path is where tensordict's memmap_ writes
+    maps_unprobed = PER_NAME  # see open_leaf
 
     def map(self, key: str, *, write: bool | None = False) -> tuple[int, os.stat_result, bool]:
         """The file of ``key``, opened and checked by :meth:`open_leaf` (``write=None``)

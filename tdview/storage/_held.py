@@ -43,12 +43,16 @@ class HeldFolders:
         The root's real path with a trailing separator.
     usable : callable
         Whether ``/proc/self/fd`` names what is opened (asked once, on first use).
+    root_fd : int, optional
+        The root, already open ``O_PATH`` by its real path (held from now on).
     """
 
-    def __init__(self, prefix: str, usable: Callable[[], bool]) -> None:
+    def __init__(self, prefix: str, usable: Callable[[], bool], root_fd: int = -1) -> None:
         self.prefix = prefix
         self._usable: Callable[[], bool] | None = usable
         self.fds: dict[str, int] = {}  # real folder -> descriptor, or -1: cannot be held
+        if root_fd >= 0:  # the root, opened by its real path already (it is held now)
+            self.fds[prefix[:-1] or os.sep] = root_fd
 
     def fd(self, where: str) -> int:
         """The descriptor of the real folder ``where``, opened on first use; -1 where it

@@ -465,6 +465,7 @@ class LinkPolicy:
         self._stores: list[tuple[str, str]] | None = None  # (kind, real folder), on demand
         # the Hugging Face blobs/ folder the root's real path names (no system call), if any
         self._hf_blobs = _hf_blobs(real_root)
+        self._hf_files = None if self._hf_blobs is None else self._hf_blobs + os.sep
         self._hf_reason = f"a {_KINDS['hf']} {os.path.dirname(self._hf_blobs or '')}"
 
     def reason(self, real: str, *, final: bool, st: object = None) -> str | None:
@@ -482,11 +483,11 @@ class LinkPolicy:
                 return f"below the trusted path {path}"
         if not final:
             return None
-        blobs = self._hf_blobs
+        files = self._hf_files  # "<blobs>/": a blob is one name of hex digits there
         if (
-            blobs is not None
-            and real.startswith(blobs + os.sep)
-            and _fits("hf", real[len(blobs) + 1 :].split(os.sep))
+            files is not None
+            and real.startswith(files)
+            and _HF_BLOB.fullmatch(real, len(files)) is not None
             and _regular(real, st)
         ):
             return self._hf_reason
@@ -554,12 +555,24 @@ def _real_dir(path: str) -> bool:
 def _hf_blobs(real_root: str) -> str | None:
     """The ``blobs/`` folder of the Hugging Face cache that ``real_root`` is a snapshot of
     (or is in), by its path alone: ``<repo>/snapshots/<rev>[/...]``, the nearest such
-    ``snapshots``; None when the path is no such snapshot."""
+    ``snapshots``; None when the path is no such snapshot. A function of the string
+    (no system call), remembered: a store and its link policy ask it on each open."""
+    if real_root in _BLOBS_OF:
+        return _BLOBS_OF[real_root]
+    found = None
     parts = real_root.split(os.sep)
     for i in range(len(parts) - 2, 0, -1):
         if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
-            return os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
-    return None
+            found = os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
+            break
+    if len(_BLOBS_OF) >= 256:
+        _BLOBS_OF.clear()
+    _BLOBS_OF[real_root] = found
+    return found
+
+
+# real root -> _hf_blobs of it (bounded)
+_BLOBS_OF: dict[str, str | None] = {}
 
 
 def hf_snapshot(real_root: str) -> bool:

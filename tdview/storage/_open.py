@@ -7,7 +7,7 @@ import stat
 
 from ._archive import META, ArchiveStore
 from ._base import Store, not_found
-from ._directory import DirectoryStore, found_dir
+from ._directory import DirectoryStore, open_dir
 from ._mapfile import map_file, not_a_checkpoint
 from ._remote import is_remote, open_remote
 from ._zip import parse_central_directory
@@ -47,9 +47,9 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     if is_remote(path):  # a URL (s3://, https://...): see _remote
         return open_remote(path)  # type: ignore[arg-type]
     path = os.path.abspath(os.fspath(path))
-    real = found_dir(path)
-    if real is not None:  # a directory (Linux: told by opening it, no stat)
-        return DirectoryStore(path, real=real)
+    opened = open_dir(path)
+    if opened is not None:  # a directory (Linux: told by opening it, no stat)
+        return DirectoryStore(path, real=opened[0], root_fd=opened[1])
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
