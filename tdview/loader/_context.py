@@ -78,11 +78,15 @@ def check_mode(mode: object) -> None:
         raise ValueError(f"mode must be 'r', 'r+' or None, got {mode!r}.")
 
 
+#: Device types every process can put a tensor on (check_usable answers at once).
+_ALWAYS_USABLE = ("cpu", "meta")
+
+
 def check_usable(device: torch.device, what: str) -> None:
     """Raise ``DeviceUnavailableError`` (``what``, then why and what to do) unless this
     process can put a tensor on ``device``. One empty tensor is made: torch's own errors
     for a missing backend are an ``AssertionError``, a ``RuntimeError`` or worse."""
-    if device.type in ("cpu", "meta"):
+    if device.type in _ALWAYS_USABLE:
         return
     try:
         torch.empty(0, device=device)
@@ -164,7 +168,10 @@ class LoadContext:
         found = self._devices.get(name)
         if found is None:
             found = torch.device(name)
-            check_usable(found, f"{self.ckpt.path}: the saved tensordict records device {name!r}")
+            if found.type not in _ALWAYS_USABLE:  # (the message is made only for others)
+                check_usable(
+                    found, f"{self.ckpt.path}: the saved tensordict records device {name!r}"
+                )
             self._devices[name] = found
         return found
 

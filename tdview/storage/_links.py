@@ -64,6 +64,7 @@ _HEX30 = re.compile(r"[0-9a-f]{30}")
 _DVC_CONFIG_BYTES = 1 << 16
 # Keys read through a link out of the root, kept per store (dropped all at once beyond).
 _HELD_LINKS = 16384
+_new_tuple = tuple.__new__
 # Paths added by trust_paths, in order, absolute (resolved when a store is opened).
 _ADDED: list[str] = []
 
@@ -256,7 +257,8 @@ class LinkResolver:
         links = self.links
         if len(links) >= _HELD_LINKS:
             links.clear()
-        links[key] = Link(key, self.display(key), target, real, reason)
+        # Link(...) without the NamedTuple's Python __new__: one per file of a checkout
+        links[key] = _new_tuple(Link, (key, self.display(key), target, real, reason))
         return True
 
     def resolve(self, key: str, start: tuple[int, str] | None = None) -> str:
