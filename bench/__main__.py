@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from . import _checkpoints as ck
+from . import _modules as md
 from ._harness import Result
 from ._machine import machine_facts
 from ._memory import measure
@@ -34,13 +35,18 @@ from .search import search_cases
 RESULTS = Path(__file__).parent / "results"
 
 
-def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
+def memory_cases(root: Path, leaves: int, rows: int, module_leaves: int) -> list[dict[str, object]]:
+    """Case 7: peak memory of a flat tree's index and meta load, a replay buffer's mapped
+    load, and a meta load of a module-shaped tree of ``module_leaves`` leaves (issue 18:
+    no more than tensordict's peak; 1,000,000 leaves take 14 GB and 5 minutes to write)."""
     flat = root / f"flat{leaves}"
     if not flat.exists():
         ck.write_flat_tree(leaves, flat)
     replay = root / "replay"
     if not replay.exists():
         ck.replay_buffer(rows).memmap(replay)
+    modules = md.write_module_tree(module_leaves, root / f"modules{module_leaves}")
+    folders = sum(1 for _ in modules.rglob("meta.json"))
     rows_out = []
     for label, path, ops in (
         (
@@ -52,6 +58,11 @@ def memory_cases(root: Path, leaves: int, rows: int) -> list[dict[str, object]]:
             "replay buffer: mapped load, then one row",
             replay,
             ["tdview mapped", "tensordict mapped"],
+        ),
+        (
+            f"module tree, {module_leaves} leaves in {folders} folders: meta load",
+            modules,
+            ["tdview meta", "tensordict meta"],
         ),
     ):
         rows_out.append(
@@ -77,6 +88,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, under two minutes")
     parser.add_argument("--only", help="run cases whose number is in this list, e.g. 1,4")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON report")
+    parser.add_argument(
+        "--memory-leaves",
+        type=int,
+        help="leaves of case 7's module tree (default 100000, quick 2000; 1000000 is the "
+        "million-leaf case of issue 18: 14 GB of disk)",
+    )
     parser.add_argument(
         "--readme",
         action="store_true",
@@ -109,7 +126,12 @@ def main() -> None:
         memory = (
             []
             if only is not None and "7" not in only
-            else memory_cases(root, sizes.scaling[-1], sizes.replay_rows)
+            else memory_cases(
+                root,
+                sizes.scaling[-1],
+                sizes.replay_rows,
+                args.memory_leaves or (2_000 if args.quick else 100_000),
+            )
         )
     report = {
         "machine": machine_facts(),

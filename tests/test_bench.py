@@ -40,7 +40,11 @@ def test_quick_benchmark_reports_every_case(tmp_path: Path) -> None:
         "9 replay dump",
         "11 module tree",
     } <= cases
-    assert [row["case"] for row in report["memory"]] == ["7 memory", "7 memory"]
+    assert [row["case"] for row in report["memory"]] == ["7 memory"] * 3
+    modules = report["memory"][2]
+    assert modules["variant"].startswith("module tree, 2000 leaves in ")
+    assert set(modules["sides"]) == {"tdview meta", "tensordict meta"}
+    assert all(side["peak_added"] > 0 for side in modules["sides"].values())
     for row in report["timing"]:
         assert set(row["ratios"]) == set(row["times"]) - {row["baseline"]}
         assert all(len(times) >= 3 for times in row["times"].values())
