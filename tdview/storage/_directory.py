@@ -378,7 +378,7 @@ class DirectoryStore(Store):
         found: object
         if self._checkout and "." in name:  # a file of a content store's checkout: a link
             try:
-                target = os.readlink(path)
+                target = self._readlink(real, name)
             except (FileNotFoundError, NotADirectoryError):
                 return self._remember(key, (path, None))  # absent: as an lstat says
             except (OSError, ValueError):
@@ -430,7 +430,7 @@ class DirectoryStore(Store):
         ``target``: what the link says, when read already."""
         if target is None:
             try:
-                target = os.readlink(folder + name)
+                target = self._readlink(folder, name)
             except OSError:
                 return None
         real = plain_target(folder, target)
@@ -438,6 +438,15 @@ class DirectoryStore(Store):
             return None
         fd, blob = self._folders.split(real)
         return None if fd < 0 else (target, real, fd, blob)
+
+    def _readlink(self, folder: str, name: str) -> str:
+        """What the symlink ``name`` in the real folder ``folder`` (with a trailing
+        separator) says: read through the folder's descriptor when it is held open (no
+        path walked again), else by its path."""
+        held = self._folders.fds.get(folder[:-1])
+        if held is not None and held >= 0:
+            return os.readlink(name, dir_fd=held)
+        return os.readlink(folder + name)
 
     def _probe_link(
         self, key: str, folder: str, name: str, target: str | None = None

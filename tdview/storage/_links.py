@@ -463,12 +463,11 @@ class LinkPolicy:
 
     def __init__(self, real_root: str, trusted: tuple[str, ...]) -> None:
         self.real_root = real_root
-        self.trusted = tuple(os.path.realpath(p) for p in trusted)
+        self.trusted = tuple(os.path.realpath(p) for p in trusted) if trusted else ()
         self._stores: list[tuple[str, str]] | None = None  # (kind, real folder), on demand
-        # the Hugging Face blobs/ folder the root's real path names (no system call), if any
-        self._hf_blobs = _hf_blobs(real_root)
-        self._hf_files = None if self._hf_blobs is None else self._hf_blobs + os.sep
-        self._hf_reason = f"a {_KINDS['hf']} {os.path.dirname(self._hf_blobs or '')}"
+        # the Hugging Face blobs/ folder the root's real path names (no system call), if
+        # any: "<blobs>/", and the reason a blob of it gives
+        self._hf_files, self._hf_reason = _hf_files(real_root)
 
     def reason(self, real: str, *, final: bool, st: object = None) -> str | None:
         """Why ``real`` (a real path outside the root) may be read, or None when it may
@@ -575,6 +574,15 @@ def _hf_blobs(real_root: str) -> str | None:
 
 # real root -> _hf_blobs of it (bounded)
 _BLOBS_OF: dict[str, str | None] = {}
+
+
+def _hf_files(real_root: str) -> tuple[str | None, str]:
+    """``(<blobs>/, the reason its files may be read)`` of :func:`_hf_blobs`; None and
+    an empty reason when the root is in no snapshot."""
+    blobs = _hf_blobs(real_root)
+    if blobs is None:
+        return None, ""
+    return blobs + os.sep, f"a {_KINDS['hf']} {os.path.dirname(blobs)}"
 
 
 def hf_snapshot(real_root: str) -> bool:
