@@ -640,7 +640,7 @@ class DirectoryStore(Store):
             return None if opened is None else (*opened, False)
         if self._read_only:
             return None  # a file refused writing: os.access decides (the probe path)
-        fd, _ = self._folders.split(real + name)
+        fd = self._folders.fd(real[:-1] or os.sep)  # its folder, held open
         if fd < 0:
             return None
         try:
