@@ -19,6 +19,7 @@ import pytest
 import torch
 from tensordict import TensorDict, pack_memmap
 
+import tdview
 from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
 from tdview.storage import (
     WINDOWS_PATHS,
@@ -30,6 +31,7 @@ from tdview.storage import (
     open_store,
 )
 from tdview.storage._base import check_key, name_problem
+from tdview.storage._directory import open_dir
 
 from .test_storage_zipcraft import craft_zip, zip_dir
 
@@ -479,3 +481,29 @@ def _tiny_archive(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.tdz"
     TensorDict(a=torch.zeros(2), sub=TensorDict(b=torch.ones(1))).save(str(path))
     return path
+
+
+@pytest.mark.skipif(
+    open_dir(os.path.realpath("/")) is None, reason="folders open O_PATH on Linux only"
+)
+def test_a_root_path_that_leads_to_another_folder_is_opened_there(tmp_path: Path) -> None:
+    """A root opened once at its real path is known again by its folder's identity
+    (no readlink of /proc); when the same path later leads, through a symlink, to
+    another folder, that folder is what opens, at its own real path."""
+    path = tmp_path / "run" / "ckpt"
+    TensorDict(a=torch.zeros(3)).memmap(path)
+    first = open_dir(str(path))
+    assert first is not None and first[0] == str(path) and first[1] >= 0
+    os.close(first[1])
+    again = open_dir(str(path))  # the same folder at the same path
+    assert again is not None and again[0] == str(path) and again[1] >= 0
+    os.close(again[1])
+    (tmp_path / "run").rename(tmp_path / "old")
+    other = tmp_path / "other" / "ckpt"
+    TensorDict(a=torch.ones(3)).memmap(other)
+    (tmp_path / "run").symlink_to(tmp_path / "other", target_is_directory=True)
+    moved = open_dir(str(path))
+    assert moved is not None and moved[0] == os.path.realpath(other) and moved[1] == -1
+    store = DirectoryStore(path)
+    assert store.read_bytes("a.memmap", 1 << 20) == torch.ones(3).numpy().tobytes()
+    assert tdview.load_memmap(path)["a"].tolist() == [1.0, 1.0, 1.0]

@@ -80,6 +80,8 @@ def check_mode(mode: object) -> None:
 
 #: Device types every process can put a tensor on (check_usable answers at once).
 _ALWAYS_USABLE = ("cpu", "meta")
+#: The devices of those types that saved tensordicts record, made once per process
+_USABLE_DEVICES = {name: torch.device(name) for name in _ALWAYS_USABLE}
 
 
 def check_usable(device: torch.device, what: str) -> None:
@@ -165,7 +167,7 @@ class LoadContext:
             This process cannot use the device (a checkpoint saved on ``cuda:0`` read
             where torch has no CUDA): the message says to pass ``device=``.
         """
-        found = self._devices.get(name)
+        found = self._devices.get(name) or _USABLE_DEVICES.get(name)
         if found is None:
             found = torch.device(name)
             if found.type not in _ALWAYS_USABLE:  # (the message is made only for others)

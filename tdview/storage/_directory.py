@@ -21,7 +21,14 @@ from ._base import (
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._held import HeldFolders
-from ._links import Link, LinkResolver, hf_snapshot, plain_target, trusted_paths
+from ._links import (
+    HF_BLOB,
+    Link,
+    LinkResolver,
+    hf_files,
+    plain_target,
+    trusted_paths,
+)
 
 __all__ = ["DirectoryStore", "found_dir", "open_dir"]
 
@@ -81,14 +88,51 @@ def open_dir(path: str) -> tuple[str, int] | None:
         fd = os.open(path, _O_PATH | _O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None  # absent, not a directory...
+    known = _REAL_DIRS.get(path)
     try:
+        st = os.fstat(fd)
+        if known == (st.st_dev, st.st_ino):
+            return path, fd  # the very folder found at its real path before
         name = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         name = None
     if name == path:
+        if len(_REAL_DIRS) >= _MAX_REAL_DIRS:
+            _REAL_DIRS.clear()
+        _REAL_DIRS[path] = st.st_dev, st.st_ino
         return path, fd
     os.close(fd)
     return os.path.realpath(path), -1
+
+
+# Folders /proc/self/fd named at the very path they were opened by: path -> (st_dev,
+# st_ino). Opening the same path to the same folder again needs no readlink of /proc
+# (the dearest call of a small load). The path could have gained a symlink on the way
+# since, to that same folder: the store then takes the path it was given for the real
+# one, which opens the same files; only a link inside that climbs above the new symlink
+# reads where its path says, not where the kernel would go (never outside what the link
+# policy allows: it judges that same path).
+_REAL_DIRS: dict[str, tuple[int, int]] = {}
+_MAX_REAL_DIRS = 256
+
+
+def _up_to_blobs(folder: str, blobs: str) -> str:
+    """What a link in the real folder ``folder`` says before a blob's name when it leads
+    into ``blobs`` (``<repo>/blobs/``): ``../`` once per folder below the repository,
+    then ``blobs/``; a NUL, which no target holds, for a folder outside it. Remembered
+    per folder for every store (a folder string is in one repository)."""
+    repo = blobs[: -len("blobs") - 1]
+    up = "\x00"
+    if folder.startswith(repo):
+        up = "../" * folder.count(os.sep, len(repo)) + "blobs" + os.sep
+    if len(_BLOB_UPS) >= _HELD_PROBES:
+        _BLOB_UPS.clear()
+    _BLOB_UPS[folder] = up
+    return up
+
+
+# real folder -> _up_to_blobs of it (bounded)
+_BLOB_UPS: dict[str, str] = {}
 
 
 def real_dir(path: str) -> str:
@@ -168,7 +212,8 @@ class DirectoryStore(Store):
         self._folders = HeldFolders(self._prefix, self._proc_usable, root_fd)  # see close()
         # a link into a folder held open was met, or the root is a snapshot of the
         # Hugging Face cache (its path says so): names are links, read them first
-        self._checkout = hf_snapshot(self._real_root)
+        blobs, reason = hf_files(self._real_root)
+        self._checkout = blobs is not None  # a snapshot: its files are links
         self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = self.root if self.root.endswith(os.sep) else self.root + os.sep
         self._resolver = LinkResolver(
@@ -177,6 +222,10 @@ class DirectoryStore(Store):
             self.display,
             trusted_paths() if trusted is None else trusted,
         )
+        # a snapshot's blobs/ folder ("<repo>/blobs/") and what the policy says of its
+        # files, when the trusted paths do not answer first (see _link_at)
+        self._blob_reason = reason if blobs is not None and not self._resolver.trusted else None
+        self._blobs = blobs if self._blob_reason else None
 
     def display(self, key: str) -> str:
         return self._display + key if key else self.root
@@ -423,21 +472,36 @@ class DirectoryStore(Store):
 
     def _link_at(
         self, folder: str, name: str, target: str | None = None
-    ) -> tuple[str, str, int, str] | None:
-        """``(target, real path, descriptor of its folder, its name there)`` of the
-        symlink ``name`` in the real folder ``folder`` (with a trailing separator) when
-        its target lies outside the root in a folder held open; None otherwise.
-        ``target``: what the link says, when read already."""
+    ) -> tuple[str, str, int, str, str | None] | None:
+        """``(target, real path, descriptor of its folder, its name there, the policy's
+        reason when known already)`` of the symlink ``name`` in the real folder
+        ``folder`` (with a trailing separator) when its target lies outside the root in
+        a folder held open; None otherwise. ``target``: what the link says, when read
+        already."""
         if target is None:
+            held = self._folders.fds.get(folder[:-1])
             try:
-                target = self._readlink(folder, name)
+                if held is not None and held >= 0:
+                    target = os.readlink(name, dir_fd=held)
+                else:
+                    target = os.readlink(folder + name)
             except OSError:
                 return None
+        blobs = self._blobs
+        if blobs is not None:
+            # a link of a Hugging Face snapshot says "../" as many times as its folder is
+            # deep in the repository, then "blobs/<hash>": what plain_target makes of it,
+            # told by one comparison
+            up = _BLOB_UPS.get(folder) or _up_to_blobs(folder, blobs)
+            if target.startswith(up) and HF_BLOB.fullmatch(target, len(up)) is not None:
+                blob = target[len(up) :]
+                fd = self._folders.fd(blobs[:-1])
+                return None if fd < 0 else (target, blobs + blob, fd, blob, self._blob_reason)
         real = plain_target(folder, target)
         if real is None or real.startswith(self._prefix):
             return None
         fd, blob = self._folders.split(real)
-        return None if fd < 0 else (target, real, fd, blob)
+        return None if fd < 0 else (target, real, fd, blob, None)
 
     def _readlink(self, folder: str, name: str) -> str:
         """What the symlink ``name`` in the real folder ``folder`` (with a trailing
@@ -458,12 +522,12 @@ class DirectoryStore(Store):
         found = self._link_at(folder, name, target)
         if found is None:
             return None
-        target, real, fd, blob = found
+        target, real, fd, blob, reason = found
         try:
             st = os.stat(blob, dir_fd=fd, follow_symlinks=False)
         except (OSError, ValueError):
             return None
-        if not stat.S_ISREG(st.st_mode) or not self._resolver.allow(key, target, real, st):
+        if not stat.S_ISREG(st.st_mode) or not self._resolver.allow(key, target, real, st, reason):
             return None
         self._checkout = True
         probe = real, _LINKED, st.st_size
@@ -487,14 +551,16 @@ class DirectoryStore(Store):
         found = self._link_at(folder, name)
         if found is None:
             return None
-        target, real, dir_fd, blob = found
+        target, real, dir_fd, blob, reason = found
         try:
             fd = self._open(blob, _NOFOLLOW, dir_fd=dir_fd)
         except OSError:
             return None
         try:
             st = os.fstat(fd)
-            allowed = stat.S_ISREG(st.st_mode) and self._resolver.allow(key, target, real, st)
+            allowed = stat.S_ISREG(st.st_mode) and self._resolver.allow(
+                key, target, real, st, reason
+            )
         except BaseException:
             os.close(fd)
             raise

@@ -44,9 +44,11 @@ from ._checked import proc_names, readlink_or
 
 __all__ = [
     "TRUSTED_PATHS_ENV",
+    "HF_BLOB",
     "Link",
     "LinkPolicy",
     "LinkResolver",
+    "hf_files",
     "plain_target",
     "trust_paths",
     "trusted_paths",
@@ -57,7 +59,8 @@ __all__ = [
 TRUSTED_PATHS_ENV = "TDVIEW_TRUSTED_PATHS"
 
 _HF_REPO = re.compile(r"(models|datasets|spaces)--.+")
-_HF_BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: The name of a blob in the Hugging Face cache: a git (SHA-1) or a SHA-256 hash.
+HF_BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _ANNEX_HASH_DIR = re.compile(r"[0-9A-Za-z]{2,3}")
 _HEX2 = re.compile(r"[0-9a-f]{2}")
 _HEX30 = re.compile(r"[0-9a-f]{30}")
@@ -244,16 +247,21 @@ class LinkResolver:
             links[key] = Link(key, self.display(key), target, real, reason)
         return real
 
-    def allow(self, key: str, target: str, real: str, st: os.stat_result) -> bool:
+    def allow(
+        self, key: str, target: str, real: str, st: os.stat_result, reason: str | None = None
+    ) -> bool:
         """Remember ``key``, a symlink saying ``target`` whose file, found by the store
         at the real path ``real`` (a regular file: ``st``), lies outside the root, when
         the policy lets it be read; False when it does not (the caller then takes
-        :meth:`resolve`, which raises naming the link)."""
-        if self.policy is None:
-            self.policy = LinkPolicy(self.real_root, self.trusted)
-        reason = self.policy.reason(real, final=True, st=st)
+        :meth:`resolve`, which raises naming the link). ``reason``: what the policy
+        says of ``real``, when the caller knows it (a blob of the snapshot's cache, see
+        :func:`hf_files`)."""
         if reason is None:
-            return False
+            if self.policy is None:
+                self.policy = LinkPolicy(self.real_root, self.trusted)
+            reason = self.policy.reason(real, final=True, st=st)
+            if reason is None:
+                return False
         links = self.links
         if len(links) >= _HELD_LINKS:
             links.clear()
@@ -467,7 +475,7 @@ class LinkPolicy:
         self._stores: list[tuple[str, str]] | None = None  # (kind, real folder), on demand
         # the Hugging Face blobs/ folder the root's real path names (no system call), if
         # any: "<blobs>/", and the reason a blob of it gives
-        self._hf_files, self._hf_reason = _hf_files(real_root)
+        self._hf_files, self._hf_reason = hf_files(real_root)
 
     def reason(self, real: str, *, final: bool, st: object = None) -> str | None:
         """Why ``real`` (a real path outside the root) may be read, or None when it may
@@ -488,7 +496,7 @@ class LinkPolicy:
         if (
             files is not None
             and real.startswith(files)
-            and _HF_BLOB.fullmatch(real, len(files)) is not None
+            and HF_BLOB.fullmatch(real, len(files)) is not None
             and _regular(real, st)
         ):
             return self._hf_reason
@@ -515,7 +523,7 @@ _KINDS = {
 def _fits(kind: str, parts: list[str]) -> bool:
     """Whether the path of a file below a store's folder has that store's structure."""
     if kind == "hf":
-        return len(parts) == 1 and _HF_BLOB.fullmatch(parts[0]) is not None
+        return len(parts) == 1 and HF_BLOB.fullmatch(parts[0]) is not None
     if kind == "annex":
         return (
             len(parts) == 4
@@ -576,19 +584,13 @@ def _hf_blobs(real_root: str) -> str | None:
 _BLOBS_OF: dict[str, str | None] = {}
 
 
-def _hf_files(real_root: str) -> tuple[str | None, str]:
+def hf_files(real_root: str) -> tuple[str | None, str]:
     """``(<blobs>/, the reason its files may be read)`` of :func:`_hf_blobs`; None and
     an empty reason when the root is in no snapshot."""
     blobs = _hf_blobs(real_root)
     if blobs is None:
         return None, ""
     return blobs + os.sep, f"a {_KINDS['hf']} {os.path.dirname(blobs)}"
-
-
-def hf_snapshot(real_root: str) -> bool:
-    """Whether ``real_root`` lies in a snapshot of the Hugging Face cache, by its path
-    alone (where every file is a link into ``blobs/``)."""
-    return "snapshots" in real_root and _hf_blobs(real_root) is not None
 
 
 def _find_stores(real_root: str) -> list[tuple[str, str]]:
