@@ -596,3 +596,23 @@ def test_reference_names_agree(tmp_path):
         loaded = TensorDict.load_memmap(tmp_path / str(i))
         expected = tuple(loaded.names) if loaded._has_names() else None
         assert parse_node(meta, "m").names == expected
+
+
+def test_meta_json_reads_the_same_without_orjson() -> None:
+    """orjson is a speed-up: where it cannot be imported, json alone reads every
+    document, as json.loads does (a fresh interpreter that refuses to import it)."""
+    from tdview.format import _json
+
+    assert _json._fast_loads is not None  # a dependency: here, the fast path is taken
+    code = (
+        "import sys, json\n"
+        "sys.modules['orjson'] = None  # import orjson now raises ImportError\n"
+        "from tdview.format import _json, parse_meta_json\n"
+        "assert _json._fast_loads is None\n"
+        'doc = b\'{"a": NaN, "n": 123456789012345678901234, "s": [1, 2.5, "x"]}\'\n'
+        "got = parse_meta_json(doc, 'm.json')\n"
+        "assert repr(got) == repr(json.loads(doc)), got\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -257,6 +257,28 @@ def test_a_link_to_a_missing_blob_is_a_missing_file(tmp_path: Path) -> None:
     assert "b" not in loaded["sub"].keys()
 
 
+def test_a_file_missing_from_a_snapshot_is_looked_for_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leaf whose link is not in the snapshot (a partial download) is left out with a
+    warning; mapping it unprobed found it absent, which its probe then knows (one
+    ``readlink`` of the name, not two)."""
+    root, _ = _hf(tmp_path)
+    (root / "sub" / "b.memmap").unlink()
+    read: list[str] = []
+    readlink = os.readlink
+
+    def counted(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(os.fspath(path))
+        return readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", counted)
+    with pytest.warns(UserWarning, match=r"leaf 'sub/b' .* is missing"):
+        loaded = tdview.load_memmap(root)
+    assert "b" not in loaded["sub"].keys() and loaded["a"].shape[0] > 0
+    assert sum(path.endswith("b.memmap") for path in read) == 1
+
+
 # -- links that are refused -----------------------------------------------------------------
 
 
@@ -514,9 +536,11 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
     if when == "before it is held":
         resolved = store._link_at  # noqa: SLF001 - test-only hook into the race window
 
-        def swap_then_hold(folder: str, name: str, target: str | None = None) -> object:
+        def swap_then_hold(
+            folder: str, name: str, target: str | None = None, key: str | None = None
+        ) -> object:
             swap()
-            return resolved(folder, name, target)
+            return resolved(folder, name, target, key)
 
         monkeypatch.setattr(store, "_link_at", swap_then_hold)
         with pytest.raises(UnsafeCheckpointError, match="outside|changed|symlink"):

@@ -471,13 +471,14 @@ class DirectoryStore(Store):
     # naming the link).
 
     def _link_at(
-        self, folder: str, name: str, target: str | None = None
+        self, folder: str, name: str, target: str | None = None, key: str | None = None
     ) -> tuple[str, str, int, str, str | None] | None:
         """``(target, real path, descriptor of its folder, its name there, the policy's
         reason when known already)`` of the symlink ``name`` in the real folder
         ``folder`` (with a trailing separator) when its target lies outside the root in
         a folder held open; None otherwise. ``target``: what the link says, when read
-        already."""
+        already. ``key``: the store key of ``name``, remembered absent (as its probe
+        would) when there is no such name."""
         if target is None:
             held = self._folders.fds.get(folder[:-1])
             try:
@@ -485,6 +486,10 @@ class DirectoryStore(Store):
                     target = os.readlink(name, dir_fd=held)
                 else:
                     target = os.readlink(folder + name)
+            except (FileNotFoundError, NotADirectoryError):
+                if key is not None:
+                    self._remember(key, (folder + name, None))  # no readlink again
+                return None
             except OSError:
                 return None
         blobs = self._blobs
@@ -548,7 +553,7 @@ class DirectoryStore(Store):
         ``name`` in the real folder ``folder``, opened through its folder held open as
         :meth:`_probe_link` allows (no ``stat`` before: the descriptor's tells; the link
         is remembered as its probe would); None where that does not."""
-        found = self._link_at(folder, name)
+        found = self._link_at(folder, name, key=key)
         if found is None:
             return None
         target, real, dir_fd, blob, reason = found
