@@ -480,12 +480,8 @@ class DirectoryStore(Store):
         already. ``key``: the store key of ``name``, remembered absent (as its probe
         would) when there is no such name."""
         if target is None:
-            held = self._folders.fds.get(folder[:-1])
             try:
-                if held is not None and held >= 0:
-                    target = os.readlink(name, dir_fd=held)
-                else:
-                    target = os.readlink(folder + name)
+                target = self._readlink(folder, name)
             except (FileNotFoundError, NotADirectoryError):
                 if key is not None:
                     self._remember(key, (folder + name, None))  # no readlink again
