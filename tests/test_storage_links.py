@@ -27,6 +27,7 @@ from tdview import Checkpoint
 from tdview.errors import LinkWriteError, UnsafeCheckpointError, UntrustedLinkError
 from tdview.index import leaf_storage
 from tdview.storage import TRUSTED_PATHS_ENV, DirectoryStore
+from tdview.storage._directory import up_to_blobs
 
 from .compare import assert_same
 
@@ -589,3 +590,16 @@ def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
     assert store.link("a.memmap") is not None and store._folders.fds  # noqa: SLF001
     store.close()
     assert open_fds() == before
+
+
+def test_a_folder_tells_its_blob_prefix_for_the_repository_asked() -> None:
+    """The prefix a snapshot's links say before a blob is remembered per folder, with
+    the blobs/ folder it was worked out for: a snapshot nested in another's tree gets
+    its own, not the outer repository's."""
+    outer = "/c/models--a--b/blobs/"
+    inner = "/c/models--a--b/snapshots/r/models--x--y/blobs/"
+    folder = "/c/models--a--b/snapshots/r/models--x--y/snapshots/s/sub/"
+    assert up_to_blobs(folder, outer) == "../" * 6 + "blobs/"
+    assert up_to_blobs(folder, inner) == "../../../blobs/"
+    assert up_to_blobs(folder, outer) == "../" * 6 + "blobs/"
+    assert up_to_blobs("/elsewhere/", inner) == "\x00"  # no target says that

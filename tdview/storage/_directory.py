@@ -116,23 +116,27 @@ _REAL_DIRS: dict[str, tuple[int, int]] = {}
 _MAX_REAL_DIRS = 256
 
 
-def _up_to_blobs(folder: str, blobs: str) -> str:
+def up_to_blobs(folder: str, blobs: str) -> str:
     """What a link in the real folder ``folder`` says before a blob's name when it leads
     into ``blobs`` (``<repo>/blobs/``): ``../`` once per folder below the repository,
     then ``blobs/``; a NUL, which no target holds, for a folder outside it. Remembered
-    per folder for every store (a folder string is in one repository)."""
+    per folder for every store, with the ``blobs`` it was worked out for (a snapshot
+    nested in another's tree has other blobs for the same folder)."""
+    found = _BLOB_UPS.get(folder)
+    if found is not None and found[0] == blobs:
+        return found[1]
     repo = blobs[: -len("blobs") - 1]
     up = "\x00"
     if folder.startswith(repo):
         up = "../" * folder.count(os.sep, len(repo)) + "blobs" + os.sep
     if len(_BLOB_UPS) >= _HELD_PROBES:
         _BLOB_UPS.clear()
-    _BLOB_UPS[folder] = up
+    _BLOB_UPS[folder] = blobs, up
     return up
 
 
-# real folder -> _up_to_blobs of it (bounded)
-_BLOB_UPS: dict[str, str] = {}
+# real folder -> (blobs, up_to_blobs of it) (bounded)
+_BLOB_UPS: dict[str, tuple[str, str]] = {}
 
 
 def real_dir(path: str) -> str:
@@ -493,7 +497,7 @@ class DirectoryStore(Store):
             # a link of a Hugging Face snapshot says "../" as many times as its folder is
             # deep in the repository, then "blobs/<hash>": what plain_target makes of it,
             # told by one comparison
-            up = _BLOB_UPS.get(folder) or _up_to_blobs(folder, blobs)
+            up = up_to_blobs(folder, blobs)
             if target.startswith(up) and HF_BLOB.fullmatch(target, len(up)) is not None:
                 blob = target[len(up) :]
                 fd = self._folders.fd(blobs[:-1])
