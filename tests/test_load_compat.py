@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -425,3 +426,55 @@ def test_non_tensor_metadata_dropped_by_a_broadcast(tmp_path: Path, device: str 
     assert_same(got, ref)
     assert got["rows"]._tensordict["meta"]._metadata is None
     assert got["plain"]._tensordict["kept"]._metadata == {"edited": "plain/kept"}
+
+
+@pytest.mark.parametrize("device", [None, "meta"])
+def test_plain_folders_are_built_without_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str | None
+) -> None:
+    """A tree of plain TensorDict folders (batch sizes that match and that do not, a
+    device recorded below a parent without one, a tensorclass deep inside, a folder
+    removed) loads as tensordict loads it, and only the root and the nodes that are not
+    plain TensorDicts are made into index nodes."""
+    inner = Sample(obs=torch.ones(3, 2), note="deep", batch_size=[3])
+    tree = TensorDict(
+        {
+            "a": torch.arange(3.0),
+            "block": {
+                "w": torch.ones(3, 4),
+                "sub": TensorDict(x=torch.zeros(3, 2, 5), batch_size=[3, 2]),
+                "cpu": TensorDict(y=torch.ones(3), batch_size=[3], device="cpu"),
+                "sample": inner,
+            },
+            "gone": {"z": torch.ones(3)},
+            "kept": {"deeper": {"deepest": {"v": torch.full((3,), 7.0)}}},
+        },
+        batch_size=[3],
+    )
+    path = tmp_path / "ckpt"
+    tree.memmap(path)
+    shutil.rmtree(path / "gone")
+    made: list[tuple[str, ...]] = []
+    make = tdview.Checkpoint.make_collection
+
+    def counted(self: Any, node_path: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(tuple(node_path))
+        return make(self, node_path, *args, **kwargs)
+
+    monkeypatch.setattr(tdview.Checkpoint, "make_collection", counted)
+    with pytest.warns(UserWarning, match="'gone'.*folder"):
+        got = tdview.load_memmap(path, device=device)
+    assert_same(got, reference(path, device=device))
+    assert "gone" not in got.keys()
+    assert got["block", "sub"].batch_size == torch.Size([3, 2])
+    assert got["block", "sample"].note == "deep"
+    assert got["kept", "deeper", "deepest"]._memmap_prefix == path / "kept/deeper/deepest"
+    # the root, the missing folder, the tensorclass (its inner folder, its string field)
+    tensorclass = ("block", "sample")
+    assert set(made) == {
+        (),
+        ("gone",),
+        tensorclass,
+        (*tensorclass, "_tensordict"),
+        (*tensorclass, "note"),
+    }

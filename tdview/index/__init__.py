@@ -30,6 +30,7 @@ from ._node import (
     LeafFile,
     LoadItem,
     Node,
+    PlainFolder,
 )
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._replay import StorageRows, rows_of_leaf, storage_rows
@@ -54,6 +55,7 @@ __all__ = [
     "NestedPath",
     "Node",
     "Page",
+    "PlainFolder",
     "Rollup",
     "SchemaEntry",
     "SearchPage",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, Literal, overload
 
 from .._gc import gc_paused
 from .._text import echo
@@ -29,7 +29,16 @@ from ..storage import Store, open_store
 from . import _children as ch
 from ._ahead import SLOW_READ_S, ReadAhead, read_ahead_wanted
 from ._dims import nested_batch_problems, range_problem
-from ._node import LAZY_STACK, NON_TENSOR_STACK, TENSORDICT, VIEW, LoadItem, Node, index_kind
+from ._node import (
+    LAZY_STACK,
+    NON_TENSOR_STACK,
+    TENSORDICT,
+    VIEW,
+    LoadItem,
+    Node,
+    PlainFolder,
+    index_kind,
+)
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
@@ -306,13 +315,25 @@ class Checkpoint:
         if self._ahead is not None:
             self._ahead.below(dirkey, meta, probes=probes)
 
-    def load_items(self, node: Node, *, unprobed: bool = False) -> Iterable[LoadItem]:
+    @overload
+    def load_items(
+        self, node: Node, *, unprobed: bool = False, folders: Literal[False] = False
+    ) -> Iterable[LoadItem]: ...
+    @overload
+    def load_items(
+        self, node: Node, *, unprobed: bool = False, folders: bool
+    ) -> Iterable[LoadItem | PlainFolder]: ...
+    def load_items(
+        self, node: Node, *, unprobed: bool = False, folders: bool = False
+    ) -> Iterable[LoadItem | PlainFolder]:
         """The children of ``node`` as a loader needs them, in load order: a plain leaf
         whose file exists may come as a :class:`LeafFile` instead of a node, so that
         loading a large tree builds (and keeps) no node per leaf. ``unprobed``: the
         caller maps each leaf file (the store's ``map`` tells if it is absent, and the
         caller then asks :meth:`leaf_node`), so a store that
-        :attr:`~tdview.storage.Store.maps_unprobed` looks for none first."""
+        :attr:`~tdview.storage.Store.maps_unprobed` looks for none first. ``folders``: a
+        sub-folder holding a TensorDict node may come as a :class:`PlainFolder` (see
+        :meth:`folder_items`)."""
         meta = node.meta
         if (
             node.children_cache is not None
@@ -321,17 +342,34 @@ class Checkpoint:
             or meta.legacy_no_collection_records
         ):
             return self.children(node)
+        return self.folder_items(node.path, node.dirkey, meta, unprobed=unprobed, folders=folders)
+
+    def folder_items(
+        self,
+        path: NestedPath,
+        dirkey: str,
+        meta: TensorDictNode,
+        *,
+        unprobed: bool = False,
+        folders: bool = True,
+    ) -> Iterator[LoadItem | PlainFolder]:
+        """:meth:`load_items` of the TensorDict folder ``dirkey`` at ``path``, whose parsed
+        ``meta.json`` is ``meta`` (one that records its collections), without a node: for a
+        :class:`~tdview.index.PlainFolder` it gave. A sub-folder that holds such a node
+        comes as a :class:`~tdview.index.PlainFolder` too (a load builds no node per
+        folder); any other as its node (every one with ``folders=False``)."""
         if self._ahead is not None:
-            self.read_ahead(node.dirkey, meta)
+            self.read_ahead(dirkey, meta)
         return ch.tensordict_children(
             self.store,
-            node.path,
-            node.dirkey,
+            path,
+            dirkey,
             meta,
             self.make_collection,
             robust=self.robust,
             files_only=True,
             unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
+            read=self.read_meta if folders else None,
         )
 
     def leaf_node(self, path: NestedPath, dirkey: str, record: LeafRecord) -> Node:
@@ -340,7 +378,9 @@ class Checkpoint:
         For a leaf :meth:`load_items` gave unprobed whose file is absent."""
         return ch.leaf_node(self.store, path, dirkey, record, robust=self.robust)
 
-    def load_fields(self, node: Node, *, unprobed: bool = False) -> Iterable[LoadItem] | None:
+    def load_fields(
+        self, node: Node, *, unprobed: bool = False, folders: bool = False
+    ) -> Iterable[LoadItem | PlainFolder] | None:
         """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
         :meth:`load_items` gives a TensorDict's children (nodes with the tensorclass's
         paths, as :meth:`children` lists them on it); None when :meth:`children` must
@@ -367,6 +407,7 @@ class Checkpoint:
             robust=self.robust,
             files_only=True,
             unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
+            read=self.read_meta if folders else None,
         )
 
     def _walked_collection(

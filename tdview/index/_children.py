@@ -20,6 +20,7 @@ from ..format import (
     CollectionRecord,
     LazyStackNode,
     LeafRecord,
+    NodeMeta,
     NonTensorStackNode,
     SubTensorDictNode,
     TensorclassNode,
@@ -29,7 +30,7 @@ from ..format import (
 )
 from ..storage import Store
 from ._facts import Refusal
-from ._node import LEAF, NON_TENSOR, LeafFile, Node, SubFolder
+from ._node import LEAF, NON_TENSOR, LeafFile, Node, PlainFolder, SubFolder
 from ._paths import NestedPath, join_key
 
 TENSORCLASS_INNER = "_tensordict"
@@ -37,6 +38,8 @@ VIEW_SOURCE = "_source"
 
 # Makes the node of a sub-folder: (path, folder key or None when missing, type hint).
 MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
+# Reads a folder's parsed meta.json (a checkpoint's cached read_meta): folder key -> meta.
+ReadMeta = Callable[[str], NodeMeta]
 
 
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
@@ -168,7 +171,8 @@ def tensordict_children(
     robust: bool,
     files_only: Literal[True],
     unprobed: bool = False,
-) -> Iterator[Node | LeafFile]: ...
+    read: ReadMeta | None = None,
+) -> Iterator[Node | LeafFile | PlainFolder]: ...
 def tensordict_children(
     store: Store,
     path: NestedPath,
@@ -179,14 +183,18 @@ def tensordict_children(
     robust: bool,
     files_only: bool = False,
     unprobed: bool = False,
-) -> Iterator[Node | LeafFile]:
+    read: ReadMeta | None = None,
+) -> Iterator[Node | LeafFile | PlainFolder]:
     """Children of a TensorDict node in load order: leaves first, then collections.
 
     ``files_only``: a plain leaf whose file exists comes as a :class:`LeafFile` instead
     of a node (a loader needs nothing more). ``unprobed`` (with ``files_only``, for a
     store that :attr:`~tdview.storage.Store.maps_unprobed`): a plain leaf with one
     candidate name, in a folder not listed, comes as a :class:`LeafFile` without being
-    looked for; its file may be absent, which mapping it tells.
+    looked for; its file may be absent, which mapping it tells. ``read`` (with
+    ``files_only``: a checkpoint's ``read_meta``): a collection whose folder is found and
+    holds a TensorDict node comes as a :class:`PlainFolder` (no node); any other (a
+    missing folder, an unreadable ``meta.json``, another kind) as its node.
     """
     is_file, files, dirs, prefix, leaf_cache = _folder_facts(
         store, dirkey, robust, len(meta.entries)
@@ -210,6 +218,16 @@ def tensordict_children(
         elif isinstance(record, LeafRecord):
             yield leaf_node(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
+            if read is not None and files_only:
+                folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
+                if folder is not None:
+                    try:
+                        found = read(folder)
+                    except (TDViewError, OSError):
+                        found = None  # its node records the error (read again, cached)
+                    if type(found) is TensorDictNode:
+                        yield _new_tuple(PlainFolder, (record, folder, found))
+                        continue
             yield _collection(store, path, dirkey, record, make, robust, dirs)
     if meta.legacy_no_collection_records:
         yield from _listed_collections(store, path, dirkey, meta, make)

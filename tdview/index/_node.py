@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..format import LeafRecord, NodeMeta
+from ..format import CollectionRecord, LeafRecord, NodeMeta, TensorDictNode
 from ._paths import NestedPath
 
 # Node kinds as the index and the widget name them.
@@ -103,5 +103,16 @@ class SubFolder(NamedTuple):
     type_hint: str | None
 
 
-#: A child as :meth:`~tdview.index.Checkpoint.load_items` gives it.
+class PlainFolder(NamedTuple):
+    """A collection child whose folder holds a TensorDict node (its ``meta.json`` read and
+    parsed), as a loader takes it: recursed into without a node (a load of 10,000
+    folders builds none)."""
+
+    record: CollectionRecord
+    dirkey: str  # its folder's store key
+    meta: TensorDictNode
+
+
+#: A child as :meth:`~tdview.index.Checkpoint.load_items` gives it (and a
+#: :class:`PlainFolder`, where asked for).
 LoadItem = Node | LeafFile

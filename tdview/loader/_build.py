@@ -13,8 +13,9 @@ import copy
 import sys
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tensordict import NonTensorData, TensorDict, is_tensor_collection, is_tensorclass
@@ -22,7 +23,7 @@ from tensordict.tensorclass import NonTensorDataBase
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
-from ..index import LEAF, LeafFile, LoadItem, Node, range_problem, show_path
+from ..index import LEAF, LeafFile, LoadItem, Node, PlainFolder, range_problem, show_path
 from ..index._facts import refusal
 from ..index._paths import join_key
 from . import _out
@@ -37,7 +38,7 @@ from ._classes import (
     resolve_class,
     saved_as_tensordict,
 )
-from ._context import LoadContext, user_stacklevel
+from ._context import LoadContext, child_path, user_stacklevel
 from ._leaves import file_leaf_tensor, leaf_tensor
 from ._pickles import non_tensor_extras
 from ._stacks import stack_values
@@ -78,7 +79,7 @@ def build(
     node: Node,
     device: torch.device | None,
     out: Any = None,
-    children: Iterable[LoadItem] | None = None,
+    children: Iterable[LoadItem | PlainFolder] | None = None,
     path: tuple[str, ...] | None = None,
     parent: Any = None,
 ) -> Any:
@@ -109,30 +110,49 @@ def build(
     TensorDict(...)
     """
     if ctx.depth >= ctx.max_depth:
-        raise LimitExceededError(
-            f"{ctx.store.display(node.dirkey or '')}: nested more than {ctx.max_depth} "
-            "tensordicts deep below the one being loaded, more than Python's recursion limit "
-            f"({sys.getrecursionlimit()}) leaves room for. Load a deeper part with subpath= "
-            "(or raise the limit with sys.setrecursionlimit); the index and the viewer show "
-            "trees of any depth."
-        )
+        raise _too_deep(ctx, node.dirkey)
     ctx.depth += 1  # counted here, not in a wrapper: one frame less per level
     try:
         meta = node_meta(ctx, node)
         if saved_as_tensordict(meta):
-            return _tensordict(ctx, node, meta, TensorDict, device, out, children, path)  # type: ignore[arg-type]
+            assert isinstance(meta, TensorDictNode)
+            items = _items(ctx, node) if children is None else children
+            return _tensordict(
+                ctx, node.path if path is None else path, node.dirkey, meta, TensorDict,
+                device, out, items,
+            )  # fmt: skip
         where = ctx.store.display(node.dirkey or "")
         cls = resolve_class(meta, where)
         kind, wrap = loader_kind(cls, meta, where)
         if kind == TENSORDICT:
             assert isinstance(meta, TensorDictNode)
-            result = _tensordict(ctx, node, meta, cls, device, out, children, path)
+            items = _items(ctx, node) if children is None else children
+            result = _tensordict(
+                ctx, node.path if path is None else path, node.dirkey, meta, cls, device, out,
+                items,
+            )  # fmt: skip
             return result if wrap is None else wrap(result)
         if kind == TENSORCLASS:
             return _tensorclass(ctx, node, meta, cls, device, out, parent)
         return _BUILDERS[kind](ctx, node, meta, cls, device, out)
     finally:
         ctx.depth -= 1
+
+
+def _too_deep(ctx: LoadContext, dirkey: str | None) -> LimitExceededError:
+    return LimitExceededError(
+        f"{ctx.store.display(dirkey or '')}: nested more than {ctx.max_depth} "
+        "tensordicts deep below the one being loaded, more than Python's recursion limit "
+        f"({sys.getrecursionlimit()}) leaves room for. Load a deeper part with subpath= "
+        "(or raise the limit with sys.setrecursionlimit); the index and the viewer show "
+        "trees of any depth."
+    )
+
+
+def _items(ctx: LoadContext, node: Node) -> Iterable[LoadItem | PlainFolder]:
+    """A TensorDict node's children as the loader takes them: sub-folders holding a
+    TensorDict as :class:`~tdview.index.PlainFolder` where nothing is loaded into."""
+    return ctx.ckpt.load_items(node, unprobed=ctx.maps_files, folders=True)
 
 
 def _new_tensordict(
@@ -154,15 +174,18 @@ def _new_tensordict(
 
 def _tensordict(
     ctx: LoadContext,
-    node: Node,
+    parent: tuple[str, ...],
+    dirkey: str | None,
     meta: TensorDictNode,
     cls: type,
     device: torch.device | None,
     out: Any,
-    children: Iterable[LoadItem] | None,
-    path: tuple[str, ...] | None = None,
+    items: Iterable[LoadItem | PlainFolder],
+    prefix: Path | None = None,
 ) -> Any:
-    parent = node.path if path is None else path  # what a LeafFile is below
+    """The TensorDict of folder ``dirkey`` whose children ``items`` are below the nested
+    key ``parent`` (a tensorclass's, for its fields); ``prefix``: the folder's path, when
+    the caller made it (see ``_memmap_prefix`` below)."""
     if out is not None:
         if is_tensorclass(out):
             out = out._tensordict  # a TensorDict save loads into a tensorclass's fields
@@ -175,9 +198,9 @@ def _tensordict(
     direct = result._tensordict if out is None and type(result) is TensorDict else None
     loaded: set[str] = set()
     tensor: torch.Tensor | None
-    items = ctx.ckpt.load_items(node, unprobed=ctx.maps_files) if children is None else children
+    own = None  # this folder's path, made for the first sub-folder built here
     for child in items:
-        if isinstance(child, LeafFile):  # a plain leaf with its file, no node
+        if type(child) is LeafFile:  # a plain leaf with its file, no node
             record, file = child
             key = record.key
             try:
@@ -191,49 +214,120 @@ def _tensordict(
                 tensor = leaf_tensor(ctx, leaf, device)
                 if tensor is None:
                     continue
-        elif child.kind == LEAF:
-            key = child.path[-1]
-            tensor = leaf_tensor(ctx, child, device)
-            if tensor is None:
-                continue
-        else:
-            key = child.path[-1]
-            if not _wanted(ctx, node, meta, child):
-                continue
-            existing = _out.reusable(result, key) if out is not None else None
-            value = build(ctx, child, device, existing, parent=result if out is None else None)
-            if value is not existing:
-                # validated: checks the batch size, broadcasts NonTensorData, moves devices
+        elif type(child) is PlainFolder:
+            key = child.record.key
+            if out is None and saved_as_tensordict(child.meta):
+                # a TensorDict folder: built without a node, as build builds one
+                if ctx.depth >= ctx.max_depth:
+                    raise _too_deep(ctx, child.dirkey)
+                path, sub, sub_meta = (*parent, key), child.dirkey, child.meta
+                if ctx.keeps_prefix and own is None:
+                    own = ctx.prefix_path(dirkey or "") if prefix is None else prefix
+                ctx.depth += 1
                 try:
-                    result._set_str(key, value, validated=_fits(result, value), inplace=False)
-                except (RuntimeError, ValueError) as error:
-                    raise CheckpointFormatError(
-                        f"{ctx.store.display(child.dirkey or '')}: {show_path(child.path)!r} "
-                        f"does not fit in its parent {show_path(node.path)!r} (batch size "
-                        f"{list(meta.batch_size)}): {error}"
-                    ) from None
+                    value = _tensordict(
+                        ctx, path, sub, sub_meta, TensorDict, device, None,
+                        ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
+                        None if own is None else child_path(own, sub.rpartition("/")[2]),
+                    )  # fmt: skip
+                finally:
+                    ctx.depth -= 1
+                if direct is not None and _fits_as_saved(meta, sub_meta, device):
+                    direct[key] = value  # what _set_str does with a value that fits
+                else:
+                    _set_collection(ctx, result, key, value, meta, parent, sub)
+            else:  # another class, or loaded into: its node takes the general path
+                folder = ctx.ckpt.make_collection(
+                    (*parent, key), child.dirkey, child.record.type_hint
+                )
+                if not _load_collection(ctx, result, out, parent, meta, folder, device):
+                    continue
             loaded.add(key)
             continue
+        else:
+            node = cast(Node, child)
+            key = node.path[-1]
+            if node.kind != LEAF:
+                if _load_collection(ctx, result, out, parent, meta, node, device):
+                    loaded.add(key)
+                continue
+            tensor = leaf_tensor(ctx, node, device)
+            if tensor is None:
+                continue
         if direct is not None:
             direct[key] = tensor
         else:
             result._set_str(key, tensor, validated=True, inplace=False)
         loaded.add(key)
         if ctx.progress is not None:
-            ctx.progress((*parent, key) if isinstance(child, LeafFile) else child.path)
+            ctx.progress((*parent, key))
     if out is not None:
         _out.delete_stale(result, loaded)
-    if (
-        ctx.store.local_folders
-        and ctx.mode != "r"
-        and ctx.store.link(join_key(node.dirkey or "", "meta.json")) is None
-    ):
+    if ctx.keeps_prefix and ctx.store.link(join_key(dirkey or "", "meta.json")) is None:
         # where memmap_() writes back, as tensordict records it; not a folder whose
         # meta.json is a symlink out of the root (memmap_ would write through it)
-        result._memmap_prefix = ctx.prefix_path(node.dirkey or "")
+        if own is None:
+            own = ctx.prefix_path(dirkey or "") if prefix is None else prefix
+        result._memmap_prefix = own
     else:
         result._memmap_prefix = None
     return result
+
+
+def _load_collection(
+    ctx: LoadContext,
+    result: Any,
+    out: Any,
+    parent: tuple[str, ...],
+    meta: TensorDictNode,
+    child: Node,
+    device: torch.device | None,
+) -> bool:
+    """Build the collection node ``child`` into ``result``; False when it is left out (a
+    missing folder, an unrecorded one)."""
+    if not _wanted(ctx, parent, meta, child):
+        return False
+    key = child.path[-1]
+    existing = _out.reusable(result, key) if out is not None else None
+    value = build(ctx, child, device, existing, parent=result if out is None else None)
+    if value is not existing:
+        _set_collection(ctx, result, key, value, meta, parent, child.dirkey)
+    return True
+
+
+def _set_collection(
+    ctx: LoadContext,
+    result: Any,
+    key: str,
+    value: Any,
+    meta: TensorDictNode,
+    parent: tuple[str, ...],
+    dirkey: str | None,
+) -> None:
+    """Set a built collection into ``result``; validated (the batch size checked,
+    NonTensorData broadcast, devices moved) unless it fits as it is."""
+    try:
+        result._set_str(key, value, validated=_fits(result, value), inplace=False)
+    except (RuntimeError, ValueError) as error:
+        raise CheckpointFormatError(
+            f"{ctx.store.display(dirkey or '')}: {show_path((*parent, key))!r} "
+            f"does not fit in its parent {show_path(parent)!r} (batch size "
+            f"{list(meta.batch_size)}): {error}"
+        ) from None
+
+
+def _fits_as_saved(
+    meta: TensorDictNode, sub_meta: TensorDictNode, device: torch.device | None
+) -> bool:
+    """:func:`_fits` told from the two ``meta.json`` of a fresh TensorDict and a fresh
+    TensorDict child: the same batch size, no dim names, and the same device (the load's,
+    or the same saved one)."""
+    return (
+        sub_meta.batch_size == meta.batch_size
+        and meta.names is None
+        and sub_meta.names is None
+        and (device is not None or meta.device is None or sub_meta.device == meta.device)
+    )
 
 
 def _fits(result: Any, value: Any) -> bool:
@@ -248,13 +342,13 @@ def _fits(result: Any, value: Any) -> bool:
     )
 
 
-def _wanted(ctx: LoadContext, parent: Node, meta: TensorDictNode, child: Node) -> bool:
+def _wanted(ctx: LoadContext, parent: tuple[str, ...], meta: TensorDictNode, child: Node) -> bool:
     """Whether a collection child is loaded: missing folders and unrecorded ones are not."""
     if meta.legacy_no_collection_records:
         # found by listing a 0.3-era node: tensordict 0.15 does not load it either
         warnings.warn(
             f"tdview left out {ctx.store.display(child.dirkey or '')}: the meta.json of "
-            f"{show_path(parent.path)!r} does not name it (a tensordict 0.3 layout), and "
+            f"{show_path(parent)!r} does not name it (a tensordict 0.3 layout), and "
             "tensordict 0.15 does not load it either.",
             UserWarning,
             stacklevel=user_stacklevel(),
@@ -346,14 +440,16 @@ def _broadcast(cls: type, non_tensor: dict, parent: Any) -> bool:
     return True
 
 
-def _field_nodes(ctx: LoadContext, node: Node, inner: Node) -> Iterable[LoadItem] | None:
+def _field_nodes(
+    ctx: LoadContext, node: Node, inner: Node
+) -> Iterable[LoadItem | PlainFolder] | None:
     """The index lists a tensorclass's fields on the tensorclass node (same nodes, same
     caches): those, without the JSON fields of its own meta.json; where the index has
     not listed them yet, its load items (:meth:`~tdview.index.Checkpoint.load_fields`:
     no node per plain leaf)."""
     if not isinstance(node.meta, TensorclassNode) or not isinstance(inner.meta, TensorDictNode):
         return None
-    items = ctx.ckpt.load_fields(node, unprobed=ctx.maps_files)
+    items = ctx.ckpt.load_fields(node, unprobed=ctx.maps_files, folders=True)
     if items is not None:
         return items
     return [c for c in ctx.ckpt.children(node) if not (c.has_value and c.dirkey is None)]

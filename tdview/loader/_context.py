@@ -32,6 +32,13 @@ _MAX_STRIDES = 4096
 _MAX_PREFIXES = 4096
 
 
+def child_path(parent: Path, name: str) -> Path:
+    """``parent / name`` for a plain name, by CPython's cheap child path where it has one
+    (no parsing of ``name``)."""
+    child = getattr(parent, "_make_child_relpath", None)
+    return child(name) if child is not None else parent / name
+
+
 def root_path(root: str) -> Path:
     """``Path(root)``, made once per checkpoint folder (bounded), not once per load.
 
@@ -142,6 +149,9 @@ class LoadContext:
     #: every leaf file is mapped, by a store whose ``map`` needs no probe before
     #: (``Store.maps_unprobed``): the index gives leaves unprobed (``load_items``)
     maps_files: bool = field(init=False)
+    #: a loaded tensordict records its folder as ``_memmap_prefix`` (local folders, a
+    #: mode that may write back), unless its ``meta.json`` is a link out of the root
+    keeps_prefix: bool = field(init=False)
     fetched: Any = None
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
@@ -152,6 +162,7 @@ class LoadContext:
         self.is_archive = store.packed
         self.remote = not store.mappable
         self.maps_files = self.read_data and store.maps_unprobed
+        self.keeps_prefix = store.local_folders and self.mode != "r"
 
     @property
     def store(self) -> Store:
@@ -220,9 +231,7 @@ class LoadContext:
         if found is None:
             found = prefixes[""] = root_path(self.store.root)
         for key in reversed(missing):
-            name = key.rpartition("/")[2]
-            child = getattr(found, "_make_child_relpath", None)  # CPython's cheap child path
-            found = prefixes[key] = child(name) if child is not None else found / name
+            found = prefixes[key] = child_path(found, key.rpartition("/")[2])
         return found
 
     def file(self, key: str) -> str:
