@@ -507,3 +507,54 @@ def test_a_root_path_that_leads_to_another_folder_is_opened_there(tmp_path: Path
     store = DirectoryStore(path)
     assert store.read_bytes("a.memmap", 1 << 20) == torch.ones(3).numpy().tobytes()
     assert tdview.load_memmap(path)["a"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_folder_and_its_meta_json_are_read_in_one_call_only_where_plain(
+    tmp_path: Path,
+) -> None:
+    """``read_folder_meta``: the bytes of a plain sub-folder's ``meta.json`` (the folder
+    then known as a probe knows it); None for whatever the general path must answer (a
+    symlinked folder, a ``meta.json`` that is a symlink or absent, a file, an absent
+    name), and the general path still answers for it. A parent not known yet is probed
+    on the way, name by name."""
+    root = tmp_path / "ckpt"
+    for name in ("plain", "other", "linked_meta", "deep/er"):
+        (root / name).mkdir(parents=True)
+    (root / "plain" / "meta.json").write_bytes(b'{"a": 1}')
+    (root / "other" / "meta.json").write_bytes(b'{"b": 2}')
+    (root / "deep" / "er" / "meta.json").write_bytes(b'{"c": 3}')
+    (root / "linked_meta" / "meta.json").symlink_to(root / "plain" / "meta.json")
+    (root / "alias").symlink_to(root / "other", target_is_directory=True)
+    (root / "file").write_bytes(b"x")
+    store = DirectoryStore(root)
+    try:
+        assert store.read_folder_meta("plain", 1 << 20) == b'{"a": 1}'
+        assert store.is_dir("plain") and store.is_file("plain/meta.json")
+        assert store.read_folder_meta("deep/er", 1 << 20) == b'{"c": 3}'
+        assert store.read_folder_meta("deep", 1 << 20) is None  # no meta.json in it
+        assert store.is_dir("deep")
+        for name in ("alias", "linked_meta", "file", "absent"):
+            assert store.read_folder_meta(name, 1 << 20) is None, name
+        assert not store.is_dir("file") and not store.is_dir("absent")
+        assert store.is_dir("linked_meta")
+        with pytest.raises(LimitExceededError, match="above the limit of 3 bytes"):
+            store.read_folder_meta("other", 3)
+        assert store.read_bytes("other/meta.json", 1 << 20) == b'{"b": 2}'
+    finally:
+        store.close()
+
+
+def test_a_walk_past_the_bound_of_folders_held_keeps_their_parents(tmp_path: Path) -> None:
+    """More sub-folders than a store keeps (dropped all at once beyond its bound): a load
+    of such a tree reads every one as tensordict does."""
+    from tdview.storage import _directory
+
+    count = _directory._HELD_PROBES + 50
+    tree = TensorDict(
+        {"group": {f"m{index}": {"w": torch.full((2,), float(index))} for index in range(count)}}
+    )
+    tree.memmap(tmp_path / "ckpt", num_threads=8)
+    loaded = tdview.load_memmap(tmp_path / "ckpt", device="meta")
+    assert len(loaded["group"].keys()) == count
+    mapped = tdview.load_memmap(tmp_path / "ckpt")
+    assert float(mapped["group", f"m{count - 1}", "w"][1]) == count - 1

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from .._gc import gc_paused
 from .._text import echo
@@ -195,27 +195,54 @@ class Checkpoint:
                     data, parsed = ahead.result()  # what the read raised is raised here
                 else:
                     data = self.store.read_bytes(key, MAX_META_BYTES)
-                self.meta_bytes_read += len(data)
-                found = self._parsed.get(data)
-                if found is None:
-                    if isinstance(parsed, Exception):
-                        raise parsed
-                    where = self.store.display(key)
-                    found = (
-                        parsed
-                        if parsed is not None
-                        else parse_node(parse_meta_json(data, where), where)
-                    )
-                    self._remember(data, found)
+                found = self._decode(key, data, parsed)
             except (TDViewError, OSError) as error:
                 found = error
-            metas = self._metas
-            if self._metas_bound is not None and len(metas) >= self._metas_bound:
-                metas.clear()
-            metas[dirkey] = found
+            self._keep(dirkey, found)
         if isinstance(found, Exception):
             raise found
         return found
+
+    def read_folder(self, dirkey: str) -> NodeMeta | None:
+        """:meth:`read_meta` of a sub-folder met in a walk, and whether it is a plain
+        folder, in one call to the store (:meth:`~tdview.storage.Store.read_folder_meta`);
+        None where the store has no shorter way for it, or it is not a plain folder with a
+        readable ``meta.json``: the caller then probes it and asks :meth:`read_meta`,
+        which answer (and raise) as ever."""
+        if self._ahead is not None or dirkey in self._metas:
+            return None
+        data = self.store.read_folder_meta(dirkey, MAX_META_BYTES)
+        if data is None:
+            return None
+        try:
+            found: NodeMeta | TDViewError | OSError = self._decode(
+                dirkey + "/meta.json", data, None
+            )
+        except (TDViewError, OSError) as error:
+            found = error
+        self._keep(dirkey, found)
+        return None if isinstance(found, Exception) else found
+
+    def _decode(self, key: str, data: bytes, parsed: object) -> NodeMeta:
+        """The node of the ``meta.json`` bytes read at ``key`` (or parsed ahead)."""
+        self.meta_bytes_read += len(data)
+        found = self._parsed.get(data)
+        if found is None:
+            if isinstance(parsed, Exception):
+                raise parsed
+            if parsed is not None:
+                found = cast(NodeMeta, parsed)
+            else:
+                where = self.store.display(key)
+                found = parse_node(parse_meta_json(data, where), where)
+            self._remember(data, found)
+        return found
+
+    def _keep(self, dirkey: str, found: NodeMeta | TDViewError | OSError) -> None:
+        metas = self._metas
+        if self._metas_bound is not None and len(metas) >= self._metas_bound:
+            metas.clear()
+        metas[dirkey] = found
 
     def _remember(self, data: bytes, meta: NodeMeta) -> None:
         """Keep a parsed TensorDict node by its ``meta.json`` bytes: the layers and
@@ -370,6 +397,7 @@ class Checkpoint:
             files_only=True,
             unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
             read=self.read_meta if folders else None,
+            read_folder=self.read_folder,
         )
 
     def leaf_node(self, path: NestedPath, dirkey: str, record: LeafRecord) -> Node:
@@ -408,6 +436,7 @@ class Checkpoint:
             files_only=True,
             unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
             read=self.read_meta if folders else None,
+            read_folder=self.read_folder,
         )
 
     def _walked_collection(

@@ -40,6 +40,8 @@ VIEW_SOURCE = "_source"
 MakeCollection = Callable[[NestedPath, "str | None", "str | None"], Node]
 # Reads a folder's parsed meta.json (a checkpoint's cached read_meta): folder key -> meta.
 ReadMeta = Callable[[str], NodeMeta]
+# Probes a sub-folder and reads its meta.json in one call; None: ask the probe and ReadMeta.
+ReadFolder = Callable[[str], "NodeMeta | None"]
 
 
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
@@ -172,6 +174,7 @@ def tensordict_children(
     files_only: Literal[True],
     unprobed: bool = False,
     read: ReadMeta | None = None,
+    read_folder: ReadFolder | None = None,
 ) -> Iterator[Node | LeafFile | PlainFolder]: ...
 def tensordict_children(
     store: Store,
@@ -184,6 +187,7 @@ def tensordict_children(
     files_only: bool = False,
     unprobed: bool = False,
     read: ReadMeta | None = None,
+    read_folder: ReadFolder | None = None,
 ) -> Iterator[Node | LeafFile | PlainFolder]:
     """Children of a TensorDict node in load order: leaves first, then collections.
 
@@ -195,6 +199,8 @@ def tensordict_children(
     ``files_only``: a checkpoint's ``read_meta``): a collection whose folder is found and
     holds a TensorDict node comes as a :class:`PlainFolder` (no node); any other (a
     missing folder, an unreadable ``meta.json``, another kind) as its node.
+    ``read_folder`` (with ``read``: a checkpoint's ``read_folder``) tries the first name
+    of a collection's folder in one call first, where the folder is not listed.
     """
     is_file, files, dirs, prefix, leaf_cache = _folder_facts(
         store, dirkey, robust, len(meta.entries)
@@ -219,6 +225,14 @@ def tensordict_children(
             yield leaf_node(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
             if read is not None and files_only:
+                if read_folder is not None and dirs is _NO_FILES:
+                    # the common folder: probed and its meta.json read in one call
+                    names = collection_names(key, robust=robust)
+                    if names:
+                        found = read_folder(prefix + names[0])
+                        if type(found) is TensorDictNode:
+                            yield _new_tuple(PlainFolder, (record, prefix + names[0], found))
+                            continue
                 folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
                 if folder is not None:
                     try:

@@ -352,6 +352,13 @@ class Store(abc.ABC):
         ``LimitExceededError`` is raised before reading when its size is above ``limit``.
         """
 
+    def read_folder_meta(self, dirkey: str, limit: int) -> bytes | None:
+        """``read_bytes(dirkey + "/meta.json")`` where ``is_dir(dirkey)`` is true, in one
+        call where the store has a shorter way (a walk's common step: a sub-folder and its
+        ``meta.json``); None when it has none, or not for this key: the caller then asks
+        :meth:`is_dir` and :meth:`read_bytes`, which answer (and raise) as ever."""
+        return None
+
     @abc.abstractmethod
     def writable(self, key: str | None = None) -> bool:
         """Return True when the process may write the file (archive: the archive file)."""

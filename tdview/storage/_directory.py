@@ -327,11 +327,22 @@ class DirectoryStore(Store):
                 found = real = self._dir_path(up)  # known now: probed, or the root
                 if type(real) is str:
                     found = self._probe_one_dir(key, real, name, up)
-            dirs = self._dirs
-            if len(dirs) >= _HELD_PROBES:
-                dirs.clear()
-            dirs[key] = found
+            self._keep_dir(key, found)
         return found
+
+    def _keep_dir(self, key: str, found: object) -> None:
+        """Remember what a folder was found to be. Beyond the bound all are dropped at
+        once, but for the folders above ``key``: a walk goes on in them."""
+        dirs = self._dirs
+        if len(dirs) >= _HELD_PROBES:
+            kept = {}
+            up = key.rpartition("/")[0]
+            while up and (held := dirs.get(up)) is not None:
+                kept[up] = held
+                up = up.rpartition("/")[0]
+            dirs.clear()
+            dirs.update(kept)
+        dirs[key] = found
 
     def _probe_one_dir(self, key: str, real: str, name: str, up: str) -> str | object:
         """What one ``lstat`` of folder ``key`` (``name`` in ``real``) says of it."""
@@ -452,11 +463,8 @@ class DirectoryStore(Store):
             elif stat.S_ISLNK(mode):
                 found = self._probe_link(key, real, name) or _SLOW
             else:
-                dirs = self._dirs
-                if stat.S_ISDIR(mode) and key not in dirs:
-                    if len(dirs) >= _HELD_PROBES:
-                        dirs.clear()
-                    dirs[key] = path + os.sep  # a plain folder: files open by name
+                if stat.S_ISDIR(mode) and key not in self._dirs:
+                    self._keep_dir(key, path + os.sep)  # a plain folder: files open by name
                 found = path, st
         probes = self._probes
         if len(probes) >= _HELD_PROBES:
@@ -937,6 +945,44 @@ class DirectoryStore(Store):
             return None
         real = self._dir_path(dirkey)
         return real if type(real) is str else None
+
+    def read_folder_meta(self, dirkey: str, limit: int) -> bytes | None:
+        """A sub-folder of a folder probed plain, and its ``meta.json``: one ``lstat``
+        (remembered as :meth:`_probe_name` remembers it), then the file opened by name
+        (``O_NOFOLLOW``) and read as :meth:`read_bytes` reads it. None (the general path
+        answers) for anything else: a key probed or listed before, a folder not yet
+        known plain, a content store's checkout, an odd name, an absent or odd entry, a
+        ``meta.json`` that does not open."""
+        parent, _, name = dirkey.rpartition("/")
+        real = self._dirs.get(parent) if parent else self._prefix
+        if real is None:  # a folder found in its parent's listing: its path from there
+            real = self._dir_path(parent)
+            if type(real) is str:
+                self._keep_dir(parent, real)
+        if (
+            type(real) is not str
+            or not PER_NAME
+            or self._checkout
+            or dirkey in self._probes
+            or parent in self._listings
+            or not _plain_name(name, parent)
+        ):
+            return None
+        path = real + name
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):
+            return None  # absent, or cannot be told: the probe says which
+        if not stat.S_ISDIR(st.st_mode):
+            return None  # a file, a symlink...: the probe tells (and remembers) what
+        folder = path + os.sep
+        self._keep_dir(dirkey, folder)  # a plain folder: files open by name (as a probe)
+        self._remember(dirkey, (path, st))
+        try:
+            fd = self._open(folder + "meta.json", _NOFOLLOW)
+        except OSError:
+            return None  # absent, a symlink...: read_bytes tells (and raises) what
+        return self._read_open(fd, dirkey + "/meta.json", limit, record=folder + "meta.json")
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         fd = -1
