@@ -11,7 +11,8 @@ ancestors (real already), or ``/proc/self/fd`` says so. Where
 no folder can be held (no ``O_PATH``, no ``/proc/self/fd``), every call answers -1 or
 None and the store takes its per-key path.
 
-A bounded number is held (all closed at once beyond it, then opened again on demand);
+A bounded number is held (all closed at once beyond it, but for the folders above the
+one being held, then opened again on demand);
 :meth:`HeldFolders.close` closes them, as the store's ``close`` (and its finalizer)
 does.
 """
@@ -99,7 +100,15 @@ class HeldFolders:
     def _hold(self, where: str, fd: int) -> int:
         fds = self.fds
         if len(fds) >= _HELD:
+            # all closed at once, but for the folders above this one: a walk goes on in
+            # them (and opens the next folders in their descriptors)
+            kept = {}
+            up = where.rpartition(os.sep)[0]
+            while up and (held := fds.pop(up, None)) is not None:
+                kept[up] = held
+                up = up.rpartition(os.sep)[0]
             self.close()
+            fds.update(kept)
         fds[where] = fd
         return fd
 
