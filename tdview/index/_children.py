@@ -69,6 +69,11 @@ def _names(key: str, *, robust: bool, collection: bool) -> tuple[str, ...]:
     return found
 
 
+#: The ``type`` a TensorDict folder's entry records in its parent (None: none recorded);
+#: a folder recorded as another (``NonTensorData``, a tensorclass...) goes to its node
+#: without a look for a PlainFolder first.
+_TENSORDICT_HINTS = (None, "TensorDict")
+
 #: Leaves of a folder probed ahead at most (a folder with more is listed instead).
 PROBED_LEAVES = 8
 
@@ -224,7 +229,7 @@ def tensordict_children(
         elif isinstance(record, LeafRecord):
             yield leaf_node(store, (*path, key), dirkey, record, robust=robust)
         elif isinstance(record, CollectionRecord):
-            if read is not None and files_only:
+            if read is not None and files_only and record.type_hint in _TENSORDICT_HINTS:
                 if read_folder is not None and dirs is _NO_FILES:
                     # the common folder: probed and its meta.json read in one call
                     names = collection_names(key, robust=robust)
