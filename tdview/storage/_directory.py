@@ -433,8 +433,13 @@ class DirectoryStore(Store):
         """:meth:`_probe` of a checked key whose folder is not listed: one ``lstat``
         (remembered, as a listing is). A key that passes ``check_key`` ends in a plain
         name (no leading dot, no NUL, a file name) on POSIX: only Windows checks again."""
-        real = self._dirs.get(dirkey) or self._dir_path(dirkey)
-        if type(real) is not str:
+        real = self._dirs.get(dirkey)
+        if real is None:
+            real = self._dir_path(dirkey)
+            if type(real) is not str:
+                return real
+            self._keep_dir(dirkey, real)  # found from its parent's listing: kept as probed
+        elif type(real) is not str:
             return real
         if WINDOWS_PATHS and not _plain_name(name, dirkey):
             return _SLOW
@@ -947,42 +952,31 @@ class DirectoryStore(Store):
         return real if type(real) is str else None
 
     def read_folder_meta(self, dirkey: str, limit: int) -> bytes | None:
-        """A sub-folder of a folder probed plain, and its ``meta.json``: one ``lstat``
-        (remembered as :meth:`_probe_name` remembers it), then the file opened by name
-        (``O_NOFOLLOW``) and read as :meth:`read_bytes` reads it. None (the general path
-        answers) for anything else: a key probed or listed before, a folder not yet
-        known plain, a content store's checkout, an odd name, an absent or odd entry, a
-        ``meta.json`` that does not open."""
+        """A sub-folder of a folder not listed, probed by name (:meth:`_probe_name`: one
+        ``lstat``, remembered), and its ``meta.json`` opened by name (``O_NOFOLLOW``) and
+        read as :meth:`read_bytes` reads it. None (the general path answers) for anything
+        else: a key probed or listed before, a content store's checkout, an odd name,
+        anything but a plain folder, a ``meta.json`` that does not open."""
         parent, _, name = dirkey.rpartition("/")
-        real = self._dirs.get(parent) if parent else self._prefix
-        if real is None:  # a folder found in its parent's listing: its path from there
-            real = self._dir_path(parent)
-            if type(real) is str:
-                self._keep_dir(parent, real)
         if (
-            type(real) is not str
-            or not PER_NAME
+            not PER_NAME
             or self._checkout
             or dirkey in self._probes
             or parent in self._listings
-            or not _plain_name(name, parent)
+            or name_problem(dirkey, windows=WINDOWS_PATHS) is not None  # what _probe checks
         ):
             return None
-        path = real + name
+        found = self._probe_name(dirkey, parent, name)
+        if type(found) is not tuple or type(found[1]) is not os.stat_result:
+            return None  # absent, a file, a symlink...: remembered, the probe answers
+        if not stat.S_ISDIR(found[1].st_mode):
+            return None
+        meta = found[0] + os.sep + "meta.json"
         try:
-            st = os.lstat(path)
-        except (OSError, ValueError):
-            return None  # absent, or cannot be told: the probe says which
-        if not stat.S_ISDIR(st.st_mode):
-            return None  # a file, a symlink...: the probe tells (and remembers) what
-        folder = path + os.sep
-        self._keep_dir(dirkey, folder)  # a plain folder: files open by name (as a probe)
-        self._remember(dirkey, (path, st))
-        try:
-            fd = self._open(folder + "meta.json", _NOFOLLOW)
+            fd = self._open(meta, _NOFOLLOW)
         except OSError:
             return None  # absent, a symlink...: read_bytes tells (and raises) what
-        return self._read_open(fd, dirkey + "/meta.json", limit, record=folder + "meta.json")
+        return self._read_open(fd, dirkey + "/meta.json", limit, record=meta)
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         fd = -1
