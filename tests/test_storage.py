@@ -473,8 +473,13 @@ def test_plain_dirs_are_only_real_directories_with_plain_names(tmp_path: Path) -
     assert store.plain_dirs("") == frozenset({"a"})
     assert store.plain_dirs("a") == frozenset({"inner"})
     assert store.is_dir("b") and store.is_dir(".hidden") and not store.is_dir("c")
+    assert store.plain_entries("") == (frozenset({"c"}), frozenset({"a"}))
+    fresh = DirectoryStore(tmp_path)
+    assert fresh.plain_entries("a", 2) == (None, None)  # two names: probed, not listed
+    assert fresh.plain_entries("a") == (frozenset(), frozenset({"inner"}))
     with ArchiveStore(_tiny_archive(tmp_path)) as archive:
         assert archive.plain_dirs("") is None  # archives answer per key
+        assert archive.plain_entries("") == (None, None)
 
 
 def _tiny_archive(tmp_path: Path) -> Path:

@@ -210,6 +210,7 @@ def test_a_content_store_layout_loads_as_tensordict_loads_it(
         assert got.batch_size == ref.batch_size and got["sub"].batch_size == ref["sub"].batch_size
         assert (got.exclude("nt", "text") == ref.exclude("nt", "text")).all()
         assert got["text"] == "hello" and got["a"]._mode == "r" and got._memmap_prefix is None
+        assert got["sub"]._memmap_prefix is None  # its meta.json is a link out of the root too
         got["a"] += 1  # stays in memory
         got["sub", "b"].fill_(7)
     assert tdview.load_memmap(root)["a"][0].tolist() == [0.0, 1.0, 2.0]

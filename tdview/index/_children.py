@@ -147,10 +147,11 @@ def _folder_facts(
     folder's listed files and sub-folders (``wanted``, the number of entries, lets the
     store probe a few names rather than list), the key prefix of its entries, and the
     cache of leaf file names for ``robust``."""
+    files, dirs = store.plain_entries(dirkey, wanted)
     return (
         store.is_file,
-        store.plain_files(dirkey, wanted) or _NO_FILES,
-        store.plain_dirs(dirkey, wanted) or _NO_FILES,
+        files or _NO_FILES,
+        dirs or _NO_FILES,
         dirkey + "/" if dirkey else "",
         _NAMES[robust, False],
     )
@@ -236,7 +237,8 @@ def tensordict_children(
                     if names:
                         found = read_folder(prefix + names[0])
                         if type(found) is TensorDictNode:
-                            yield _new_tuple(PlainFolder, (record, prefix + names[0], found))
+                            # read inside the root: opened by name in a plain folder
+                            yield _new_tuple(PlainFolder, (record, prefix + names[0], found, True))
                             continue
                 folder = collection_dir(store, dirkey, key, robust=robust, dirs=dirs)
                 if folder is not None:
@@ -245,7 +247,7 @@ def tensordict_children(
                     except (TDViewError, OSError):
                         found = None  # its node records the error (read again, cached)
                     if type(found) is TensorDictNode:
-                        yield _new_tuple(PlainFolder, (record, folder, found))
+                        yield _new_tuple(PlainFolder, (record, folder, found, False))
                         continue
             yield _collection(store, path, dirkey, record, make, robust, dirs)
     if meta.legacy_no_collection_records:

@@ -111,6 +111,8 @@ class PlainFolder(NamedTuple):
     record: CollectionRecord
     dirkey: str  # its folder's store key
     meta: TensorDictNode
+    #: its ``meta.json`` was read from inside the root (no link out of it to ask about)
+    inside: bool = False
 
 
 #: A child as :meth:`~tdview.index.Checkpoint.load_items` gives it (and a

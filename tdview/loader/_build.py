@@ -182,10 +182,12 @@ def _tensordict(
     out: Any,
     items: Iterable[LoadItem | PlainFolder],
     prefix: Path | None = None,
+    inside: bool = False,
 ) -> Any:
     """The TensorDict of folder ``dirkey`` whose children ``items`` are below the nested
     key ``parent`` (a tensorclass's, for its fields); ``prefix``: the folder's path, when
-    the caller made it (see ``_memmap_prefix`` below)."""
+    the caller made it (see ``_memmap_prefix`` below); ``inside``: its ``meta.json`` is
+    known to be read from inside the root (:attr:`~tdview.index.PlainFolder.inside`)."""
     if out is not None:
         if is_tensorclass(out):
             out = out._tensordict  # a TensorDict save loads into a tensorclass's fields
@@ -229,6 +231,7 @@ def _tensordict(
                         ctx, path, sub, sub_meta, TensorDict, device, None,
                         ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
                         None if own is None else child_path(own, sub.rpartition("/")[2]),
+                        child.inside,
                     )  # fmt: skip
                 finally:
                     ctx.depth -= 1
@@ -263,7 +266,7 @@ def _tensordict(
             ctx.progress((*parent, key))
     if out is not None:
         _out.delete_stale(result, loaded)
-    if ctx.keeps_prefix and ctx.store.link(join_key(dirkey or "", "meta.json")) is None:
+    if ctx.keeps_prefix and (inside or ctx.store.link(join_key(dirkey or "", "meta.json")) is None):
         # where memmap_() writes back, as tensordict records it; not a folder whose
         # meta.json is a symlink out of the root (memmap_ would write through it)
         if own is None:

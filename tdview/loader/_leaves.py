@@ -108,11 +108,11 @@ def leaf_tensor(
         dtype = _dtype(ctx, node.path, record)
     if not record.is_nested and record.numel == 0:
         # no file is written for a tensor without elements: rebuild it from its shape
-        return torch.empty(record.shape, dtype=dtype, device=device)
+        return torch.empty(size=record.shape, dtype=dtype, device=device)
     if node.file is None:
         return _missing(ctx, node, dtype, device, strict)
     if not ctx.read_data:
-        return torch.empty(record.shape, dtype=dtype, device=device)
+        return torch.empty(size=record.shape, dtype=dtype, device=device)
     tensor = _nested(ctx, node, dtype)  # only nested leaves are left
     if device is not None:
         tensor = tensor.to(device, non_blocking=True)
@@ -143,7 +143,7 @@ def file_leaf_tensor(
                 tensor = _directory_leaf(ctx, file, dtype, record, numel)
             return tensor if device is None else tensor.to(device, non_blocking=True)
     # shapes only (meta or fake tensors), or no elements (no values to read)
-    return torch.empty(record.shape, dtype=dtype, device=device)
+    return torch.empty(size=record.shape, dtype=dtype, device=device)
 
 
 def _dtype(ctx: LoadContext, path: tuple[str, ...], record: LeafRecord) -> torch.dtype:
@@ -174,7 +174,7 @@ def _missing(
     if record.is_nested and node.sizes_file is not None:
         # tensordict writes the sizes but no data file when every element is empty
         if not ctx.read_data:
-            return torch.empty(record.shape, dtype=dtype, device=device)
+            return torch.empty(size=record.shape, dtype=dtype, device=device)
         sizes = _sizes(ctx, node)
         if _nested_numel(sizes, ctx.store.display(node.sizes_file)) == 0:
             tensor = _nested_view(torch.empty(0, dtype=dtype), sizes)

@@ -387,6 +387,13 @@ class Store(abc.ABC):
         """
         return None
 
+    def plain_entries(
+        self, key: str, wanted: int | None = None
+    ) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+        """``(plain_files(key, wanted), plain_dirs(key, wanted))``, in one call where the
+        store answers both from one look (a walk asks both of every folder)."""
+        return self.plain_files(key, wanted), self.plain_dirs(key, wanted)
+
     def known_size(self, key: str) -> int | None:
         """The size of file ``key`` when the store already knows it (found while probing
         for it: no system call), else None: a caller that needs it asks :meth:`entry`,

@@ -378,24 +378,26 @@ class DirectoryStore(Store):
         that need no per-key check); None for a directory answered per key. ``wanted``:
         how many names the caller will probe there; a folder not listed yet is then not
         listed for as few as _PROBE_MAX (PER_NAME), its names are probed one by one."""
-        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (key not in self._listings):
-            return None
-        return self._plain_names(key, 3)
+        return self.plain_entries(key, wanted)[0]
 
     def plain_dirs(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """The sub-directories of a directory that the listing shows (no symlinks, only
         names that need no per-key check); None for a directory answered per key.
         ``wanted``: see :meth:`plain_files`."""
-        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (key not in self._listings):
-            return None
-        return self._plain_names(key, 4)
+        return self.plain_entries(key, wanted)[1]
 
-    def _plain_names(self, key: str, field: int) -> frozenset[str] | None:
+    def plain_entries(
+        self, key: str, wanted: int | None = None
+    ) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+        if wanted is not None and wanted <= _PROBE_MAX and PER_NAME and (key not in self._listings):
+            return None, None
         listing = self._listings.get(key)
         if listing is None:
             check_key(key, self.root)
             listing = self._listing(key)
-        return listing[field] if type(listing) is tuple else None  # type: ignore[index]
+        if type(listing) is not tuple:
+            return None, None
+        return listing[3], listing[4]  # type: ignore[index]
 
     def _probe(self, key: str) -> tuple[str, object] | object:
         """``(real path, what)`` of a key whose directory lists (or probes) fast and that
