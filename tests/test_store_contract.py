@@ -381,6 +381,26 @@ def test_map_of_an_unprobed_key_then_its_probe(store: Store) -> None:
             assert store.known_size(key) in (None, st.st_size), key
 
 
+def test_plain_entries_are_plain_files_and_plain_dirs(store: Store) -> None:
+    """``plain_entries`` answers what ``plain_files`` and ``plain_dirs`` answer, for a few
+    names to probe or many, and every name it gives is what it says."""
+    folders = sorted({key.rpartition("/")[0] for key in _leaves()})
+    if store.kind == "directory":  # a listing answers (not vacuous): the leaves are there
+        assert set(_leaves()) <= {
+            (folder + "/" if folder else "") + name
+            for folder in folders
+            for name in store.plain_entries(folder)[0] or ()
+        }
+    for folder in folders:
+        for wanted in (None, 1, 100):
+            files, dirs = store.plain_entries(folder, wanted)
+            assert files == store.plain_files(folder, wanted), (folder, wanted)
+            assert dirs == store.plain_dirs(folder, wanted), (folder, wanted)
+            prefix = folder + "/" if folder else ""
+            assert all(store.is_file(prefix + name) for name in files or ()), folder
+            assert all(store.is_dir(prefix + name) for name in dirs or ()), folder
+
+
 # -- read_into ----------------------------------------------------------------------------------
 
 
