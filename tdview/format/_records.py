@@ -233,6 +233,15 @@ class TensorDictNode(NodeBase):
             self.__dict__["_load_order"] = order  # a cache, not a field (frozen)
         return order
 
+    @property
+    def leaf_count(self) -> int:
+        """How many leaf records it holds (they come first in :attr:`load_order`)."""
+        count = self.__dict__.get("_leaf_count")
+        if count is None:
+            count = sum(1 for e in self.entries if isinstance(e, LeafRecord))
+            self.__dict__["_leaf_count"] = count  # a cache, not a field (frozen)
+        return count
+
     def entry(self, key: str) -> LeafRecord | CollectionRecord | None:
         """The entry of ``key`` (None when the node records none), from a dict made on
         the first call: looking up every key of a level of 100,000 stays linear."""

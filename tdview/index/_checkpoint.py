@@ -212,8 +212,19 @@ class Checkpoint:
         if self._ahead is not None or dirkey in self._metas:
             return None
         data = self.store.read_folder_meta(dirkey, MAX_META_BYTES)
-        if data is None:
-            return None
+        return None if data is None else self.folder_meta(dirkey, data)
+
+    def kept_meta(self, dirkey: str) -> NodeMeta | TDViewError | OSError | None:
+        """What :meth:`read_meta` keeps for folder ``dirkey``: its parsed ``meta.json``,
+        the error reading it raised, or None when it has not been read (or was dropped
+        from the bounded cache)."""
+        return self._metas.get(dirkey)
+
+    def folder_meta(self, dirkey: str, data: bytes) -> NodeMeta | None:
+        """The parsed ``meta.json`` of folder ``dirkey`` from its bytes, read by the caller
+        (a walk through descriptors: :meth:`~tdview.storage.Store.folder_walk`), kept as
+        :meth:`read_meta` keeps it; None when it does not parse (the error is kept:
+        :meth:`read_meta` and the folder's node raise and record it)."""
         try:
             found: NodeMeta | TDViewError | OSError = self._decode(
                 dirkey + "/meta.json", data, None
@@ -398,6 +409,21 @@ class Checkpoint:
             unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
             read=self.read_meta if folders else None,
             read_folder=self.read_folder,
+        )
+
+    @property
+    def walks_folders(self) -> bool:
+        """Whether a load may read this checkpoint folder by folder through descriptors
+        (:meth:`~tdview.storage.Store.folder_walk`): not while reading ahead (a slow file
+        system, whose reads the threads of :mod:`._ahead` make)."""
+        return self._ahead is None
+
+    def collection_node(self, path: NestedPath, dirkey: str, record: CollectionRecord) -> Node:
+        """The node of collection ``record`` of the TensorDict folder ``dirkey`` at
+        ``path``: its folder looked for, its problems recorded (what :meth:`children`
+        gives for it). For a sub-folder a walk through descriptors did not take."""
+        return ch.collection_node(
+            self.store, path, dirkey, record, self.make_collection, self.robust
         )
 
     def leaf_node(self, path: NestedPath, dirkey: str, record: LeafRecord) -> Node:

@@ -249,7 +249,7 @@ def tensordict_children(
                     if type(found) is TensorDictNode:
                         yield _new_tuple(PlainFolder, (record, folder, found, False))
                         continue
-            yield _collection(store, path, dirkey, record, make, robust, dirs)
+            yield collection_node(store, path, dirkey, record, make, robust, dirs)
     if meta.legacy_no_collection_records:
         yield from _listed_collections(store, path, dirkey, meta, make)
 
@@ -318,7 +318,7 @@ def tensordict_child(
         return None
     if isinstance(record, LeafRecord):
         return leaf_node(store, path + (key,), dirkey, record, robust=robust)
-    return _collection(store, path, dirkey, record, make, robust)
+    return collection_node(store, path, dirkey, record, make, robust)
 
 
 def leaf_node(
@@ -357,7 +357,7 @@ def leaf_node(
     return node
 
 
-def _collection(
+def collection_node(
     store: Store,
     path: NestedPath,
     dirkey: str,

@@ -102,6 +102,8 @@ class Collection(Checkpoint):
     """
 
     store: DirectoryStore  # a folder, never an archive
+    #: its loads go to its members (a load of its own maps raw side arrays by key)
+    walks_folders = False  # type: ignore[assignment]
 
     def __init__(
         self,

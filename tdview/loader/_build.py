@@ -116,6 +116,17 @@ def build(
         meta = node_meta(ctx, node)
         if saved_as_tensordict(meta):
             assert isinstance(meta, TensorDictNode)
+            if (
+                children is None
+                and out is None
+                and node.dirkey is not None
+                and node.children_cache is None  # else its nodes are at hand
+                and type(meta) is TensorDictNode
+                and ctx.walks
+            ):
+                walked = _walked(ctx, node.path, node.dirkey, meta, device, None, False)
+                if walked is not _NOT_WALKED:
+                    return walked
             items = _items(ctx, node) if children is None else children
             return _tensordict(
                 ctx, node.path if path is None else path, node.dirkey, meta, TensorDict,
@@ -153,6 +164,29 @@ def _items(ctx: LoadContext, node: Node) -> Iterable[LoadItem | PlainFolder]:
     """A TensorDict node's children as the loader takes them: sub-folders holding a
     TensorDict as :class:`~tdview.index.PlainFolder` where nothing is loaded into."""
     return ctx.ckpt.load_items(node, unprobed=ctx.maps_files, folders=True)
+
+
+#: What :func:`_walked` gives for a folder the walk does not take.
+_NOT_WALKED: Any = object()
+
+
+def _walked(
+    ctx: LoadContext,
+    path: tuple[str, ...],
+    dirkey: str,
+    meta: TensorDictNode,
+    device: torch.device | None,
+    prefix: Path | None,
+    inside: bool,
+) -> Any:
+    """The TensorDict of plain folder ``dirkey`` loaded by the walk through descriptors
+    (:mod:`._walk`), or ``_NOT_WALKED`` (the caller takes the general way)."""
+    from . import _walk  # noqa: PLC0415 - _walk builds on this module's helpers
+
+    if not _walk.walkable(ctx, meta):
+        return _NOT_WALKED
+    found = _walk.walk_tensordict(ctx, path, dirkey, meta, device, prefix, inside)
+    return _NOT_WALKED if found is _walk.NOT_TAKEN else found
 
 
 def _new_tensordict(
@@ -227,12 +261,16 @@ def _tensordict(
                     own = ctx.prefix_path(dirkey or "") if prefix is None else prefix
                 ctx.depth += 1
                 try:
-                    value = _tensordict(
-                        ctx, path, sub, sub_meta, TensorDict, device, None,
-                        ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
-                        None if own is None else child_path(own, sub.rpartition("/")[2]),
-                        child.inside,
-                    )  # fmt: skip
+                    place = None if own is None else child_path(own, sub.rpartition("/")[2])
+                    value = _NOT_WALKED
+                    if ctx.walks:
+                        value = _walked(ctx, path, sub, sub_meta, device, place, child.inside)
+                    if value is _NOT_WALKED:
+                        value = _tensordict(
+                            ctx, path, sub, sub_meta, TensorDict, device, None,
+                            ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
+                            place, child.inside,
+                        )  # fmt: skip
                 finally:
                     ctx.depth -= 1
                 if direct is not None and _fits_as_saved(meta, sub_meta, device):

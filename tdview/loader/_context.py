@@ -14,6 +14,7 @@ import torch
 from ..errors import DeviceUnavailableError
 from ..index import Checkpoint
 from ..storage import Store
+from ._fdmap import AVAILABLE as MAPS_DESCRIPTORS
 from ._mapping import archive_mapping
 from ._prefetch import Prefetcher
 
@@ -152,6 +153,10 @@ class LoadContext:
     #: a loaded tensordict records its folder as ``_memmap_prefix`` (local folders, a
     #: mode that may write back), unless its ``meta.json`` is a link out of the root
     keeps_prefix: bool = field(init=False)
+    #: plain TensorDict folders are loaded folder by folder through descriptors
+    #: (:mod:`._walk`): a store that holds folders open, not while reading ahead, and
+    #: mmap(2) at hand where leaves are mapped
+    walks: bool = field(init=False)
     fetched: Any = None
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
@@ -163,6 +168,11 @@ class LoadContext:
         self.remote = not store.mappable
         self.maps_files = self.read_data and store.maps_unprobed
         self.keeps_prefix = store.local_folders and self.mode != "r"
+        self.walks = (
+            store.local_folders
+            and self.ckpt.walks_folders
+            and (MAPS_DESCRIPTORS or not self.read_data)
+        )
 
     @property
     def store(self) -> Store:

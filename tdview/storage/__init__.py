@@ -20,6 +20,7 @@ from __future__ import annotations
 from ._archive import ArchiveStore
 from ._base import WINDOWS_PATHS, EntryInfo, Mapped, Payload, Store
 from ._directory import DirectoryStore
+from ._folder_walk import FolderWalk
 from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
@@ -30,6 +31,7 @@ __all__ = [
     "ArchiveStore",
     "DirectoryStore",
     "EntryInfo",
+    "FolderWalk",
     "Link",
     "Mapped",
     "Payload",

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArchiveError, LimitExceededError, TDViewError, UnsafeCheckpointError
+from ._folder_walk import FolderWalk
 from ._links import Link
 
 __all__ = [
@@ -393,6 +394,14 @@ class Store(abc.ABC):
         """``(plain_files(key, wanted), plain_dirs(key, wanted))``, in one call where the
         store answers both from one look (a walk asks both of every folder)."""
         return self.plain_files(key, wanted), self.plain_dirs(key, wanted)
+
+    def folder_walk(self, dirkey: str) -> tuple[FolderWalk, int] | None:
+        """Folder ``dirkey`` held open for a walk that reads folder by folder through
+        descriptors (:class:`~._folder_walk.FolderWalk`): ``(the walk, the folder's
+        descriptor)``, which the caller closes; None where the store has no such way (an
+        archive, a remote store, a content store's checkout, no ``O_PATH``) or not for
+        this folder: the caller asks by key."""
+        return None
 
     def known_size(self, key: str) -> int | None:
         """The size of file ``key`` when the store already knows it (found while probing

@@ -20,6 +20,7 @@ from ._base import (
 )
 from ._base import check_key as _check_any_key
 from ._checked import map_path, open_checked, proc_name, proc_names
+from ._folder_walk import FolderWalk
 from ._held import HeldFolders
 from ._links import (
     HF_BLOB,
@@ -979,6 +980,22 @@ class DirectoryStore(Store):
         except OSError:
             return None  # absent, a symlink...: read_bytes tells (and raises) what
         return self._read_open(fd, dirkey + "/meta.json", limit, record=meta)
+
+    def folder_walk(self, dirkey: str) -> tuple[FolderWalk, int] | None:
+        """Folder ``dirkey`` held open for a walk (see :mod:`._folder_walk`): a
+        descriptor of its own, duplicated from the folder held open (opened name by name
+        from the root, none followed). None in a content store's checkout (its files are
+        links, which the walk never follows), and where the folder is not known plain or
+        cannot be held."""
+        if not (PER_NAME and _O_PATH) or self._checkout:
+            return None
+        real = self._dir_path(dirkey) if dirkey else self._prefix
+        if type(real) is not str:
+            return None
+        held = self._folders.fd(real[:-1] or os.sep)
+        if held < 0:
+            return None
+        return FolderWalk(self._noatime), os.dup(held)
 
     def read_bytes(self, key: str, limit: int) -> bytes:
         fd = -1
