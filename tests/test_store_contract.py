@@ -401,6 +401,39 @@ def test_plain_entries_are_plain_files_and_plain_dirs(store: Store) -> None:
             assert all(store.is_dir(prefix + name) for name in dirs or ()), folder
 
 
+def test_folder_walk_reads_what_the_store_reads_by_key(store: Store) -> None:
+    """A local directory store holds a folder open for the loader's walk, whose reads
+    give the bytes and sizes the store gives by key; every other store answers None."""
+    opened = store.folder_walk("")
+    if store.kind != "directory" or not store.mappable or not sys.platform.startswith("linux"):
+        assert opened is None
+        return
+    assert opened is not None
+    walk, fd = opened
+    try:
+        assert walk.read_meta(fd, 1 << 20) == store.read_bytes("meta.json", 1 << 20)
+        assert walk.read_meta(fd, 4) is None  # over the limit: the store's read tells
+        sub = walk.folder(fd, "nested")
+        assert sub >= 0 and walk.folder(fd, "w.memmap") == -1 and walk.folder(fd, "..") == -1
+        try:
+            assert walk.read_meta(sub, 1 << 20) == store.read_bytes("nested/meta.json", 1 << 20)
+            assert walk.file_size(sub, "b.memmap") == len(_bytes(_leaves()["nested/b.memmap"]))
+        finally:
+            os.close(sub)
+        assert walk.file_size(fd, "absent.memmap") == -1
+        assert walk.open_leaf(fd, "absent.memmap", None) is None
+        leaf = walk.open_leaf(fd, "ids.memmap", "r")
+        assert leaf is not None
+        file, size, write = leaf
+        try:
+            assert (size, write) == (len(_bytes(_leaves()["ids.memmap"])), False)
+            assert os.pread(file, size, 0) == _bytes(_leaves()["ids.memmap"])
+        finally:
+            os.close(file)
+    finally:
+        os.close(fd)
+
+
 # -- read_into ----------------------------------------------------------------------------------
 
 
