@@ -124,8 +124,10 @@ def build(
                 and type(meta) is TensorDictNode
                 and ctx.walks
             ):
-                walked = _walked(ctx, node.path, node.dirkey, meta, device, None, False)
-                if walked is not _NOT_WALKED:
+                from . import _walk  # noqa: PLC0415 - _walk builds on this module
+
+                walked = _walk.walk_tensordict(ctx, node.path, node.dirkey, meta, device)
+                if walked is not _walk.NOT_TAKEN:
                     return walked
             items = _items(ctx, node) if children is None else children
             return _tensordict(
@@ -166,27 +168,8 @@ def _items(ctx: LoadContext, node: Node) -> Iterable[LoadItem | PlainFolder]:
     return ctx.ckpt.load_items(node, unprobed=ctx.maps_files, folders=True)
 
 
-#: What :func:`_walked` gives for a folder the walk does not take.
-_NOT_WALKED: Any = object()
-
-
-def _walked(
-    ctx: LoadContext,
-    path: tuple[str, ...],
-    dirkey: str,
-    meta: TensorDictNode,
-    device: torch.device | None,
-    prefix: Path | None,
-    inside: bool,
-) -> Any:
-    """The TensorDict of plain folder ``dirkey`` loaded by the walk through descriptors
-    (:mod:`._walk`), or ``_NOT_WALKED`` (the caller takes the general way)."""
-    from . import _walk  # noqa: PLC0415 - _walk builds on this module's helpers
-
-    if not _walk.walkable(ctx, meta):
-        return _NOT_WALKED
-    found = _walk.walk_tensordict(ctx, path, dirkey, meta, device, prefix, inside)
-    return _NOT_WALKED if found is _walk.NOT_TAKEN else found
+#: What the walk through descriptors (:mod:`._walk`) gives for a folder it does not take.
+NOT_WALKED: Any = object()
 
 
 def _new_tensordict(
@@ -262,10 +245,14 @@ def _tensordict(
                 ctx.depth += 1
                 try:
                     place = None if own is None else child_path(own, sub.rpartition("/")[2])
-                    value = _NOT_WALKED
+                    value = NOT_WALKED
                     if ctx.walks:
-                        value = _walked(ctx, path, sub, sub_meta, device, place, child.inside)
-                    if value is _NOT_WALKED:
+                        from ._walk import walk_tensordict  # noqa: PLC0415 - as in build
+
+                        value = walk_tensordict(
+                            ctx, path, sub, sub_meta, device, place, child.inside
+                        )
+                    if value is NOT_WALKED:
                         value = _tensordict(
                             ctx, path, sub, sub_meta, TensorDict, device, None,
                             ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),

@@ -154,7 +154,7 @@ class LoadContext:
     #: mode that may write back), unless its ``meta.json`` is a link out of the root
     keeps_prefix: bool = field(init=False)
     #: plain TensorDict folders are loaded folder by folder through descriptors
-    #: (:mod:`._walk`): a store that holds folders open, not while reading ahead, and
+    #: (:mod:`._walk`): a store that walks folders, not while reading ahead, and
     #: mmap(2) at hand where leaves are mapped
     walks: bool = field(init=False)
     fetched: Any = None
@@ -169,7 +169,7 @@ class LoadContext:
         self.maps_files = self.read_data and store.maps_unprobed
         self.keeps_prefix = store.local_folders and self.mode != "r"
         self.walks = (
-            store.local_folders
+            store.walks_folders
             and self.ckpt.walks_folders
             and (MAPS_DESCRIPTORS or not self.read_data)
         )

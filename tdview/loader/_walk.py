@@ -29,6 +29,7 @@ from ..format import MAX_META_BYTES, CollectionRecord, LeafRecord, TensorDictNod
 from ..index._children import collection_names, leaf_names
 from ..storage import FolderWalk
 from ._build import (
+    NOT_WALKED,
     _fits_as_saved,
     _load_collection,
     _new_tensordict,
@@ -40,25 +41,21 @@ from ._context import LoadContext, child_path
 from ._fdmap import map_descriptor
 from ._leaves import _as_memmap, leaf_tensor
 
-__all__ = ["NOT_TAKEN", "PROBED_NAMES", "walk_tensordict", "walkable"]
+__all__ = ["NOT_TAKEN", "PROBED_NAMES", "walk_tensordict"]
 
 #: Leaves of a folder a shapes-only load looks at one by one at most (a folder of more is
 #: listed by the store: one ``getdents`` for all its names).
 PROBED_NAMES = 8
 #: What a step of the walk did not take (the general way takes it).
-NOT_TAKEN: Any = object()
+NOT_TAKEN: Any = NOT_WALKED
 _TENSORDICT_HINTS = (None, "TensorDict")
 _Size = torch.Size
 _empty = torch.empty
 
 
-def walkable(ctx: LoadContext, meta: TensorDictNode) -> bool:
-    """Whether the folder of ``meta`` is loaded by the walk (see the module)."""
-    return ctx.walks and _walks(ctx, meta)
-
-
 def _walks(ctx: LoadContext, meta: TensorDictNode) -> bool:
-    """:func:`walkable`, in a walk (``ctx.walks`` is true)."""
+    """Whether the folder of ``meta`` is loaded by the walk (see the module), in a load
+    that walks (``ctx.walks``)."""
     return (ctx.read_data or meta.leaf_count <= PROBED_NAMES) and (
         meta.format_version != 0 or not meta.legacy_no_collection_records
     )
@@ -70,14 +67,17 @@ def walk_tensordict(
     dirkey: str,
     meta: TensorDictNode,
     device: torch.device | None,
-    prefix: Path | None,
-    inside: bool,
+    prefix: Path | None = None,
+    inside: bool = False,
 ) -> Any:
-    """The TensorDict of the plain folder ``dirkey`` (at nested key ``path``, parsed
-    ``meta`` :func:`walkable`), built by the walk; ``NOT_TAKEN`` where the store cannot
-    hold the folder open (the caller takes the general way). ``prefix``: the folder's
-    path when the caller made it; ``inside``: its ``meta.json`` is known to be read from
-    inside the root (else the store is asked)."""
+    """The TensorDict of the plain folder ``dirkey`` at nested key ``path``, whose parsed
+    ``meta.json`` is ``meta``, built by the walk in a load that walks (``ctx.walks``);
+    ``NOT_TAKEN`` where the walk does not take the folder or the store cannot hold it
+    open (the caller takes the general way). ``prefix``: the folder's path when the
+    caller made it; ``inside``: its ``meta.json`` is known to be read from inside the
+    root (else the store is asked)."""
+    if not _walks(ctx, meta):
+        return NOT_TAKEN
     opened = ctx.store.folder_walk(dirkey)
     if opened is None:
         return NOT_TAKEN

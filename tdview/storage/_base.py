@@ -316,6 +316,9 @@ class Store(abc.ABC):
     #: probed (no ``is_file`` first): it opens the file by name, checks it, and raises
     #: ``FileNotFoundError`` when it is absent, so a load needs no probe per leaf
     maps_unprobed: bool = False
+    #: True for a store whose :meth:`folder_walk` can hold its folders open (a local
+    #: directory on Linux, not a content store's checkout): a load then walks them
+    walks_folders: bool = False
 
     @abc.abstractmethod
     def display(self, key: str) -> str:

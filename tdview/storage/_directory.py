@@ -219,6 +219,7 @@ class DirectoryStore(Store):
         # Hugging Face cache (its path says so): names are links, read them first
         blobs, reason = hf_files(self._real_root)
         self._checkout = blobs is not None  # a snapshot: its files are links
+        self.walks_folders = bool(PER_NAME and _O_PATH) and not self._checkout
         self._read_only = False  # a file refused opening for writing (see open_leaf)
         self._display = self.root if self.root.endswith(os.sep) else self.root + os.sep
         self._resolver = LinkResolver(
@@ -987,7 +988,7 @@ class DirectoryStore(Store):
         from the root, none followed). None in a content store's checkout (its files are
         links, which the walk never follows), and where the folder is not known plain or
         cannot be held."""
-        if not (PER_NAME and _O_PATH) or self._checkout:
+        if not self.walks_folders:
             return None
         real = self._dir_path(dirkey) if dirkey else self._prefix
         if type(real) is not str:
