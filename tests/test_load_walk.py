@@ -296,3 +296,22 @@ def test_a_deep_tree_is_walked_to_its_last_folder(tmp_path: Path) -> None:
         td = TensorDict(down=td, here=torch.zeros(1))
     td.memmap(path)
     assert_same(tdview.load_memmap(path), _reference(path))
+
+
+def test_a_meta_json_linked_out_of_the_root_records_no_prefix_there_only(
+    tmp_path: Path,
+) -> None:
+    """The root's ``meta.json`` read through a trusted link out of the root: the root
+    records no ``_memmap_prefix`` (``memmap_`` would write through the link), its
+    sub-folders, walked inside the root, keep theirs."""
+    path = _tree(tmp_path / "ckpt")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (path / "meta.json").rename(shared / "meta.json")
+    (path / "meta.json").symlink_to(shared / "meta.json")
+    with tdview.trust_paths(shared):
+        loaded = tdview.load_memmap(path)
+    assert loaded._memmap_prefix is None
+    assert loaded["model"]._memmap_prefix == path / "model"
+    assert loaded["model", "0", "attn"]._memmap_prefix == path / "model" / "0" / "attn"
+    assert_same(loaded["model"], _reference(path)["model"])

@@ -127,7 +127,7 @@ def build(
                 from . import _walk  # noqa: PLC0415 - _walk builds on this module
 
                 walked = _walk.walk_tensordict(ctx, node.path, node.dirkey, meta, device)
-                if walked is not _walk.NOT_TAKEN:
+                if walked is not NOT_WALKED:
                     return walked
             items = _items(ctx, node) if children is None else children
             return _tensordict(
@@ -168,7 +168,8 @@ def _items(ctx: LoadContext, node: Node) -> Iterable[LoadItem | PlainFolder]:
     return ctx.ckpt.load_items(node, unprobed=ctx.maps_files, folders=True)
 
 
-#: What the walk through descriptors (:mod:`._walk`) gives for a folder it does not take.
+#: What the walk through descriptors (:mod:`._walk`) gives for a folder, or a step of it
+#: for a child, that it does not take (the general way takes it).
 NOT_WALKED: Any = object()
 
 

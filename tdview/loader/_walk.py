@@ -41,13 +41,11 @@ from ._context import LoadContext, child_path
 from ._fdmap import map_descriptor
 from ._leaves import _as_memmap, leaf_tensor
 
-__all__ = ["NOT_TAKEN", "PROBED_NAMES", "walk_tensordict"]
+__all__ = ["NOT_WALKED", "PROBED_NAMES", "walk_tensordict"]
 
 #: Leaves of a folder a shapes-only load looks at one by one at most (a folder of more is
 #: listed by the store: one ``getdents`` for all its names).
 PROBED_NAMES = 8
-#: What a step of the walk did not take (the general way takes it).
-NOT_TAKEN: Any = NOT_WALKED
 _TENSORDICT_HINTS = (None, "TensorDict")
 _Size = torch.Size
 _empty = torch.empty
@@ -72,24 +70,27 @@ def walk_tensordict(
 ) -> Any:
     """The TensorDict of the plain folder ``dirkey`` at nested key ``path``, whose parsed
     ``meta.json`` is ``meta``, built by the walk in a load that walks (``ctx.walks``);
-    ``NOT_TAKEN`` where the walk does not take the folder or the store cannot hold it
+    ``NOT_WALKED`` where the walk does not take the folder or the store cannot hold it
     open (the caller takes the general way). ``prefix``: the folder's path when the
     caller made it; ``inside``: its ``meta.json`` is known to be read from inside the
     root (else the store is asked)."""
     if not _walks(ctx, meta):
-        return NOT_TAKEN
+        return NOT_WALKED
     opened = ctx.store.folder_walk(dirkey)
     if opened is None:
-        return NOT_TAKEN
+        return NOT_WALKED
     walk, fd = opened
     try:
         if ctx.keeps_prefix and prefix is None:
             prefix = ctx.prefix_path(dirkey)
-        if not inside and ctx.store.link(dirkey + "/meta.json" if dirkey else "meta.json"):
-            prefix = None  # its meta.json is a link out of the root: memmap_ writes none
-        return _folder(ctx, walk, fd, path, dirkey, meta, device, prefix)
+        result = _folder(ctx, walk, fd, path, dirkey, meta, device, prefix)
     finally:
         os.close(fd)
+    if not inside and ctx.store.link(dirkey + "/meta.json" if dirkey else "meta.json"):
+        # its meta.json is a link out of the root: memmap_ writes none through it (its
+        # sub-folders, reached inside the root, keep theirs)
+        result._memmap_prefix = None
+    return result
 
 
 def _folder(
@@ -112,12 +113,12 @@ def _folder(
     for record in meta.load_order:
         key = record.key
         if type(record) is LeafRecord:
-            tensor = NOT_TAKEN
+            tensor = NOT_WALKED
             if not record.is_nested:
                 names = leaf_names(key, robust=robust)
                 if names:
                     tensor = _leaf(ctx, walk, fd, record, names[0], keys, device)
-            if tensor is NOT_TAKEN:  # the general way: found by key, or left out
+            if tensor is NOT_WALKED:  # the general way: found by key, or left out
                 node = ckpt.leaf_node((*path, key), dirkey, record)
                 tensor = leaf_tensor(ctx, node, device)
                 if tensor is None:
@@ -127,14 +128,14 @@ def _folder(
                 progress((*path, key))
             continue
         assert isinstance(record, CollectionRecord)
-        built = NOT_TAKEN
+        built = NOT_WALKED
         if record.type_hint in _TENSORDICT_HINTS:
             names = collection_names(key, robust=robust)
             if names:
                 built = _sub_folder(
                     ctx, walk, fd, (*path, key), keys + names[0], names[0], device, prefix
                 )
-        if built is NOT_TAKEN:  # the general way: its node
+        if built is NOT_WALKED:  # the general way: its node
             node = ckpt.collection_node(path, dirkey, record)
             _load_collection(ctx, result, None, path, meta, node, device)
             continue
@@ -159,23 +160,23 @@ def _sub_folder(
 ) -> Any:
     """``(TensorDict, its parsed meta.json)`` of sub-folder ``name`` of the folder open at
     ``fd``, when it is a plain folder whose ``meta.json`` parses as a TensorDict node;
-    else ``NOT_TAKEN``."""
+    else ``NOT_WALKED``."""
     sub = walk.folder(fd, name)
     if sub < 0:
-        return NOT_TAKEN
+        return NOT_WALKED
     try:
         ckpt = ctx.ckpt
         meta = ckpt.kept_meta(dirkey)  # parsed before (an index kept open), or an error
         if meta is None:
             data = walk.read_meta(sub, MAX_META_BYTES)
             if data is None:
-                return NOT_TAKEN
+                return NOT_WALKED
             meta = ckpt.folder_meta(dirkey, data)
         if not (
             isinstance(meta, TensorDictNode) and saved_as_tensordict(meta) and _walks(ctx, meta)
         ):
             # another kind, many leaves for shapes only, or an error: its node takes it
-            return NOT_TAKEN
+            return NOT_WALKED
         if ctx.depth >= ctx.max_depth:
             raise _too_deep(ctx, dirkey)
         ctx.depth += 1
@@ -201,28 +202,28 @@ def _leaf(
     device: torch.device | None,
 ) -> Any:
     """A plain leaf whose file is ``name`` in the folder open at ``fd``: mapped, or (no
-    data read) an empty tensor of its shape once its file is found; ``NOT_TAKEN`` where
+    data read) an empty tensor of its shape once its file is found; ``NOT_WALKED`` where
     the general way must answer (absent, a symlink, too short, an unloadable dtype)."""
     dtype = ctx.dtypes.get(record.dtype.name)
     if dtype is None:
         if not record.dtype.loadable:
-            return NOT_TAKEN  # the general way raises, naming the leaf
+            return NOT_WALKED  # the general way raises, naming the leaf
         dtype = ctx.dtypes[record.dtype.name] = torch_dtype(record.dtype)
     shape = record.shape
     numel = prod(shape)
     if not ctx.read_data:
         if numel and walk.file_size(fd, name) < 0:
-            return NOT_TAKEN
+            return NOT_WALKED
         return _empty(size=shape, dtype=dtype, device=device)
     if not numel:
         return _empty(size=shape, dtype=dtype, device=device)
     opened = walk.open_leaf(fd, name, ctx.mode)
     if opened is None:
-        return NOT_TAKEN
+        return NOT_WALKED
     file, size, write = opened
     try:
         if size < numel * dtype.itemsize:
-            return NOT_TAKEN  # the general way raises, naming the file and both sizes
+            return NOT_WALKED  # the general way raises, naming the file and both sizes
         flat = map_descriptor(file, dtype, numel, shared=write)
     finally:
         os.close(file)
