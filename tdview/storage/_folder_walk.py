@@ -20,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["FolderWalk", "walk_flags"]
+__all__ = ["FolderWalk"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -29,12 +29,9 @@ _FOLDER = _O_PATH | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 # errors that say "not for writing" (the file, its file system, or O_NOATIME refused)
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ETXTBSY)
+# a file opened by a walk: a FIFO swapped in never blocks, a symlink is refused
+_READ = os.O_RDONLY | _NONBLOCK | _NOFOLLOW
 _WRITE = os.O_RDWR | _NONBLOCK | _NOFOLLOW
-
-
-def walk_flags(noatime: int) -> int:
-    """Flags of a file opened for reading by a walk (a FIFO swapped in never blocks)."""
-    return os.O_RDONLY | _NONBLOCK | _NOFOLLOW | noatime
 
 
 def _plain(name: str) -> bool:
@@ -53,17 +50,16 @@ class FolderWalk:
 
     Examples
     --------
-    >>> walk = store.folder_walk()                                    # doctest: +SKIP
-    >>> fd = store.open_folder("model")                               # doctest: +SKIP
+    >>> walk, fd = store.folder_walk("model")                         # doctest: +SKIP
     >>> walk.read_meta(fd, 1 << 20)[:1]                               # doctest: +SKIP
     b'{'
+    >>> os.close(fd)                                                  # doctest: +SKIP
     """
 
-    __slots__ = ("_read", "_write_refused", "noatime")
+    __slots__ = ("_write_refused", "noatime")
 
     def __init__(self, noatime: int) -> None:
         self.noatime = noatime
-        self._read = walk_flags(noatime)
         # a file refused opening for writing: mode=None asks os.access from now on
         self._write_refused = False
 
@@ -75,7 +71,6 @@ class FolderWalk:
             if not self.noatime:
                 raise
             self.noatime = 0  # not the owner: never again for this walk
-            self._read = walk_flags(0)
             return os.open(name, flags, dir_fd=fd)
 
     def folder(self, fd: int, name: str) -> int:
@@ -92,7 +87,7 @@ class FolderWalk:
         """The bytes of folder ``fd``'s ``meta.json``: a regular file of at most ``limit``
         bytes (None otherwise: the store's read tells why)."""
         try:
-            file = self._open("meta.json", self._read, fd)
+            file = self._open("meta.json", _READ, fd)
         except OSError:
             return None
         try:
@@ -130,12 +125,12 @@ class FolderWalk:
             if write and mode is None and self._write_refused:
                 write = os.access(name, os.W_OK, dir_fd=fd)
             try:
-                file = self._open(name, _WRITE if write else self._read, fd)
+                file = self._open(name, _WRITE if write else _READ, fd)
             except OSError as error:
                 if not (write and mode is None and error.errno in _READ_ONLY):
                     return None
                 self._write_refused, write = True, False
-                file = self._open(name, self._read, fd)
+                file = self._open(name, _READ, fd)
         except (OSError, ValueError):
             return None
         try:
