@@ -318,3 +318,14 @@ def test_a_meta_json_linked_out_of_the_root_records_no_prefix_there_only(
     assert loaded["model"]._memmap_prefix == path / "model"
     assert loaded["model", "0", "attn"]._memmap_prefix == path / "model" / "0" / "attn"
     assert_same(loaded["model"], _reference(path)["model"])
+
+
+@pytest.mark.parametrize("device", [None, "meta"])
+def test_a_dtype_that_cannot_load_is_an_error_naming_the_leaf(
+    tmp_path: Path, device: str | None
+) -> None:
+    path = _tree(tmp_path / "ckpt")
+    meta = path / "model" / "1" / "attn" / "meta.json"
+    meta.write_text(meta.read_text().replace('"torch.float32"', '"torch.qint8"', 1))
+    with pytest.raises(LeafDataError, match=r"leaf 'model/1/attn/\w+' .*qint8 cannot be loaded"):
+        tdview.load_memmap(path, device=device)

@@ -121,7 +121,6 @@ def build(
                 and out is None
                 and node.dirkey is not None
                 and node.children_cache is None  # else its nodes are at hand
-                and type(meta) is TensorDictNode
                 and ctx.walks
             ):
                 from . import _walk  # noqa: PLC0415 - _walk builds on this module

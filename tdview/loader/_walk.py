@@ -25,8 +25,9 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from ..format import MAX_META_BYTES, CollectionRecord, LeafRecord, TensorDictNode, torch_dtype
+from ..format import MAX_META_BYTES, CollectionRecord, LeafRecord, TensorDictNode
 from ..index._children import collection_names, leaf_names
+from ..index._paths import join_key
 from ..storage import FolderWalk
 from ._build import (
     NOT_WALKED,
@@ -39,7 +40,7 @@ from ._build import (
 from ._classes import saved_as_tensordict
 from ._context import LoadContext, child_path
 from ._fdmap import map_descriptor
-from ._leaves import _as_memmap, leaf_tensor
+from ._leaves import _as_memmap, _dtype, leaf_tensor
 
 __all__ = ["NOT_WALKED", "PROBED_NAMES", "walk_tensordict"]
 
@@ -54,9 +55,9 @@ _empty = torch.empty
 def _walks(ctx: LoadContext, meta: TensorDictNode) -> bool:
     """Whether the folder of ``meta`` is loaded by the walk (see the module), in a load
     that walks (``ctx.walks``)."""
-    return (ctx.read_data or meta.leaf_count <= PROBED_NAMES) and (
-        meta.format_version != 0 or not meta.legacy_no_collection_records
-    )
+    return (
+        ctx.read_data or meta.leaf_count <= PROBED_NAMES
+    ) and not meta.legacy_no_collection_records
 
 
 def walk_tensordict(
@@ -86,7 +87,7 @@ def walk_tensordict(
         result = _folder(ctx, walk, fd, path, dirkey, meta, device, prefix)
     finally:
         os.close(fd)
-    if not inside and ctx.store.link(dirkey + "/meta.json" if dirkey else "meta.json"):
+    if not inside and ctx.store.link(join_key(dirkey, "meta.json")):
         # its meta.json is a link out of the root: memmap_ writes none through it (its
         # sub-folders, reached inside the root, keep theirs)
         result._memmap_prefix = None
@@ -117,7 +118,7 @@ def _folder(
             if not record.is_nested:
                 names = leaf_names(key, robust=robust)
                 if names:
-                    tensor = _leaf(ctx, walk, fd, record, names[0], keys, device)
+                    tensor = _leaf(ctx, walk, fd, path, record, names[0], keys, device)
             if tensor is NOT_WALKED:  # the general way: found by key, or left out
                 node = ckpt.leaf_node((*path, key), dirkey, record)
                 tensor = leaf_tensor(ctx, node, device)
@@ -196,19 +197,19 @@ def _leaf(
     ctx: LoadContext,
     walk: FolderWalk,
     fd: int,
+    path: tuple[str, ...],
     record: LeafRecord,
     name: str,
     keys: str,
     device: torch.device | None,
 ) -> Any:
-    """A plain leaf whose file is ``name`` in the folder open at ``fd``: mapped, or (no
-    data read) an empty tensor of its shape once its file is found; ``NOT_WALKED`` where
-    the general way must answer (absent, a symlink, too short, an unloadable dtype)."""
+    """A plain leaf whose file is ``name`` in the folder open at ``fd`` (at nested key
+    ``path``): mapped, or (no data read) an empty tensor of its shape once its file is
+    found; ``NOT_WALKED`` where the general way must answer (absent, a symlink, too
+    short). A dtype that cannot be loaded raises, naming the leaf, as it does there."""
     dtype = ctx.dtypes.get(record.dtype.name)
     if dtype is None:
-        if not record.dtype.loadable:
-            return NOT_WALKED  # the general way raises, naming the leaf
-        dtype = ctx.dtypes[record.dtype.name] = torch_dtype(record.dtype)
+        dtype = _dtype(ctx, (*path, record.key), record)
     shape = record.shape
     numel = prod(shape)
     if not ctx.read_data:
