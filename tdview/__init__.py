@@ -2,7 +2,9 @@
 
 The reading is tdview's own (storage -> format -> index -> load); tensordict supplies
 the result types. The public names are imported on first use, so that ``import
-tdview.format`` (or the command line) does not pay for torch, tensordict and ipywidgets.
+tdview`` (or ``tdview.format``, or the command line) pays for none of torch, tensordict,
+ipywidgets or the index: ``from tdview import TDView`` then browsing imports neither torch
+nor tensordict (a load or the device list does, when asked).
 """
 
 from __future__ import annotations
@@ -12,19 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-# Eager (the package is light): ``tdview.load`` is the function, the loader is the
-# subpackage ``tdview.loader``.
-from .loader import load, load_memmap  # noqa: E402  isort: skip
+# Eager, and light (its own names are lazy): the subpackage ``tdview.diff`` is an
+# attribute of this module once anything imports it, which would hide a lazy ``diff``
+# function behind the module. ``tdview.load`` is the function (no subpackage of that name).
 from .diff import diff  # noqa: E402  isort: skip
 
 if TYPE_CHECKING:
     from .index import Checkpoint
+    from .loader import load, load_memmap
     from .storage import remote, trust_paths
     from .widget import TDView
 
 _LAZY = {
     "Checkpoint": ".index",
     "TDView": ".widget",
+    "load": ".loader",
+    "load_memmap": ".loader",
     "trust_paths": ".storage",
     "remote": ".storage",
 }

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, MutableMapping
 from typing import Any
-
-import torch
 
 from ..index import Checkpoint, Collection, rollup
 from ._messages import RequestError
 
 #: Longest ``summary`` text of a load reply.
 MAX_SUMMARY_CHARS = 4000
+
+#: Device strings that ``torch.device`` keeps as they are: checked without importing
+#: torch (2 s), which a view that only browses never needs.
+_PLAIN_DEVICE = re.compile(r"(cpu|meta|cuda|mps|xpu)(:(0|[1-9][0-9]{0,3}))?")
 
 
 def host_memory() -> dict[str, int | None]:
@@ -39,6 +42,8 @@ def devices() -> dict[str, Any]:
     >>> devices()["devices"][0]["name"]
     'cpu'
     """
+    import torch  # the first device list pays for torch, not the view
+
     found: list[dict[str, Any]] = [{"name": "cpu", **host_memory()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
@@ -56,13 +61,18 @@ def devices() -> dict[str, Any]:
 
 
 def check_device(device: str) -> str:
-    """``device`` normalized by ``torch.device`` (``"cuda"`` stays ``"cuda"``).
+    """``device`` normalized by ``torch.device`` (``"cuda"`` stays ``"cuda"``); a plain
+    name such as ``"cpu"`` or ``"cuda:1"`` is checked without importing torch.
 
     Raises
     ------
     ValueError
         Torch does not know the device string.
     """
+    if _PLAIN_DEVICE.fullmatch(device):
+        return device
+    import torch
+
     try:
         return str(torch.device(device))
     except (RuntimeError, ValueError) as error:
