@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .diff import Diff
 
 _STATIC = pathlib.Path(__file__).parent / "static"
+#: The heights ``TDView(..., height=)`` takes, in pixels (``js/src/fill-height.ts``).
+MIN_HEIGHT, MAX_HEIGHT = 240, 4000
 #: The view's report of a click: ``{"kind": SELECT, "v": 1, "path": [...]}``.
 SELECT = "tdview:select"
 
@@ -77,6 +79,11 @@ class TDView(anywidget.AnyWidget):
     level, subpath_a, subpath_b, rtol, atol
         With ``compare``: the first comparison's :func:`tdview.diff` arguments
         (``"metadata"`` by default: no payload byte read until asked).
+    height : int, optional
+        The view's height in pixels, from ``MIN_HEIGHT`` (240) to ``MAX_HEIGHT``
+        (4000); None (the default) keeps the compact height in a notebook cell and the
+        panel's height in the tdview panel. The handle below the view sets it too (a
+        double click on the handle gives back the default), and the notebook keeps it.
 
     Attributes
     ----------
@@ -114,6 +121,9 @@ class TDView(anywidget.AnyWidget):
     options = traitlets.Dict().tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     loaded = traitlets.Dict().tag(sync=True)
+    #: The view's height in pixels (``height=``, the view's resize handle); None: the
+    #: compact height in a cell, the panel's in the tdview panel.
+    height = traitlets.Int(None, allow_none=True).tag(sync=True)
     #: ``CompareState`` of a compare view (``compare=``), else None.
     compare = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     #: The static tree (the output's ``text/html``, bounded), set when the view is
@@ -136,6 +146,7 @@ class TDView(anywidget.AnyWidget):
         subpath_b: object = None,
         rtol: float = 0.0,
         atol: float = 0.0,
+        height: int | None = None,
         **kwargs: Any,
     ) -> None:
         if mode not in MODES:
@@ -177,6 +188,7 @@ class TDView(anywidget.AnyWidget):
             options=options,
             error=error,
             compare=compare_state(comparison),
+            height=height,
             **kwargs,
         )
         self.checkpoint: Checkpoint | None = ckpt
@@ -201,6 +213,16 @@ class TDView(anywidget.AnyWidget):
     def _check_selected(self, proposal: dict[str, Any]) -> tuple[str, ...]:
         value = proposal["value"]
         return () if not value else normalize_subpath(tuple(value))
+
+    @traitlets.validate("height")
+    def _check_height(self, proposal: dict[str, Any]) -> int | None:
+        value = proposal["value"]
+        if value is None or (not isinstance(value, bool) and MIN_HEIGHT <= value <= MAX_HEIGHT):
+            return value
+        raise traitlets.TraitError(
+            f"TDView({printable(self.source)!r}): height must be None or a number of pixels "
+            f"from {MIN_HEIGHT} to {MAX_HEIGHT}, not {value!r}"
+        )
 
     @property
     def namespace(self) -> MutableMapping[str, Any] | None:

@@ -97,7 +97,8 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     totals : bool
         ``False`` reports a collection's ``bytes``/``numel`` only when its rollup is
         already cached (None otherwise): the widget's first paint must not walk a
-        million-key tree. A leaf always reports its own.
+        million-key tree. A leaf, and a node without children (a pickled value: its
+        file's size), always report their own.
 
     Returns
     -------
@@ -113,12 +114,10 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     """
     record = node.record
     n_children = _n_children(ckpt, node)
-    # a leaf's totals are its own (no walk): always there
-    total = (
-        rollup(ckpt, node)
-        if totals or node.is_leaf or cached_rollup(ckpt, node) is not None
-        else None
-    )
+    # a leaf's totals are its own, a childless node's its pickle file's (no walk):
+    # always there, so a pickled value shows its size at first paint
+    cheap = node.is_leaf or n_children == 0
+    total = rollup(ckpt, node) if totals or cheap or cached_rollup(ckpt, node) is not None else None
     holds_tensors = total is not None and (node.is_leaf or total.leaves > 0 or n_children > 0)
     sized = holds_tensors or (total is not None and total.pickles > 0)
     batch = None if node.is_leaf else ckpt.batch_size(node)
@@ -144,13 +143,16 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
 
 
 def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+    """Where a leaf's or a pickled value's bytes are: ``offset`` only in an archive (a
+    file of its own starts at 0, which says nothing)."""
+    packed = ckpt.store.packed
     if node.is_leaf:
         facts = leaf_storage(ckpt.store, node)
         if facts.location is None:
             return None
         return {
             "location": facts.location,
-            "offset": facts.offset,
+            "offset": facts.offset if packed else None,
             "stored_bytes": facts.stored_bytes,
             "compression": facts.compression,
             "crc32": facts.crc32,
@@ -162,7 +164,7 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
     payload = ckpt.store.locate(key)
     return {
         "location": payload.display,
-        "offset": payload.offset,
+        "offset": payload.offset if packed else None,
         "stored_bytes": payload.stored_size,
         "compression": payload.compression,
         "crc32": payload.crc32,
