@@ -236,6 +236,7 @@ def test_search(session: Session) -> None:
         "matches": [],
         "nodes": [],
         "truncated": False,
+        "notes": [],
     }
 
 

@@ -184,6 +184,10 @@ REPLIES = {
     "reply_node_non_tensor": ("node", {"path": ["tags"]}),
     "reply_search": ("search", {"pattern": "o", "limit": 3}),
     "reply_search_uncounted": ("search", {"pattern": "o", "limit": 3, "count": False}),
+    "reply_search_pasted": (
+        "search",
+        {"pattern": "state_dict['module.model.layers.0.linear1.weight']", "limit": 3},
+    ),
     "reply_devices": ("devices", {}),
     "reply_error": ("preview", {"path": ["replay", "missing"], "rows": 4}),
 }

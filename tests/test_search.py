@@ -45,6 +45,12 @@ def test_case_by_path(case: dict) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_case_notes(case: dict) -> None:
+    """What reading the pattern did: the notes a search reply carries."""
+    assert list(Matcher(case["pattern"]).notes) == case.get("notes", []), case["why"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_case_by_level(case: dict) -> None:
     """``Matcher.keys`` (what the record walk uses) agrees with the test per path."""
     tree = DOC["trees"][case["tree"]]
@@ -92,12 +98,27 @@ def model_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
     return Checkpoint(root)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c["tree"] == "model"], ids=_case_id)
-def test_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint) -> None:
-    """The search of a real checkpoint finds the case's matches, in its order."""
-    page = search_page(model_ckpt, case["pattern"], limit=1000)
+@pytest.fixture(scope="module")
+def pasted_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
+    """A from_module-like tree beside a flat state_dict (dotted keys) and an optimizer
+    state keyed by parameter name, written by tensordict."""
+    root = _write_tree(DOC["trees"]["pasted"], tmp_path_factory.mktemp("search") / "pasted")
+    return Checkpoint(root)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c["tree"] in ("model", "pasted")], ids=_case_id
+)
+def test_case_on_a_checkpoint(case: dict, model_ckpt: Checkpoint, pasted_ckpt: Checkpoint) -> None:
+    """The search of a real checkpoint finds the case's matches, in its order, and
+    says how it read the pattern."""
+    ckpt = model_ckpt if case["tree"] == "model" else pasted_ckpt
+    page = search_page(ckpt, case["pattern"], limit=1000)
     assert page.matches == [tuple(p) for p in case["matches"]]
     assert page.total == len(case["matches"])
+    assert list(page.notes) == case.get("notes", [])
+    uncounted = search_page(ckpt, case["pattern"], limit=1, count=False)
+    assert list(uncounted.notes) == case.get("notes", [])
 
 
 @pytest.mark.parametrize("case", DOC["pages"], ids=lambda c: c["why"][:40])

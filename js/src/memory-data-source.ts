@@ -240,6 +240,7 @@ export class MemoryDataSource implements DataSource {
         matches: page.map(([p]) => p),
         nodes: page.map(([p, n]) => summarize(n, p)),
         truncated: offset + page.length < total,
+        notes: [...match.notes],
       };
     });
   }

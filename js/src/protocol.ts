@@ -279,6 +279,9 @@ export interface SearchResult {
   nodes: NodeSummary[];
   /** Matches follow this page. */
   truncated: boolean;
+  /** How the pattern was read, for people: a pasted key tuple or bracket form, a
+   * `module.` or `_orig_mod.` prefix dropped (`tdview/index/_pasted.py`). */
+  notes: string[];
 }
 /** The most cells a heatmap side may ask for. */
 export const MAX_HEATMAP_CELLS = 1024;
@@ -648,6 +651,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
     matches: array(path),
     nodes: array(decodeNodeSummary),
     truncated: bool,
+    notes: array(str),
   }),
   preview: object({
     path,

@@ -19,6 +19,13 @@
  *   `.`; a leading `.` is that boundary).
  *
  * Matches come depth-first in the checkpoint's load order; there is no other ranking.
+ *
+ * What users paste is read first (`readPattern`, the twin of `tdview/index/_pasted.py`):
+ * a key tuple `("model", "layers", "0")` or a bracket form `state_dict['layers.0.w']`
+ * (the name before `[` is a variable) is a key path, matched whole: a node matches when
+ * its state_dict key ends with the keys joined by `.` at a key boundary. The `module.`
+ * (DistributedDataParallel) and `_orig_mod.` (torch.compile) prefixes are dropped from
+ * the start of any pattern. `notes` say what the reading did.
  */
 
 import type { Path } from "./protocol";
@@ -137,8 +144,108 @@ function globTest(toks: Token[], sep: string, anchored: boolean): RegExp {
   return new RegExp(`${start}${body(toks, sep)}$`, "su");
 }
 
-/** A compiled search pattern: `matcher(path)` says whether the node at `path` matches. */
-export type Matcher = ((path: Path) => boolean) & { readonly empty: boolean };
+// ---------------------------------------------------------------- pasted forms
+
+const STRING = String.raw`'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"`;
+const WS = "[ \\t\\r\\n]*";
+const ITEMS = `${WS}(?:${STRING})(?:${WS},${WS}(?:${STRING}))*${WS},?${WS}`;
+const TUPLE = new RegExp(String.raw`^(?:\(${ITEMS}\)|\[${ITEMS}\])$`, "s");
+const NAME = "[A-Za-z_][A-Za-z0-9_]*";
+const SUBSCRIPT = String.raw`${WS}\[${WS}(?:${STRING}|[0-9]+)${WS}\]`;
+const BRACKETS = new RegExp(String.raw`^(${NAME}(?:\.${NAME})*)((?:${SUBSCRIPT})+)$`, "s");
+const PART = new RegExp(`${STRING}|[0-9]+`, "gs");
+const ESCAPE = /\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)/gs;
+const SIMPLE: Record<string, string> = {
+  n: "\n",
+  t: "\t",
+  r: "\r",
+  "0": "\0",
+  "\\": "\\",
+  "'": "'",
+  '"': '"',
+};
+/** Prefixes of parameter names added by PyTorch wrappers, and who adds them. */
+export const PREFIXES: Record<string, string> = {
+  module: "DistributedDataParallel",
+  _orig_mod: "torch.compile",
+};
+const PREFIX = /^(module|_orig_mod)[./]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A pattern as read: `text` for the rules, `keys` (a key path's keys joined by `.`,
+ * matched whole) or null, and `notes` for people. */
+export interface Reading {
+  text: string;
+  keys: string | null;
+  notes: string[];
+}
+
+/** The text of a string literal token (a run of digits: itself, an index). */
+function literal(token: string): string {
+  if (token[0] !== "'" && token[0] !== '"') return token;
+  const text = token.slice(1, -1).replace(ESCAPE, (whole, code: string) => {
+    if ("xuU".includes(code[0] as string) && code.length > 1) {
+      const point = Number.parseInt(code.slice(1), 16);
+      if (point <= 0x10ffff) return String.fromCodePoint(point);
+    }
+    return SIMPLE[code] ?? whole; // an unknown escape keeps its backslash
+  });
+  return text.replace(LONE_SURROGATE, "\ufffd"); // as Python's decode does
+}
+
+function keyPath(text: string): [string[], string] | null {
+  if (TUPLE.test(text)) {
+    const keys = Array.from(text.slice(1, -1).matchAll(PART), (m) => literal(m[0]));
+    return [keys, `read as the key ${keys.join("/")}`];
+  }
+  const found = BRACKETS.exec(text);
+  if (found) {
+    const keys = Array.from((found[2] as string).matchAll(PART), (m) => literal(m[0]));
+    return [keys, `read as the key ${keys.join("/")} (${found[1]} is a variable)`];
+  }
+  return null;
+}
+
+function dropPrefixes(text: string): [string, string[]] {
+  const anchor = text.startsWith("/") ? "/" : "";
+  let body = text.slice(anchor.length);
+  const dropped: string[] = [];
+  for (let found = PREFIX.exec(body); found; found = PREFIX.exec(body)) {
+    const rest = body.slice(found[0].length);
+    if (rest.replace(/^[./]+|[./]+$/g, "") === "") break;
+    body = rest;
+    if (!dropped.includes(found[1] as string)) dropped.push(found[1] as string);
+  }
+  return [anchor + body, dropped];
+}
+
+/**
+ * What `pattern` asks for: a pasted key tuple or bracket form read as a key path, the
+ * prefixes of wrapped models dropped (`tdview/index/_pasted.py`'s `read_pattern`).
+ *
+ * @example readPattern("module.layers.0.weight").text === "layers.0.weight"
+ */
+export function readPattern(pattern: string): Reading {
+  let text = pattern.trim();
+  const notes: string[] = [];
+  const path = keyPath(text);
+  if (path) {
+    text = path[0].join(".");
+    notes.push(path[1]);
+  }
+  const [rest, dropped] = dropPrefixes(text);
+  for (const name of dropped) notes.push(`matched without the ${name}. prefix (${PREFIXES[name]})`);
+  return { text: rest, keys: path ? rest : null, notes };
+}
+
+// ---------------------------------------------------------------- the matcher
+
+/** A compiled search pattern: `matcher(path)` says whether the node at `path` matches;
+ * `notes` say how the pattern was read. */
+export type Matcher = ((path: Path) => boolean) & {
+  readonly empty: boolean;
+  readonly notes: readonly string[];
+};
 
 /**
  * Compiles `pattern` (the rules of the module comment).
@@ -147,10 +254,14 @@ export type Matcher = ((path: Path) => boolean) & { readonly empty: boolean };
  * compileSearch("linear1.weight")(["model", "layers", "0", "linear1", "weight"]); // true
  */
 export function compileSearch(pattern: string): Matcher {
-  const text = pattern.trim().toLowerCase();
+  const reading = readPattern(pattern);
+  const text = (reading.keys ?? reading.text.trim()).toLowerCase();
   const empty = text === "";
   let test: (key: string, slash: string, dot: string) => boolean;
-  if (GLOB_CHARS.some((c) => text.includes(c))) {
+  if (reading.keys !== null) {
+    const target = `.${text}`; // its state_dict spelling's end, nothing else
+    test = (_key, _slash, dot) => dot.endsWith(target);
+  } else if (GLOB_CHARS.some((c) => text.includes(c))) {
     const anchored = text.startsWith("/");
     const toks = tokens(text.replace(/^\/+/, ""));
     const bySlash = globTest(toks, "/", anchored);
@@ -172,5 +283,5 @@ export function compileSearch(pattern: string): Matcher {
     const lower = path.map((k) => k.toLowerCase());
     return test(lower[lower.length - 1] as string, `/${lower.join("/")}`, `.${lower.join(".")}`);
   };
-  return Object.assign(matcher, { empty });
+  return Object.assign(matcher, { empty, notes: reading.notes });
 }

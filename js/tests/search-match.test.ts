@@ -16,6 +16,8 @@ interface Case {
   pattern: string;
   why: string;
   matches: string[][];
+  /** How the pattern was read (none when absent). */
+  notes?: string[];
 }
 
 const file = join(
@@ -69,6 +71,7 @@ describe("search rules", () => {
         tree.filter((p) => match(p)),
         c.why,
       ).toEqual(c.matches);
+      expect(match.notes, c.why).toEqual(c.notes ?? []);
     },
   );
 
@@ -80,6 +83,7 @@ describe("search rules", () => {
       expect(result.matches, c.pattern).toEqual(c.matches);
       expect(result.total).toBe(c.matches.length);
       expect(result.nodes.map((n) => n.path)).toEqual(c.matches);
+      expect(result.notes, c.pattern).toEqual(c.notes ?? []);
     }
   });
 

@@ -9,7 +9,11 @@ the widget shows and copies, what ``load_memmap(subpath=...)`` takes) and its
 **state_dict key** ``k1. ... .kn`` (the names PyTorch gives module parameters). The
 pattern is trimmed of surrounding white space (an empty pattern matches nothing), and
 case is ignored: both sides are lower-cased (``str.lower``; ``toLowerCase`` in
-TypeScript).
+TypeScript). What users paste is read first (:mod:`._pasted`): a key tuple
+``("model", "layers", "0")`` or a bracket form ``state_dict['layers.0.w']`` is a **key
+path**, which matches a node whose state_dict key ends with its keys joined by ``.`` (at
+a key boundary: ``td['model']`` is no ``model_ema``), and the ``module.`` and
+``_orig_mod.`` prefixes of wrapped models are dropped from the start of any pattern.
 
 * A **glob**, a pattern holding ``*``, ``?`` or ``[``, matches a node when it matches, as
   a whole, the end of either spelling that starts at a key boundary: ``*.bias``,
@@ -45,6 +49,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from ._pasted import read_pattern
 from ._paths import NestedPath
 
 #: Characters that make a pattern a glob.
@@ -343,14 +348,20 @@ class Matcher:
         "_slash_last",
         "_suffixed",
         "empty",
+        "notes",
         "pattern",
     )
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
-        text = pattern.strip().lower()
+        reading = read_pattern(pattern)
+        #: What reading a pasted form did (:mod:`._pasted`), for people.
+        self.notes = reading.notes
+        keys = reading.keys
+        text = keys.lower() if keys is not None else reading.text.strip().lower()
         self.empty = not text
-        self._needle = text
+        # a key path is matched whole: no key need contain it (None)
+        self._needle: str | None = text if keys is None else None
         # (id of a level's Keys, what its parent decides) -> (the Keys, its matches)
         self._memo: dict[tuple[int, tuple[bool, bool]], tuple[Keys, list[int]]] = {}
         self._slash: str | None = None  # "/" + the subpath the pattern names
@@ -358,12 +369,14 @@ class Matcher:
         self._slash_anchor = False
         self._slash_head = self._slash_last = self._dot_head = self._dot_last = ""
         self._glob: tuple[_GlobSide, _GlobSide] | None = None
+        self._suffixed = keys is not None
+        if keys is not None:  # its state_dict spelling's end, nothing else
+            self._set_dot("." + text)
+            return
         if GLOB_CHARS & set(text):
             anchored = text.startswith("/")
             tokens = _tokens(text.lstrip("/"))
             self._glob = (_GlobSide(tokens, "/", anchored), _GlobSide(tokens, ".", anchored))
-        self._suffixed = False
-        if self._glob is not None:
             return
         parts = [part for part in text.split("/") if part]
         if "/" in text and parts:
@@ -371,10 +384,14 @@ class Matcher:
             self._slash = "/" + "/".join(parts)
             self._slash_head, self._slash_last = "/".join(parts[:-1]), parts[-1]
         if "." in text:
-            self._dot = text if text.startswith(".") else "." + text
-            head, cut, self._dot_last = self._dot[1:].rpartition(".")
-            self._dot_head = f".{head}." if cut else "."  # how the parent must end
+            self._set_dot(text)
         self._suffixed = self._slash is not None or self._dot is not None
+
+    def _set_dot(self, text: str) -> None:
+        """The state_dict rule: the node's state_dict key ends with ``text``."""
+        self._dot = text if text.startswith(".") else "." + text
+        head, cut, self._dot_last = self._dot[1:].rpartition(".")
+        self._dot_head = f".{head}." if cut else "."  # how the parent must end
 
     def __repr__(self) -> str:
         return f"Matcher({self.pattern!r})"
@@ -387,7 +404,7 @@ class Matcher:
         slash, dot = "/" + "/".join(lower), "." + ".".join(lower)
         if self._glob is not None:
             return bool(self._glob[0].full.search(slash) or self._glob[1].full.search(dot))
-        if self._needle in lower[-1]:
+        if self._needle is not None and self._needle in lower[-1]:
             return True
         if self._slash is not None and (
             slash == self._slash if self._slash_anchor else slash.endswith(self._slash)
@@ -454,9 +471,11 @@ class Matcher:
 
     def _plain_hits(self, keys: Keys, slash: str, dot: str, ends: tuple[bool, bool]) -> list[int]:
         lower, needle = keys.lower, self._needle
-        held = "/" if "/" in needle else "." if "." in needle else ""
-        candidates = keys.holding(held) if held else range(len(lower))
-        hits = [i for i in candidates if needle in lower[i]]
+        hits: list[int] = []
+        if needle is not None:
+            held = "/" if "/" in needle else "." if "." in needle else ""
+            candidates = keys.holding(held) if held else range(len(lower))
+            hits = [i for i in candidates if needle in lower[i]]
         more = self._suffix_hits(keys, slash, dot, ends)
         return sorted(set(hits).union(more)) if more else hits
 

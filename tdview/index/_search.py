@@ -55,6 +55,8 @@ class SearchPage:
     total: int
     matches: list[NestedPath]
     counted: bool = True
+    #: How the pattern was read (a pasted key, a prefix dropped: :mod:`._pasted`).
+    notes: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -327,8 +329,8 @@ def search_page(
                 page.extend((*base, keys[i]) for i in hits[max(offset - seen, 0) : stop - seen])
             seen += n
             if early and seen > stop:
-                return SearchPage(pattern, offset, stop + 1, page, counted=False)
-    return SearchPage(pattern, offset, seen, page)
+                return SearchPage(pattern, offset, stop + 1, page, False, matcher.notes)
+    return SearchPage(pattern, offset, seen, page, True, matcher.notes)
 
 
 def iter_matches(

@@ -55,8 +55,10 @@ def search_result(
         ``pattern``, ``offset``, ``total`` (every match, not only this page's),
         ``counted``, ``matches`` (their paths), ``nodes`` (a ``NodeSummary`` of each, in
         the same order, without subtree totals not yet cached) and ``truncated``
-        (matches follow this page). ``limit=0`` only counts. With ``count=False`` the walk
-        stops at the first match after the page: then ``counted`` is false, ``total`` is
+        (matches follow this page), ``notes`` (how the pattern was read: a pasted key,
+        a ``module.`` prefix dropped; see :mod:`tdview.index._pasted`). ``limit=0``
+        only counts. With ``count=False`` the walk stops at the first match after the
+        page: then ``counted`` is false, ``total`` is
         ``offset + limit + 1`` (a lower bound) and ``truncated`` true; a walk that ends
         before gives the exact count and ``counted`` true (see
         :func:`~tdview.index.search_page`).
@@ -82,4 +84,5 @@ def search_result(
         "matches": [list(path) for path in page.matches],
         "nodes": nodes,
         "truncated": page.truncated,
+        "notes": list(page.notes),
     }
