@@ -5,7 +5,7 @@
  *   (`decoder.layers.0.…in_proj_weight`): the cut snaps to a `.` or `/` when that costs
  *   little, so both sides read as whole parts of the key.
  * - `fitShape(shape, width, measure)`: a shape that never cuts inside a number; whole
- *   trailing dims give way to `…` (`[768, …]`, then `[…]`).
+ *   trailing dims give way to `…` (`[768, …]`, then `[…]`); `shapeForms` lists them.
  * - `measureFor(el)`: a `Measure` in the font an element has (a canvas where there is
  *   one, else an estimate from the font size: tests, a host without layout).
  *
@@ -115,19 +115,25 @@ function snapHead(chars: string[], head: number): number {
 }
 
 /**
- * The shape as `[768, 256]` when it fits, else its leading dims and `…` (`[768, …]`,
- * `[…]`), else "": a number is never cut.
+ * The forms of a shape from whole to shortest: `[768, 256]`, `[768, …]`, `[…]`.
+ */
+export function shapeForms(shape: readonly number[]): string[] {
+  const forms: string[] = [];
+  for (let kept = shape.length; kept >= 0; kept--) {
+    const dims = shape.slice(0, kept).map(String);
+    if (kept < shape.length) dims.push(ELLIPSIS);
+    forms.push(`[${dims.join(", ")}]`);
+  }
+  return forms;
+}
+
+/**
+ * The longest form of the shape that fits (`shapeForms`), else "": a number is never cut.
  *
  * @example fitShape([768, 256], 8, (t) => t.length) === "[768, …]"
  */
 export function fitShape(shape: readonly number[], width: number, measure: Measure): string {
-  for (let kept = shape.length; kept >= 0; kept--) {
-    const dims = shape.slice(0, kept).map(String);
-    if (kept < shape.length) dims.push(ELLIPSIS);
-    const text = `[${dims.join(", ")}]`;
-    if (measure(text) <= width) return text;
-  }
-  return "";
+  return shapeForms(shape).find((text) => measure(text) <= width) ?? "";
 }
 
 /**

@@ -8,7 +8,13 @@ import { pathText } from "./dom";
 import { filterTree } from "./filter-tree";
 import { formatShape, humanBytes, kindLabel, rollupContents } from "./format";
 import { InlineValues } from "./inline-values";
-import { type NodeSummary, type Path, PROTOCOL_VERSION, type WidgetState } from "./protocol";
+import {
+  type NodeDetails,
+  type NodeSummary,
+  type Path,
+  PROTOCOL_VERSION,
+  type WidgetState,
+} from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
 import { TreeView, type TreeViewOptions } from "./render-tree";
@@ -122,11 +128,18 @@ export class App {
       // Enter or a double click on a leaf opens its preview (which then stays open)
       onActivate: () => this.details?.preview.openPreview(),
       inlineValue: (node) => (node.path.length === 0 ? rootTotals : inline.textOf(node)),
+      rowTitle: (node) => this.details?.rowTitle(node) ?? "",
       ...options.view,
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
-    this.details.onDetails = (d) => {
-      if (d.path.length > 0 || !d.rollup || d.member) return;
+    // a leaf previewed: its row's tooltip now has its summary
+    this.details.head.onStats = () => {
+      this.view?.refresh();
+      this.#filtered?.view.refresh();
+    };
+    const showRootTotals = (d: NodeDetails) => {
+      if (d.path.length > 0 || !d.rollup || d.member || this.#disposed) return;
+      this.tree?.setRootTotals(d.rollup.bytes, d.rollup.numel);
       const text = rollupContents(d.rollup);
       if (text === rootTotals) return;
       rootTotals = text;
@@ -135,6 +148,11 @@ export class App {
       this.element.querySelector(".tdview-header .tdview-bytes")?.remove();
       this.view?.refresh();
     };
+    this.details.onDetails = showRootTotals;
+    // the root row shows its size: asked for here when the root is not what shows first
+    if (state.root.bytes === null && state.selected.length > 0) {
+      source.node([]).then(showRootTotals, () => {});
+    }
     this.#search = new SearchBox(source, (path) => void this.reveal(path), {
       onFilter: (pattern) => void this.filter(pattern),
     });
@@ -188,6 +206,7 @@ export class App {
       const view = new TreeView(tree, {
         label: "Matches of the search",
         onActivate: () => this.details?.preview.openPreview(),
+        rowTitle: (node) => this.details?.rowTitle(node) ?? "",
       });
       dropFiltered();
       this.#filtered = { tree, view };

@@ -8,7 +8,9 @@
  */
 
 import { describeShape, humanBytes, nodeLabel } from "./format";
+import { estimateMeasure, type Measure, measureFor, shapeForms } from "./middle-cut";
 import type { NodeSummary, Path } from "./protocol";
+import { type FitPart, fitRow } from "./row-fit";
 import { TreeKeyboard } from "./tree-keyboard";
 import type { TreeModel, TreeRow } from "./tree-model";
 
@@ -17,6 +19,8 @@ export interface TreeViewOptions {
   rowHeight?: number;
   /** Viewport height used while the element has no layout (e.g. not yet attached). */
   height?: number;
+  /** Row width used while the element has no layout (default: nothing is cut). */
+  width?: number;
   overscan?: number;
   label?: string;
   /** Called when Enter or a double click activates a row. */
@@ -27,6 +31,8 @@ export interface TreeViewOptions {
   keyboard?: TreeKeyboard;
   /** Draws a row's content instead of the checkpoint row (the compare view's marks). */
   fillRow?: (el: HTMLElement, row: TreeRow) => void;
+  /** A row's tooltip ("" for its path); `refresh()` redraws once it changes. */
+  rowTitle?: (node: NodeSummary) => string;
 }
 
 let nextViewId = 0;
@@ -38,35 +44,113 @@ function span(className: string, text: string): HTMLSpanElement {
   return el;
 }
 
+/** The fonts a row is drawn in, and the width it has (null: not laid out, nothing cut). */
+export interface RowRoom {
+  width: number | null;
+  code: Measure;
+  badge: Measure;
+  ui: Measure;
+}
+
+/** What a checkpoint row shows beside its node. */
+interface RowExtras {
+  inline: string;
+  title: string;
+  room: RowRoom;
+}
+
+/** px the row's padding, twisty and gaps take (styles.css, tree.css). */
+const ROW_PAD_LEFT = 4;
+const ROW_PAD_RIGHT = 8;
+const INDENT = 16;
+const TWISTY = 12;
+const GAP = 6;
+/** A badge's padding and border. */
+const BADGE_PAD = 10;
+/** The most px an inline value keeps before the key is cut (it cuts itself after). */
+const INLINE_MAX = 96;
+/** Rounding of measured text against the laid-out one. */
+const SLACK = 2;
+
 /** What the row's content depends on: the element of an index is reused for other rows. */
 function rowSignature(row: TreeRow): string {
   return JSON.stringify([row.label, row.expanded, row.expandable, row.error, row.node]);
 }
 
-function fillRow(el: HTMLElement, row: TreeRow): void {
-  const parts: HTMLElement[] = [];
-  const twisty = span("tdview-twisty", row.expandable ? (row.expanded ? "▾" : "▸") : "");
-  twisty.setAttribute("aria-hidden", "true");
-  parts.push(twisty);
-  const node = row.node;
-  if (!node) {
-    parts.push(span("tdview-placeholder", row.error ? `⚠ ${row.error}` : "…"));
-  } else {
-    parts.push(span("tdview-key", row.label));
-    parts.push(span(`tdview-badge tdview-kind-${node.kind}`, nodeLabel(node)));
-    parts.push(span("tdview-shape", describeShape(node)));
-    parts.push(span("tdview-bytes", humanBytes(node.bytes)));
-    if (node.problems.length > 0) {
-      const warn = span("tdview-problem", "⚠");
-      warn.title = node.problems.join("\n");
-      parts.push(warn);
-    }
-  }
-  el.replaceChildren(...parts);
-  el.title = node ? node.path.join(" / ") || row.label : "";
+/** The annotations of a node (badge, shape, dtype, inline value, size) with their forms,
+ * and the order in which they give way to the key. */
+function annotations(node: NodeSummary, inline: string, room: RowRoom) {
+  const { code, badge, ui } = room;
+  const dims = node.kind === "leaf" ? node.shape : node.batch_size;
+  const described = describeShape(node);
+  const shapeText =
+    dims === null || (node.kind !== "leaf" && dims.length === 0)
+      ? described && node.kind !== "leaf"
+        ? [described]
+        : []
+      : shapeForms(dims).map((f) => (node.kind === "leaf" ? f : `batch ${f}`));
+  const parts: FitPart[] = [
+    { forms: inline ? [inline] : [], measure: code, maxWidth: INLINE_MAX },
+    { forms: [nodeLabel(node)], measure: badge, pad: BADGE_PAD },
+    { forms: shapeText, measure: code },
+    { forms: node.kind === "leaf" && node.dtype ? [node.dtype] : [], measure: code },
+    { forms: node.bytes === null ? [] : [humanBytes(node.bytes)], measure: ui },
+  ];
+  const [INLINE, BADGE, SHAPE, DTYPE, BYTES] = [0, 1, 2, 3, 4];
+  const shrinks = Array.from({ length: Math.max(0, shapeText.length - 1) }, () => SHAPE);
+  const steps = [BADGE, ...shrinks, DTYPE, SHAPE, INLINE, BYTES];
+  return { parts, steps };
 }
 
-/** Text after the row's key: `= value` of a non-tensor, the root's tensor count. */
+function fillNodeRow(el: HTMLElement, row: TreeRow, node: NodeSummary, extras: RowExtras): void {
+  const { room } = extras;
+  const { parts, steps } = annotations(node, extras.inline, room);
+  const problem = node.problems.length > 0;
+  const width =
+    room.width === null
+      ? Number.POSITIVE_INFINITY
+      : room.width -
+        (row.depth - 1) * INDENT -
+        ROW_PAD_LEFT -
+        ROW_PAD_RIGHT -
+        TWISTY -
+        GAP -
+        (problem ? room.ui("⚠") + GAP : 0) -
+        SLACK;
+  const fit = fitRow(row.label, room.code, parts, steps, width, GAP);
+  const [inline = "", badge = "", shape = "", dtype = "", bytes = ""] = fit.texts;
+  const key = span("tdview-key", fit.key);
+  key.classList.toggle("tdview-key-cut", fit.key !== row.label);
+  const out: HTMLElement[] = [key];
+  if (inline) out.push(span("tdview-inline-value", inline));
+  if (badge) out.push(span(`tdview-badge tdview-kind-${node.kind}`, badge));
+  // always there, empty when hidden (tree.css hides it then): rows read alike
+  out.push(span("tdview-shape", [shape, dtype].filter(Boolean).join(" ")));
+  if (bytes) out.push(span("tdview-bytes", bytes));
+  if (problem) {
+    const warn = span("tdview-problem", "⚠");
+    warn.title = node.problems.join("\n");
+    out.push(warn);
+  }
+  el.append(...out);
+}
+
+function fillRow(el: HTMLElement, row: TreeRow, extras: RowExtras): void {
+  const twisty = span("tdview-twisty", row.expandable ? (row.expanded ? "▾" : "▸") : "");
+  twisty.setAttribute("aria-hidden", "true");
+  el.replaceChildren(twisty);
+  const node = row.node;
+  if (!node) {
+    el.append(span("tdview-placeholder", row.error ? `⚠ ${row.error}` : "…"));
+    el.title = "";
+    return;
+  }
+  fillNodeRow(el, row, node, extras);
+  el.title = extras.title || node.path.join(" / ") || row.label;
+}
+
+/** Text after the row's key: `= value` of a non-tensor, the root's tensor count (a
+ * row drawn by the `fillRow` option). */
 function appendInline(el: HTMLElement, text: string): void {
   const value = span("tdview-inline-value", text);
   const key = el.querySelector(".tdview-key");
@@ -86,7 +170,10 @@ export class TreeView {
   readonly #overscan: number;
   readonly #onActivate: ((path: Path) => void) | undefined;
   readonly #inlineValue: ((node: NodeSummary) => string) | undefined;
-  readonly #fillRow: (el: HTMLElement, row: TreeRow) => void;
+  readonly #fillRow: ((el: HTMLElement, row: TreeRow) => void) | undefined;
+  readonly #rowTitle: ((node: NodeSummary) => string) | undefined;
+  readonly #width: number | undefined;
+  #measures: Omit<RowRoom, "width"> | null = null;
   readonly #unsubscribe: () => void;
   readonly #resize: ResizeObserver | null = null;
 
@@ -97,7 +184,9 @@ export class TreeView {
     this.#overscan = options.overscan ?? 8;
     this.#onActivate = options.onActivate;
     this.#inlineValue = options.inlineValue;
-    this.#fillRow = options.fillRow ?? fillRow;
+    this.#fillRow = options.fillRow;
+    this.#rowTitle = options.rowTitle;
+    this.#width = options.width;
     this.#keyboard = options.keyboard ?? new TreeKeyboard(tree);
     this.element = document.createElement("div");
     this.element.className = "tdview-tree";
@@ -117,14 +206,18 @@ export class TreeView {
       this.render();
     });
     if (typeof ResizeObserver !== "undefined") {
-      this.#resize = new ResizeObserver(() => this.render());
+      this.#resize = new ResizeObserver(() => {
+        this.#measures = null; // a theme or zoom may change the fonts with the size
+        this.render();
+      });
       this.#resize.observe(this.element);
     }
     this.render();
   }
 
-  /** Redraws the rows on show (an inline value arrived). */
+  /** Redraws the rows on show (an inline value or a title arrived, the fonts changed). */
   refresh(): void {
+    this.#measures = null;
     for (const entry of this.#rows.values()) entry.sig = "";
     this.render();
   }
@@ -168,9 +261,10 @@ export class TreeView {
         this.#rows.delete(index);
       }
     }
+    const room = this.#fillRow ? null : this.#room();
     for (let i = start; i < end; i++) {
       const row = tree.row(i);
-      if (row) this.#renderRow(row);
+      if (row) this.#renderRow(row, room);
     }
     const selected = tree.selectedIndex;
     if (this.#rows.has(selected)) {
@@ -181,7 +275,7 @@ export class TreeView {
     tree.ensureRange(start, end);
   }
 
-  #renderRow(row: TreeRow): void {
+  #renderRow(row: TreeRow, room: RowRoom | null): void {
     let entry = this.#rows.get(row.index);
     if (!entry) {
       const el = document.createElement("div");
@@ -205,13 +299,49 @@ export class TreeView {
     else el.setAttribute("aria-busy", "true");
     el.classList.toggle("tdview-selected", row.selected);
     el.style.setProperty("--tdview-depth", String(row.depth - 1));
-    const inline = row.node ? (this.#inlineValue?.(row.node) ?? "") : "";
-    const sig = rowSignature(row) + inline;
-    if (sig !== entry.sig) {
-      this.#fillRow(el, row);
+    const node = row.node;
+    const inline = node ? (this.#inlineValue?.(node) ?? "") : "";
+    if (this.#fillRow || !room) {
+      const sig = rowSignature(row) + inline;
+      if (sig === entry.sig) return;
+      this.#fillRow?.(el, row);
       if (inline) appendInline(el, inline);
       entry.sig = sig;
+      return;
     }
+    const title = node ? (this.#rowTitle?.(node) ?? "") : "";
+    const sig = JSON.stringify([rowSignature(row), inline, title, room.width]);
+    if (sig === entry.sig) return;
+    fillRow(el, row, { inline, title, room });
+    entry.sig = sig;
+  }
+
+  /** The row's width and fonts, measured once per size (see the ResizeObserver). */
+  #room(): RowRoom {
+    const laid = this.element.clientWidth;
+    const width = laid > 0 ? laid : (this.#width ?? null);
+    if (!this.#measures) {
+      if (laid > 0) {
+        // probes in the row's own classes: the fonts the stylesheet gives them
+        const probe = document.createElement("div");
+        probe.className = "tdview-row tdview-row-probe";
+        probe.setAttribute("aria-hidden", "true");
+        const [key, badge, bytes] = ["tdview-key", "tdview-badge", "tdview-bytes"].map((c) =>
+          span(c, ""),
+        ) as [HTMLElement, HTMLElement, HTMLElement];
+        probe.append(key, badge, bytes);
+        this.#spacer.append(probe);
+        this.#measures = { code: measureFor(key), badge: measureFor(badge), ui: measureFor(bytes) };
+        probe.remove();
+      } else {
+        this.#measures = {
+          code: estimateMeasure(12),
+          badge: estimateMeasure(11),
+          ui: estimateMeasure(13),
+        };
+      }
+    }
+    return { width, ...this.#measures };
   }
 
   #viewportHeight(): number {

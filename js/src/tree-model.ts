@@ -92,7 +92,7 @@ const ROOT: Pos = { level: null, index: 0 };
 export class TreeModel {
   readonly pageSize: number;
   readonly #source: TreeSource;
-  readonly #root: NodeSummary;
+  #root: NodeSummary;
   readonly #lookahead: number;
   readonly #rootLabel: string;
   readonly #abort = new AbortController();
@@ -163,6 +163,13 @@ export class TreeModel {
       selected: index === this.#selIndex,
       error: !node && typeof page === "object" ? page.error : null,
     };
+  }
+
+  /** The root's size once it is known (the first summary leaves a large one out). */
+  setRootTotals(bytes: number, numel: number | null): void {
+    if (this.#root.bytes === bytes && this.#root.numel === numel) return;
+    this.#root = { ...this.#root, bytes, numel };
+    this.#emit({ rows: true, selection: this.#sel.level === null });
   }
 
   /** Index of the visible, loaded row with this path, else -1. */

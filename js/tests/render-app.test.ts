@@ -215,6 +215,22 @@ describe("the root's totals", () => {
     expect(el.querySelectorAll(".tdview-header .tdview-bytes")).toHaveLength(0);
     const root = el.querySelector('.tdview-row[aria-level="1"] .tdview-inline-value');
     expect(root?.textContent).toBe("5 tensors");
+    const size = el.querySelector('.tdview-row[aria-level="1"] .tdview-bytes');
+    expect(size?.textContent).toBe("21.2 MB");
+  });
+
+  it("show on the root row when another node is selected first", async () => {
+    const tree = replayTree();
+    tree.rollup = { bytes: 21_236_000, numel: 21_000_000, leaves: 5, by_dtype: {} };
+    const source = new MemoryDataSource(tree);
+    const first = tree.children?.[0]?.key ?? "";
+    const root = { ...source.root, bytes: null, numel: null };
+    const app = new App({ source, state: state({ root, selected: [first] }), detailsDelayMs: 0 });
+    document.body.append(app.element);
+    const size = () => app.element.querySelector('.tdview-row[aria-level="1"] .tdview-bytes');
+    for (let i = 0; i < 40 && !size(); i++) await tick(50);
+    expect(app.tree?.selectedPath).toEqual([first]);
+    expect(size()?.textContent).toBe("21.2 MB");
   });
 });
 

@@ -1,6 +1,7 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MemoryDataSource } from "../src/memory-data-source";
+import type { NodeSummary } from "../src/protocol";
 import { TreeView } from "../src/render-tree";
 import { TreeModel } from "../src/tree-model";
 import { sampleTree, tick, WIDE, wideKey } from "./trees";
@@ -159,6 +160,61 @@ describe("TreeView", () => {
     await tree.expand(2);
     expect(shape(2)).toBe(""); // an empty batch size is not shown
     expect(shape(3)).toBe("[2, 2] float64");
+  });
+
+  it("fits a row to its width: annotations give way, then the key is cut in the middle", async () => {
+    const long = "decoder.layers.0.self_attn.in_proj_weight";
+    const source = new MemoryDataSource({
+      key: "",
+      children: [
+        { key: long, shape: [768, 256], dtype: "float32", bytes: 786_432 },
+        { key: "config", kind: "non_tensor", value: { lr: 0.001 } },
+      ],
+    });
+    const tree = new TreeModel(source, source.root);
+    // no layout here: the estimate of 0.6 em a character (code 12 px, badge 11, size 13)
+    const rowAt = async (width: number) => {
+      const inlineValue = (n: NodeSummary) => (n.key === "config" ? "= {lr: 0.001}" : "");
+      const view = new TreeView(tree, { width, inlineValue });
+      await tree.expand(0);
+      const row = items(view.element)[1];
+      const config = items(view.element)[2];
+      view.dispose();
+      return {
+        key: key(row ?? null),
+        badge: row?.querySelector(".tdview-badge")?.textContent,
+        shape: row?.querySelector(".tdview-shape")?.textContent,
+        bytes: row?.querySelector(".tdview-bytes")?.textContent,
+        config: key(config ?? null),
+      };
+    };
+    expect(await rowAt(1000)).toEqual({
+      key: long,
+      badge: "tensor",
+      shape: "[768, 256] float32",
+      bytes: "786 KB",
+      config: "config",
+    });
+    // 48 px of indent, padding, twisty and slack, 41 characters of key (295.2 px), then
+    // shape, dtype and size with their gaps (78 + 56.4 + 52.8 px): the badge goes first
+    const bare = 48 + 295.2 + 78 + 56.4 + 52.8;
+    expect(await rowAt(bare + 55.6)).toMatchObject({ badge: "tensor" });
+    expect(await rowAt(bare + 1)).toMatchObject({
+      key: long,
+      badge: undefined,
+      shape: "[768, 256] float32",
+    });
+    // then whole dims of the shape, never part of a number
+    expect((await rowAt(bare - 14.4 + 1)).shape).toBe("[768, …] float32");
+    // then everything: the key keeps its start and its end
+    const narrow = await rowAt(48 + 32 * 7.2 + 1);
+    expect(narrow).toEqual({
+      key: "decoder.layers.0.…in_proj_weight",
+      badge: undefined,
+      shape: "",
+      bytes: undefined,
+      config: "config",
+    });
   });
 
   it("writes keys as text, never as markup", async () => {
