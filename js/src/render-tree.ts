@@ -11,7 +11,7 @@ import { describeShape, humanBytes, nodeLabel } from "./format";
 import { estimateMeasure, type Measure, measureFor, shapeForms } from "./middle-cut";
 import type { NodeSummary, Path } from "./protocol";
 import { type FitPart, fitRow } from "./row-fit";
-import { TreeKeyboard } from "./tree-keyboard";
+import { type KeyResult, TreeKeyboard } from "./tree-keyboard";
 import type { TreeModel, TreeRow } from "./tree-model";
 
 export interface TreeViewOptions {
@@ -188,6 +188,8 @@ export class TreeView {
     this.#rowTitle = options.rowTitle;
     this.#width = options.width;
     this.#keyboard = options.keyboard ?? new TreeKeyboard(tree);
+    // a key that waited for a level to load lands later: shown as one handled at once
+    this.#keyboard.onLateResult = (result) => this.#keyApplied(result);
     this.element = document.createElement("div");
     this.element.className = "tdview-tree";
     this.element.setAttribute("role", "tree");
@@ -229,6 +231,7 @@ export class TreeView {
 
   dispose(): void {
     this.#unsubscribe();
+    this.#keyboard.onLateResult = null;
     this.#resize?.disconnect();
     this.element.removeEventListener("scroll", this.#onScroll);
     this.element.removeEventListener("keydown", this.#onKeyDown);
@@ -362,10 +365,14 @@ export class TreeView {
     // "d d" to find a key does not delete the cell.
     event.preventDefault();
     event.stopPropagation();
+    this.#keyApplied(result);
+  };
+
+  #keyApplied(result: KeyResult): void {
     this.scrollToIndex(this.#tree.selectedIndex);
     this.render();
     if (result.activated) this.#onActivate?.(result.activated);
-  };
+  }
 
   readonly #onClick = (event: MouseEvent): void => {
     const index = this.#rowIndexOf(event.target);

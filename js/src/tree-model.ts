@@ -105,6 +105,8 @@ export class TreeModel {
   readonly #pages: SerialQueue<PageRef>;
   #levelCount = 0;
   #revealToken = 0;
+  /** Expands whose first page has not arrived yet. */
+  readonly #opening = new Set<Promise<void>>();
 
   constructor(source: TreeSource, root: NodeSummary, options: TreeModelOptions = {}) {
     this.#source = source;
@@ -163,6 +165,35 @@ export class TreeModel {
       selected: index === this.#selIndex,
       error: !node && typeof page === "object" ? page.error : null,
     };
+  }
+
+  /**
+   * Whether a key would act on rows still loading: an expand waits for its first page,
+   * or the selected row is a placeholder (a row whose page failed is settled).
+   */
+  get settling(): boolean {
+    return this.#opening.size > 0 || this.#selectedPage() !== null;
+  }
+
+  /** Resolves once `settling` is false (asking for the selected row's page if need be). */
+  async whenSettled(): Promise<void> {
+    while (!this.#abort.signal.aborted) {
+      this.#rows();
+      const waits = [...this.#opening];
+      const page = this.#selectedPage();
+      if (page !== null && this.#sel.level) waits.push(this.#request(this.#sel.level, page, true));
+      if (waits.length === 0) return;
+      await Promise.race(waits);
+    }
+  }
+
+  /** The page of the selected row while it is a placeholder still to load, else null. */
+  #selectedPage(): number | null {
+    const { level, index } = this.#sel;
+    if (!level || level.items[index]) return null;
+    const page = Math.floor(index / this.pageSize);
+    const state = level.pages.get(page);
+    return state === undefined || state === "loading" ? page : null;
   }
 
   /** The root's size once it is known (the first summary leaves a large one out). */
@@ -365,7 +396,12 @@ export class TreeModel {
       this.#flat = null;
       this.#emit({ rows: true, selection: false });
     }
-    return this.#request(level, 0, true);
+    const first = this.#request(level, 0, true);
+    if (level.pages.get(0) !== "loaded") {
+      this.#opening.add(first);
+      void first.then(() => this.#opening.delete(first));
+    }
+    return first;
   }
 
   /** Finds `key` in the level, loading pages in order until it turns up. */

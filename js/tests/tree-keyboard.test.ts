@@ -96,3 +96,38 @@ describe("TreeKeyboard", () => {
     expect(keys.handle(" ").handled).toBe(false);
   });
 });
+
+describe("keys pressed while a level loads", () => {
+  const WALK = [
+    ...["ArrowDown", "ArrowRight", "ArrowRight", "ArrowDown", "ArrowRight", "ArrowRight"],
+    ...["ArrowDown", "ArrowRight", "ArrowRight", "ArrowDown", "ArrowDown", "Enter", "z"],
+  ];
+
+  async function walk(settleEachKey: boolean) {
+    const source = new MemoryDataSource(sampleTree(1000), { latencyMs: 15 });
+    const tree = new TreeModel(source, source.root, { rootLabel: "ckpt" });
+    const keys = new TreeKeyboard(tree);
+    const activated: string[][] = [];
+    keys.onLateResult = (r) => r.activated && activated.push(r.activated);
+    void tree.expand(0);
+    for (const key of WALK) {
+      const result = keys.handle(key);
+      if (result.activated) activated.push(result.activated);
+      while (settleEachKey && (keys.waiting > 0 || tree.settling)) await tick(5);
+    }
+    for (let i = 0; i < 400 && (keys.waiting > 0 || tree.settling); i++) await tick(5);
+    const expanded = Array.from({ length: tree.rowCount }, (_, i) => tree.row(i))
+      .filter((r) => r?.expanded)
+      .map((r) => r?.node?.path);
+    return { selected: tree.selectedPath, expanded, activated, rows: tree.rowCount };
+  }
+
+  it("are applied in order once it has loaded: fast keys end where slow ones do", async () => {
+    const slow = await walk(true);
+    expect(slow.selected).toEqual(["zeta"]);
+    expect(slow.expanded).toEqual([[], ["a"], ["a", "y"], ["wide"]]);
+    expect(slow.activated).toEqual([["wide", "k000002"]]);
+    const fast = await walk(false);
+    expect(fast).toEqual(slow);
+  });
+});
