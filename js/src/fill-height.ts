@@ -49,3 +49,100 @@ export function followFillArea(view: HTMLElement): () => void {
     view.style.removeProperty("--tdview-fill-height");
   };
 }
+
+/** The class of a view whose height the user chose (the `height` trait); styles.css
+ * gives it the filled layout at `--tdview-height`. */
+export const SIZED = "tdview-sized";
+/** The heights a user may choose, in px: `TDView.height`'s bounds in widget.py. */
+export const MIN_HEIGHT = 240;
+export const MAX_HEIGHT = 4000;
+/** A key press on the resize handle moves it this far. */
+export const HEIGHT_STEP = 24;
+
+/** `px` rounded into [MIN_HEIGHT, MAX_HEIGHT]. */
+export function clampHeight(px: number): number {
+  return Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.round(px)));
+}
+
+/** Gives `view` the height `px`, or (null) its compact or filled height back. */
+export function setViewHeight(view: HTMLElement, px: number | null): void {
+  view.classList.toggle(SIZED, px !== null);
+  if (px === null) view.style.removeProperty("--tdview-height");
+  else view.style.setProperty("--tdview-height", `${px}px`);
+}
+
+/** The part of anywidget's model that the height uses. */
+export interface HeightModel {
+  get(name: string): unknown;
+  set(name: string, value: unknown): void;
+  save_changes(): void;
+  on(event: string, callback: () => void): void;
+  off(event: string, callback: () => void): void;
+}
+
+function traitHeight(model: HeightModel): number | null {
+  const value = model.get("height");
+  return typeof value === "number" && Number.isFinite(value) ? clampHeight(value) : null;
+}
+
+/**
+ * The view takes the `height` trait's height (`TDView(..., height=)`), and a handle
+ * below it (a horizontal separator: drag it, or Arrow Up/Down on it; a double click
+ * gives the view its own height back) sets the trait, so the kernel and the saved
+ * notebook keep the user's choice. Returns the function that stops.
+ */
+export function followHeight(view: HTMLElement, model: HeightModel): () => void {
+  const handle = document.createElement("div");
+  handle.className = "tdview-resize-handle";
+  handle.tabIndex = 0;
+  handle.setAttribute("role", "separator");
+  handle.setAttribute("aria-orientation", "horizontal");
+  handle.setAttribute("aria-label", "Height of the view");
+  handle.title = "Drag to set the view's height (double click: its own height again)";
+  const show = (px: number | null) => {
+    setViewHeight(view, px);
+    handle.setAttribute("aria-valuemin", String(MIN_HEIGHT));
+    handle.setAttribute("aria-valuemax", String(MAX_HEIGHT));
+    handle.setAttribute("aria-valuenow", String(px ?? Math.round(view.offsetHeight)));
+  };
+  const commit = (px: number | null) => {
+    show(px);
+    model.set("height", px);
+    model.save_changes();
+  };
+  const onTrait = () => show(traitHeight(model));
+  let drag: { y: number; height: number } | null = null;
+  handle.addEventListener("pointerdown", (event) => {
+    drag = { y: event.clientY, height: view.getBoundingClientRect().height };
+    handle.setPointerCapture?.(event.pointerId);
+    handle.classList.add("tdview-resizing");
+    event.preventDefault();
+  });
+  handle.addEventListener("pointermove", (event) => {
+    if (drag) show(clampHeight(drag.height + event.clientY - drag.y));
+  });
+  const end = (event: PointerEvent) => {
+    if (!drag) return;
+    const px = clampHeight(drag.height + event.clientY - drag.y);
+    drag = null;
+    handle.classList.remove("tdview-resizing");
+    commit(px);
+  };
+  handle.addEventListener("pointerup", end);
+  handle.addEventListener("pointercancel", end);
+  handle.addEventListener("dblclick", () => commit(null));
+  handle.addEventListener("keydown", (event) => {
+    const step = { ArrowUp: -HEIGHT_STEP, ArrowDown: HEIGHT_STEP }[event.key];
+    if (step === undefined) return;
+    event.preventDefault();
+    commit(clampHeight(view.getBoundingClientRect().height + step));
+  });
+  view.after(handle);
+  onTrait();
+  model.on("change:height", onTrait);
+  return () => {
+    model.off("change:height", onTrait);
+    handle.remove();
+    setViewHeight(view, null);
+  };
+}

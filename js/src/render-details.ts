@@ -1,13 +1,17 @@
 /**
- * The details panel of the selected node: its facts as a definition list (with its key
- * copyable as a tuple and as an "a/b" subpath), a lock box for a pickled value, then
- * the preview of a leaf (render-preview.ts) and the load form (render-load.ts).
+ * The details panel of the selected node: a header with its name and a one-line summary
+ * (tensor-summary.ts: its statistics once a preview computed them) and a toggle that
+ * gives the panel the whole width; its facts as a definition list that folds away (with
+ * its key copyable as a tuple and as an "a/b" subpath); a lock box for a pickled value,
+ * then the preview of a leaf (render-preview.ts) and the load form (render-load.ts).
  *
- * Each `show(path)` aborts the fetch before it, so only the latest selection lands.
+ * Each `show(path)` aborts the fetch before it, so only the latest selection lands. The
+ * folded facts and the whole width hold from node to node.
  */
 
 import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
+import { DetailsHead, tapPreviews } from "./details-head";
 import { alertBox, button, el, errorText, pathText } from "./dom";
 import {
   formatCount,
@@ -19,6 +23,7 @@ import {
 } from "./format";
 import {
   type NodeDetails,
+  type NodeSummary,
   type Options,
   type Path,
   type PickleInfo,
@@ -96,8 +101,9 @@ function ownKeys(d: NodeDetails): Path {
   return d.member ? d.path.slice(d.member.depth) : d.path;
 }
 
-/** The fields that hold a path, subpath or key: they wrap at its separators only. */
-const PATH_FIELDS = new Set(["Path", "Checkpoint", "Key", "Subpath"]);
+/** The fields that hold a path, subpath, key or file: they wrap at its separators only
+ * (a file at its "/", never inside a folder's name). */
+const PATH_FIELDS = new Set(["Path", "Checkpoint", "Key", "Subpath", "Stored in"]);
 
 /** The rows of the list, in display order; empty values are left out. */
 export function detailFields(d: NodeDetails): Field[] {
@@ -240,11 +246,17 @@ function lockBox(
   return box;
 }
 
+let nextFactsId = 0;
+
 export class DetailsPanel {
   readonly element: HTMLElement;
+  readonly head: DetailsHead;
   readonly preview: PreviewSection;
   readonly loader: LoadPanel;
   readonly #info: HTMLElement;
+  readonly #factsToggle: HTMLButtonElement;
+  readonly #factsId = `tdview-facts-${++nextFactsId}`;
+  #folded = false;
   readonly #source: DataSource;
   readonly #copies: CopyButton[] = [];
   #abort: AbortController | null = null;
@@ -263,14 +275,51 @@ export class DetailsPanel {
     this.element.setAttribute("aria-label", "Details");
     this.#info = el("div", "tdview-details-info");
     this.#info.setAttribute("aria-live", "polite");
-    this.preview = new PreviewSection(source, { rows: options.previewRows ?? 20 });
+    // the root is called by the checkpoint's file name, as the tree's root row is
+    const rootName = (options.source ?? "").split(/[\\/]/).filter(Boolean).pop();
+    this.head = new DetailsHead(rootName || "(root)");
+    this.head.onMaximize = (on) => this.element.classList.toggle("tdview-maximized", on);
+    this.#factsToggle = button("Facts", "tdview-facts-toggle", () =>
+      this.setFactsFolded(!this.#folded),
+    );
+    this.#factsToggle.setAttribute("aria-controls", this.#factsId);
+    this.#syncFolded(0);
+    // the head reads the statistics of each preview for the summary
+    const previews = tapPreviews(source, (data) => this.head.noteStats(data));
+    this.preview = new PreviewSection(previews, { rows: options.previewRows ?? 20 });
     this.loader = new LoadPanel(source, {
       source: options.source ?? "",
       options: options.options ?? DEFAULT_OPTIONS,
     });
     this.loader.onPickleChange = () => this.#renderLock();
-    this.element.append(this.#info, this.preview.element, this.loader.element);
+    this.element.append(this.head.element, this.#info, this.preview.element, this.loader.element);
     this.loader.element.hidden = true;
+  }
+
+  /** Whether the facts are folded away (it holds from node to node). */
+  get factsFolded(): boolean {
+    return this.#folded;
+  }
+
+  setFactsFolded(on: boolean): void {
+    this.#folded = on;
+    const list = this.#info.querySelector<HTMLElement>(`#${this.#factsId}`);
+    if (list) list.hidden = on;
+    this.#syncFolded(list?.childElementCount ? list.childElementCount / 2 : 0);
+  }
+
+  /** A tree row's tooltip: its path and its summary once a preview computed its
+   * statistics, else "" (the row's own: its path). */
+  rowTitle(node: NodeSummary): string {
+    const summary = this.head.summaryOf(node);
+    return summary && `${node.path.join(" / ")}\n${summary}`;
+  }
+
+  #syncFolded(rows: number): void {
+    const toggle = this.#factsToggle;
+    toggle.setAttribute("aria-expanded", String(!this.#folded));
+    toggle.textContent = this.#folded ? `▸ Facts (${rows} rows)` : "▾ Facts";
+    toggle.title = this.#folded ? "Show the facts of the node" : "Fold the facts away";
   }
 
   /** The details on show, null while none are. */
@@ -288,6 +337,7 @@ export class DetailsPanel {
     this.#info.classList.remove("tdview-loading"); // of a show() this one supersedes
     if (path === null) {
       this.#info.replaceChildren();
+      this.head.show(null);
       this.#hideActions();
       return;
     }
@@ -307,6 +357,7 @@ export class DetailsPanel {
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
       this.#info.replaceChildren(alertBox(errorText(error)));
+      this.head.show(null);
       this.#hideActions();
     } finally {
       if (this.#abort === abort) this.#info.classList.remove("tdview-loading");
@@ -328,7 +379,9 @@ export class DetailsPanel {
 
   #renderDetails(details: NodeDetails): void {
     for (const copy of this.#copies.splice(0)) copy.dispose();
-    const list = el("dl");
+    const list = el("dl", "tdview-facts");
+    list.id = this.#factsId;
+    list.hidden = this.#folded;
     for (const [label, value] of detailFields(details)) {
       const dd = el("dd", "", value);
       if (PATH_FIELDS.has(label)) dd.replaceChildren(pathText(value));
@@ -344,7 +397,9 @@ export class DetailsPanel {
       list.append(el("dt", "", label), dd);
     }
     this.#lock = el("div", "tdview-lock-slot");
-    this.#info.replaceChildren(list, this.#lock);
+    this.#info.replaceChildren(this.#factsToggle, list, this.#lock);
+    this.#syncFolded(list.childElementCount / 2);
+    this.head.show(details);
     this.#details = details;
     this.onDetails?.(details);
     this.preview.setNode(details);

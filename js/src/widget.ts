@@ -14,7 +14,7 @@
 import { CommDataSource, type CommModel } from "./comm-data-source";
 import { parseCompareState } from "./compare-protocol";
 import { CommCompareSource } from "./compare-source";
-import { followFillArea } from "./fill-height";
+import { followFillArea, followHeight } from "./fill-height";
 import {
   type LoadResult,
   type Path,
@@ -66,6 +66,8 @@ function render({ model, el }: RenderProps): () => void {
   el.append(container);
   // in the tdview console panel the view takes the panel's height; in a cell it is compact
   const stopFilling = followFillArea(container);
+  // or the height the user chose (`TDView(..., height=)`, the handle below the view)
+  const stopSizing = followHeight(container, model);
   let app: App | CompareApp | null = null;
   const fallback = new StaticFallback(model, () => model.get("_static_html"), {
     onChange: (showStatic) => {
@@ -176,6 +178,7 @@ function render({ model, el }: RenderProps): () => void {
     app?.dispose();
     source.dispose();
     stopFilling();
+    stopSizing();
     fallback.dispose();
     container.remove();
   };

@@ -1,7 +1,8 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { PreviewData } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
-import type { StorageInfo } from "../src/protocol";
+import type { NodeSummary, StorageInfo } from "../src/protocol";
 import { costText, DetailsPanel, detailFields, shortLocation } from "../src/render-details";
 import { tick } from "./trees";
 
@@ -246,5 +247,101 @@ describe("DetailsPanel", () => {
     expect(panel.loader.element.hidden).toBe(true);
     await panel.show(null);
     expect(panel.details).toBeNull();
+  });
+});
+
+describe("room to look", () => {
+  it("heads the panel with the node's name and summary, its statistics once previewed", async () => {
+    const values = tree();
+    const obs = values.children[0]?.children?.[0];
+    if (obs) Object.assign(obs, { data: Array.from({ length: 2000 }, (_, i) => i / 1000 - 1) });
+    const panel = new DetailsPanel(new MemoryDataSource(values), { source: "ckpt.tdz" });
+    const el = panel.element;
+    document.body.append(el);
+    await panel.show(["replay", "obs"]);
+    const head = el.querySelector<HTMLElement>(".tdview-details-head");
+    expect(head?.hidden).toBe(false);
+    expect(head?.querySelector(".tdview-details-name")?.textContent).toBe("obs");
+    const summary = () => head?.querySelector(".tdview-summary")?.textContent;
+    expect(summary()).toBe("f32[1000,2] n=2,000 8.00 KB");
+    const node = panel.details;
+    if (!node) throw new Error("no details");
+    expect(panel.rowTitle(node)).toBe(""); // no statistics yet: the row keeps its path
+    panel.preview.openPreview();
+    await vi.waitFor(() => expect(summary()).toContain("x∈"));
+    expect(summary()).toBe("f32[1000,2] n=2,000 8.00 KB x∈[-1, 0.999] μ=-5e-4 σ=0.577");
+    expect(panel.rowTitle(node)).toBe(`replay / obs\n${summary()}`);
+  });
+
+  it("keeps statistics of a slice out of the summary", () => {
+    const { panel } = setup();
+    const stats = { min: 0, max: 1, mean: 0.5, std: 0.5, nan: 0, inf: 0, count: 4 };
+    const data = { path: ["x"], dtype: "float32", shape: [2, 4], stats } as PreviewData;
+    panel.head.noteStats(data); // 4 of 8 values: a slice
+    const node = { path: ["x"], dtype: "float32", shape: [2, 4], bytes: 32 } as NodeSummary;
+    expect(panel.head.summaryOf(node)).toBe("");
+    panel.head.noteStats({ ...data, stats: { ...stats, count: 8 } });
+    expect(panel.head.summaryOf(node)).toBe("f32[2,4] n=8 32 B x∈[0, 1] μ=0.5 σ=0.5");
+  });
+
+  it("says what a node is and its size in the head", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay"]);
+    expect(el.querySelector(".tdview-summary")?.textContent).toBe(
+      "TensorDict · 8.00 KB in 1 tensor",
+    );
+    await panel.show([]);
+    expect(el.querySelector(".tdview-details-name")?.textContent).toBe("ckpt.tdz");
+    await panel.show(null);
+    expect(el.querySelector<HTMLElement>(".tdview-details-head")?.hidden).toBe(true);
+  });
+
+  it("folds the facts away, and keeps them folded from node to node", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay", "obs"]);
+    const toggle = () => el.querySelector<HTMLButtonElement>(".tdview-facts-toggle");
+    const facts = () => el.querySelector<HTMLElement>("dl.tdview-facts");
+    expect(toggle()?.getAttribute("aria-expanded")).toBe("true");
+    expect(toggle()?.getAttribute("aria-controls")).toBe(facts()?.id);
+    toggle()?.click();
+    expect(panel.factsFolded).toBe(true);
+    expect(facts()?.hidden).toBe(true);
+    const rows = (facts()?.childElementCount ?? 0) / 2;
+    expect(toggle()?.textContent).toBe(`▸ Facts (${rows} rows)`);
+    expect(toggle()?.getAttribute("aria-expanded")).toBe("false");
+    await panel.show(["replay"]);
+    expect(facts()?.hidden).toBe(true);
+    expect(facts()?.textContent).toContain("8.00 KB"); // folded, not dropped
+    toggle()?.click();
+    expect(facts()?.hidden).toBe(false);
+    expect(toggle()?.textContent).toBe("▾ Facts");
+  });
+
+  it("gives the panel the whole width and back", async () => {
+    const { panel, el } = setup();
+    await panel.show(["replay", "obs"]);
+    const widen = el.querySelector<HTMLButtonElement>(".tdview-maximize");
+    widen?.click();
+    expect(el.classList.contains("tdview-maximized")).toBe(true);
+    expect(widen?.getAttribute("aria-pressed")).toBe("true");
+    await panel.show(["replay"]);
+    expect(el.classList.contains("tdview-maximized")).toBe(true);
+    widen?.click();
+    expect(el.classList.contains("tdview-maximized")).toBe(false);
+    expect(widen?.getAttribute("aria-pressed")).toBe("false");
+  });
+
+  it("wraps where a leaf is stored at its slashes, with no offset outside an archive", async () => {
+    const { panel, el, source } = setup();
+    const file = { ...storage("map", 8000), location: "/data/run/linear1/weight.memmap" };
+    const details = await source.node(["replay", "obs"]);
+    vi.spyOn(source, "node").mockResolvedValue({ ...details, storage: { ...file, offset: null } });
+    await panel.show(["replay", "obs"]);
+    const stored = [...el.querySelectorAll("dt")].find((dt) => dt.textContent === "Stored in");
+    const dd = stored?.nextElementSibling;
+    expect(dd?.textContent).toBe("/data/run/linear1/weight.memmap");
+    expect(dd?.querySelector(".tdview-path-text")?.innerHTML).toBe(
+      "/<wbr>data/<wbr>run/<wbr>linear1/<wbr>weight.memmap",
+    );
   });
 });
