@@ -100,6 +100,11 @@ class RequestError(TDViewError, ValueError):
     """A message that is not a valid protocol v1 request (or cancel)."""
 
 
+class VariableBoundError(TDViewError, ValueError):
+    """A load would replace a name already bound in the kernel, and was not asked to
+    (``replace``): nothing is read; the message says what the name holds."""
+
+
 class Cancelled(TDViewError):
     """The client cancelled the request."""
 

@@ -11,7 +11,7 @@
  *   compared again at `level` (progress: bytes read; cancellable);
  * - `diff_preview` `{path, rows}` → `{path, a, b}`: a `PreviewResult` of each side (null
  *   where the side lacks the leaf), buffers numbered across both;
- * - `diff_load` `{side, path, device, mode, allow_pickle, variable}` → `LoadResult`: a load
+ * - `diff_load` `{side, path, device, mode, allow_pickle, variable, replace?}` → `LoadResult`: a load
  *   from one side's checkpoint (`path` is that side's own key).
  *
  * Paths of the other methods are paths of the diff, relative to the compared roots (the
@@ -38,6 +38,15 @@ import {
   tryDecode,
   unknownValue,
 } from "./validate";
+
+/** A load's optional `replace` (absent: the kernel does not rebind a bound
+ * name); here, not in protocol.ts, which imports this module. */
+export function withReplace<P extends { replace?: boolean }>(v: unknown, at: string, params: P): P {
+  if (isPlainObject(v) && Object.hasOwn(v, "replace")) {
+    params.replace = bool(v.replace, `${at}.replace`);
+  }
+  return params;
+}
 
 export const DIFF_METHODS = [
   "diff_children",
@@ -198,6 +207,8 @@ export interface DiffLoadParams {
   mode: "r" | "r+" | null;
   allow_pickle: boolean;
   variable: string | null;
+  /** As a load's `replace`. */
+  replace?: boolean;
 }
 
 export interface DiffMethods {
@@ -351,14 +362,17 @@ export const diffParamDecoders: { [M in DiffMethod]: Decoder<DiffMethods[M]["par
     allow_pickle: bool,
   }),
   diff_preview: object({ path, rows: count }),
-  diff_load: object({
-    side: literal(...SIDES),
-    path,
-    device: str,
-    mode,
-    allow_pickle: bool,
-    variable: nullable(str),
-  }),
+  diff_load: (v, at) => {
+    const params: DiffLoadParams = object({
+      side: literal(...SIDES),
+      path,
+      device: str,
+      mode,
+      allow_pickle: bool,
+      variable: nullable(str),
+    })(v, at);
+    return withReplace(v, at, params);
+  },
 };
 
 /** The result decoders; `preview` and `load` are protocol.ts's (given lazily). */

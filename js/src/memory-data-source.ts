@@ -69,6 +69,9 @@ export interface MemoryDataSourceOptions {
   devices?: DevicesResult["devices"];
   /** The checkpoint path written into the code of a load. */
   source?: string;
+  /** The kernel's names and what each holds: a load does not rebind one without
+   * `replace` (a `VariableBoundError`), and binds its variable here. */
+  namespace?: Map<string, string>;
 }
 
 export interface LogEntry {
@@ -144,6 +147,7 @@ export class MemoryDataSource implements DataSource {
   readonly #latencyMs: number;
   readonly #devices: DevicesResult["devices"];
   readonly #source: string;
+  readonly #namespace: Map<string, string> | undefined;
   /** Leaves previewed (and so statistics the "kernel" knows), with their rows covered. */
   readonly #previewed = new Set<string>();
 
@@ -151,6 +155,7 @@ export class MemoryDataSource implements DataSource {
     this.#latencyMs = options.latencyMs ?? 0;
     this.#devices = options.devices ?? [{ name: "cpu", free_bytes: null, total_bytes: null }];
     this.#source = options.source ?? "checkpoint";
+    this.#namespace = options.namespace;
     this.#tree = root;
     this.root = summarize(root, []);
   }
@@ -337,6 +342,11 @@ export class MemoryDataSource implements DataSource {
         const what = params.path.join("/") || "the collection";
         throw new ProtocolError("SubpathError", `${what} is not a checkpoint`, params.path);
       }
+      const bound = params.variable === null ? undefined : this.#namespace?.get(params.variable);
+      if (bound !== undefined && !params.replace) {
+        const message = `\`${params.variable}\` is already bound to ${bound}`;
+        throw new ProtocolError("VariableBoundError", message, params.path);
+      }
       const leaves = leafPaths(node, params.path);
       onProgress?.({ done: 0, total: leaves.length, label: params.path.join("/") });
       for (const [i, leaf] of leaves.entries()) {
@@ -352,6 +362,7 @@ export class MemoryDataSource implements DataSource {
         );
       }
       const { variable } = params;
+      if (variable !== null) this.#namespace?.set(variable, `a ${summary.class_name}`);
       return {
         path: params.path,
         summary: `${summary.class_name}(batch_size=[${(summary.batch_size ?? []).join(", ")}])`,

@@ -47,6 +47,7 @@ import {
   type DiffMethods,
   diffParamDecoders,
   diffResultDecoders,
+  withReplace,
 } from "./compare-protocol";
 import { parseIndex } from "./preview-index";
 import {
@@ -376,6 +377,9 @@ export interface LoadParams {
   mode: Mode;
   allow_pickle: boolean;
   variable: string | null;
+  /** Rebind `variable` if it is bound already (absent: false; the kernel then answers a
+   * `VariableBoundError` saying what it holds, and reads nothing). */
+  replace?: boolean;
 }
 export interface LoadResult {
   path: Path;
@@ -596,7 +600,16 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
     return decodePreviewView(v, at, params);
   },
   devices: (v, at) => object({})(v, at) as DevicesParams,
-  load: object({ path, device: str, mode, allow_pickle: bool, variable: nullable(str) }),
+  load: (v, at) => {
+    const params: LoadParams = object({
+      path,
+      device: str,
+      mode,
+      allow_pickle: bool,
+      variable: nullable(str),
+    })(v, at);
+    return withReplace(v, at, params);
+  },
   ...diffParamDecoders,
 };
 

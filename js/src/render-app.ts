@@ -17,6 +17,7 @@ import {
 } from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
+import { SplitDivider } from "./split-divider";
 import { TreeView, type TreeViewOptions } from "./render-tree";
 import { TreeModel, type TreeModelOptions } from "./tree-model";
 
@@ -32,6 +33,18 @@ export interface AppOptions {
   detailsDelayMs?: number;
   tree?: TreeModelOptions;
   view?: TreeViewOptions;
+  /** How this view was laid out last (the widget model keeps it per notebook view). */
+  layout?: ViewLayout;
+  /** Called when the user changes the layout (drags the divider). */
+  onLayout?: (layout: ViewLayout) => void;
+}
+
+/** What the user chose of a view's layout, kept with the widget model. */
+export interface ViewLayout {
+  /** The tree's share of the width (0.15 to 0.85). */
+  split?: number;
+  /** Whether dotted keys show grouped by `.` (unset: grouped where they share prefixes). */
+  grouped?: boolean;
 }
 
 function el<K extends keyof HTMLElementTagNameMap>(
@@ -159,7 +172,12 @@ export class App {
     const left = el("div", "tdview-browser");
     left.append(this.#search.element, this.view.element);
     const body = el("div", "tdview-body");
-    body.append(left, this.details.element);
+    const layout: ViewLayout = { ...options.layout };
+    const divider = new SplitDivider(body, layout.split ?? 0.5, (split) => {
+      layout.split = split;
+      options.onLayout?.({ ...layout });
+    });
+    body.append(left, divider.element, this.details.element);
     this.element.append(body);
     this.tree.subscribe((change) => {
       if (change.selection) this.#selectionChanged();

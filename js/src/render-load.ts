@@ -6,7 +6,13 @@
  * One `LoadPanel` lives as long as the view; `setNode` points it at the selection. A
  * load that is running keeps running (and keeps its progress on show) when the
  * selection moves on. Devices are asked for only when the form is first opened, since
- * reading a GPU's free memory starts CUDA in the kernel.
+ * reading a GPU's free memory starts CUDA in the kernel (the kernel then imports its
+ * loader, so that the Load click costs what the load costs).
+ *
+ * Progress shows only for a load that runs longer than `loadTiming.progressDelayMs`: a
+ * load of 30 ms goes straight to its result. A variable name already bound in the
+ * kernel is not replaced until the user confirms it: the kernel answers
+ * `VariableBoundError` with what the name holds, and the form asks.
  */
 
 import { CopyButton } from "./clipboard";
@@ -42,6 +48,13 @@ const MODES: { value: string; mode: Mode; label: string }[] = [
   { value: "r+", mode: "r+", label: "r+ (writable)" },
   { value: "default", mode: null, label: "default" },
 ];
+
+/** How long a load runs before its progress and Cancel button show (a setting, so that
+ * tests can show them at once). */
+export const loadTiming = { progressDelayMs: 500 };
+
+/** The kernel's answer to a load that would rebind a name without `replace`. */
+export const VARIABLE_BOUND = "VariableBoundError";
 
 const PICKLE_HINT =
   "This subtree holds pickled data. If you trust this file, tick " +
@@ -87,6 +100,11 @@ export function memoryFit(
     warning += " Memory-mapped leaves are read as they are used, so a map may still work.";
   }
   return { text, warning };
+}
+
+/** Text with its `backquoted` parts as code elements. */
+function codeSpans(text: string): (string | HTMLElement)[] {
+  return text.split("`").map((part, i) => (i % 2 === 1 ? el("code", "", part) : part));
 }
 
 function labelled(text: string, control: HTMLElement): HTMLLabelElement {
@@ -160,7 +178,9 @@ export class LoadPanel {
   #node: NodeDetails | null = null;
   #devices: DeviceInfo[] = [];
   #devicesAbort: AbortController | null = null;
-  #running: { abort: AbortController; label: string } | null = null;
+  #running: { abort: AbortController; label: string; shown: boolean } | null = null;
+  /** The question on show: replace the name that the kernel said is bound? */
+  #confirm: HTMLElement | null = null;
   /** The code the kernel returned for the last load, until the form changes. */
   #resultCode: string | null = null;
 
@@ -222,6 +242,7 @@ export class LoadPanel {
     }
     this.#unlock.addEventListener("change", () => this.onPickleChange?.(this.allowPickle));
     this.#variable.addEventListener("input", this.#formChanged);
+    this.#variable.addEventListener("input", () => this.#dropConfirm());
     this.#variable.addEventListener("keydown", (event) => {
       if (event.key === "Enter") {
         event.preventDefault();
@@ -328,8 +349,11 @@ export class LoadPanel {
     }
   }
 
-  /** Sends `load` for the current node; resolves once it has ended, however. */
-  async load(): Promise<LoadResult | null> {
+  /**
+   * Sends `load` for the current node; resolves once it has ended, however. `replace`:
+   * the user confirmed that the variable may be rebound.
+   */
+  async load(replace = false): Promise<LoadResult | null> {
     const node = this.#node;
     if (!node || this.#running || this.#variableError() !== null || loadRefusal(node)) {
       return null;
@@ -341,15 +365,25 @@ export class LoadPanel {
       mode: args.mode,
       allow_pickle: args.allowPickle,
       variable: args.variable,
+      replace,
     };
     const label = node.path.join("/") || "the whole checkpoint";
     const abort = new AbortController();
-    this.#running = { abort, label };
+    const running = { abort, label, shown: false };
+    this.#running = running;
+    this.#confirm = null;
     const progress = el("progress", "tdview-progress");
     const progressText = el("span", "tdview-progress-label", `Loading ${label}…`);
     const row = el("div", "tdview-progress-row");
     row.append(progress, progressText);
-    this.#status.replaceChildren(row);
+    const reveal = () => {
+      running.shown = true;
+      this.#status.replaceChildren(row);
+      this.#update();
+    };
+    this.#status.replaceChildren();
+    const timer = setTimeout(reveal, loadTiming.progressDelayMs);
+    if (loadTiming.progressDelayMs <= 0) reveal();
     this.#update();
     const onProgress = (p: ProgressInfo) => {
       progress.max = Math.max(p.total, 1);
@@ -364,9 +398,14 @@ export class LoadPanel {
       if (this.isOpen) void this.refreshDevices();
       return result;
     } catch (error) {
-      this.#showError(error, label);
+      if (error instanceof ProtocolError && error.type === VARIABLE_BOUND && args.variable) {
+        this.#askReplace(error.message, args.variable);
+      } else {
+        this.#showError(error, label);
+      }
       return null;
     } finally {
+      clearTimeout(timer);
       this.#running = null;
       this.#update();
     }
@@ -438,7 +477,36 @@ export class LoadPanel {
     const running = this.#running !== null;
     this.#loadButton.disabled = node === null || running || problem !== null || !!refusal;
     this.#loadButton.title = running ? `Loading ${this.#running?.label}…` : (refusal ?? "");
-    this.#cancelButton.hidden = !running;
+    this.#cancelButton.hidden = !this.#running?.shown;
+  }
+
+  /** Asks whether to replace `variable`, which the kernel says is bound (`message`:
+   * what it holds); the question goes when the name changes. */
+  #askReplace(message: string, variable: string): void {
+    const box = el("div", "tdview-warning tdview-bound");
+    box.setAttribute("role", "alert");
+    const said = el("span", "tdview-bound-message");
+    said.append(...codeSpans(`⚠ ${message}.`));
+    box.append(said);
+    const replace = button("", "tdview-replace-button", () => void this.load(true));
+    replace.append("Replace ", el("code", "", variable));
+    const rename = button("Choose another name", "tdview-rename-button", () => {
+      this.#dropConfirm();
+      this.#variable.focus();
+      this.#variable.select();
+    });
+    const actions = el("div", "tdview-bound-actions");
+    actions.append(replace, rename);
+    box.append(actions);
+    this.#confirm = box;
+    this.#status.replaceChildren(box);
+    replace.focus();
+  }
+
+  #dropConfirm(): void {
+    if (this.#confirm === null) return;
+    this.#confirm = null;
+    if (!this.#running) this.#status.replaceChildren();
   }
 
   #showResult(result: LoadResult): void {

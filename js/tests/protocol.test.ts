@@ -45,7 +45,15 @@ const goldens = names.map(loadGolden);
 
 /** Request params that may be absent (a request without them is the one before they
  * existed): a search's page offset and count, a preview's view. */
-const OPTIONAL_PARAMS = new Set(["offset", "count", "index", "stats", "heatmap", "rows_scope"]);
+const OPTIONAL_PARAMS = new Set([
+  "offset",
+  "count",
+  "index",
+  "stats",
+  "heatmap",
+  "rows_scope",
+  "replace",
+]);
 /** Key paths with free-form content: inside a non-tensor value. */
 const freeForm = (path: (string | number)[]) => path.includes("value");
 /** Keys that may be absent: the dtype names of a rollup, anything inside a value, and a

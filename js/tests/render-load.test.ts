@@ -1,8 +1,8 @@
 // @vitest-environment happy-dom
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MemoryDataSource, type MemoryNode } from "../src/memory-data-source";
 import type { Options } from "../src/protocol";
-import { LoadPanel, memoryFit } from "../src/render-load";
+import { LoadPanel, loadTiming, memoryFit } from "../src/render-load";
 import { tick } from "./trees";
 
 const GB = 1e9;
@@ -38,11 +38,19 @@ function tree(): MemoryNode {
   };
 }
 
-function setup(options: { latencyMs?: number; open?: boolean; defaults?: Partial<Options> } = {}) {
+function setup(
+  options: {
+    latencyMs?: number;
+    open?: boolean;
+    defaults?: Partial<Options>;
+    namespace?: Map<string, string>;
+  } = {},
+) {
   const source = new MemoryDataSource(tree(), {
     devices: DEVICES,
     source: "demo_ckpt.tdz",
     latencyMs: options.latencyMs ?? 0,
+    ...(options.namespace ? { namespace: options.namespace } : {}),
   });
   const panel = new LoadPanel(source, {
     source: "demo_ckpt.tdz",
@@ -73,7 +81,12 @@ function setup(options: { latencyMs?: number; open?: boolean; defaults?: Partial
   return { source, panel, q, node, type, choose };
 }
 
+const PROGRESS_DELAY = loadTiming.progressDelayMs;
+beforeEach(() => {
+  loadTiming.progressDelayMs = 0; // progress at once, unless a test says otherwise
+});
 afterEach(() => {
+  loadTiming.progressDelayMs = PROGRESS_DELAY;
   document.body.replaceChildren();
 });
 
@@ -197,6 +210,7 @@ describe("LoadPanel", () => {
       mode: "r",
       allow_pickle: false,
       variable: "sub",
+      replace: false,
     });
     expect(q(".tdview-load-done").textContent).toBe("Loaded replay into sub");
     expect(q(".tdview-load-summary").textContent).toBe("TensorDict(batch_size=[1000])");
@@ -205,6 +219,75 @@ describe("LoadPanel", () => {
     );
     expect(q<HTMLButtonElement>(".tdview-cancel-button").hidden).toBe(true);
     expect(source.calls("devices").length).toBeGreaterThanOrEqual(2); // free memory refreshed
+  });
+
+  it("shows no progress for a load shorter than the delay, and progress for a longer one", async () => {
+    loadTiming.progressDelayMs = 60;
+    const { q, node, panel } = setup({ latencyMs: 5 });
+    await node("x");
+    const quick = panel.load();
+    await tick(2);
+    expect(panel.element.querySelector(".tdview-progress")).toBeNull();
+    expect(q<HTMLButtonElement>(".tdview-cancel-button").hidden).toBe(true);
+    expect(q<HTMLButtonElement>(".tdview-load-button").disabled).toBe(true);
+    await quick;
+    expect(q(".tdview-load-done").textContent).toBe("Loaded x into x");
+    expect(panel.element.querySelector(".tdview-progress")).toBeNull();
+
+    const slow = setup({ latencyMs: 40 }); // 2 leaves: about 120 ms
+    await slow.node("replay");
+    const running = slow.panel.load();
+    await tick(30);
+    expect(slow.panel.element.querySelector(".tdview-progress")).toBeNull();
+    await tick(50);
+    expect(slow.q(".tdview-progress-label").textContent).toMatch(/^Loading replay…/);
+    expect(slow.q<HTMLButtonElement>(".tdview-cancel-button").hidden).toBe(false);
+    await running;
+    expect(slow.q(".tdview-load-done").textContent).toBe("Loaded replay into replay");
+    expect(slow.q<HTMLButtonElement>(".tdview-cancel-button").hidden).toBe(true);
+  });
+
+  it("asks before it replaces a bound name, and says what the name holds", async () => {
+    const namespace = new Map([["replay", "this TDView"]]);
+    const { q, node, panel, source } = setup({ namespace });
+    await node("replay");
+    expect(await panel.load()).toBeNull();
+    expect(q(".tdview-bound-message").textContent).toBe(
+      "⚠ `replay` is already bound to this TDView.".replaceAll("`", ""),
+    );
+    expect(q(".tdview-bound-message code").textContent).toBe("replay");
+    expect(q(".tdview-bound").getAttribute("role")).toBe("alert");
+    expect(q(".tdview-replace-button").textContent).toBe("Replace replay");
+    expect(namespace.get("replay")).toBe("this TDView"); // nothing bound yet
+    q<HTMLButtonElement>(".tdview-replace-button").click();
+    for (let i = 0; i < 10 && !document.querySelector(".tdview-load-done"); i++) await tick(5);
+    expect(q(".tdview-load-done").textContent).toBe("Loaded replay into replay");
+    expect(panel.element.querySelector(".tdview-bound")).toBeNull();
+    expect(namespace.get("replay")).toBe("a TensorDict");
+    expect(source.calls("load").map((c) => c.params.replace)).toEqual([false, true]);
+  });
+
+  it("drops the question when the name changes, and loads a free name at once", async () => {
+    const namespace = new Map([["x", "a Tensor [4] float32"]]);
+    const { q, node, panel, type, source } = setup({ namespace });
+    await node("x");
+    await panel.load();
+    expect(q(".tdview-bound-message").textContent).toBe(
+      "⚠ x is already bound to a Tensor [4] float32.",
+    );
+    q<HTMLButtonElement>(".tdview-rename-button").click();
+    expect(panel.element.querySelector(".tdview-bound")).toBeNull();
+    expect(document.activeElement).toBe(q(".tdview-variable"));
+    await panel.load();
+    type("x2");
+    expect(panel.element.querySelector(".tdview-bound")).toBeNull();
+    expect(await panel.load()).not.toBeNull();
+    expect(namespace.get("x2")).toBe("a Tensor");
+    expect(source.calls("load").map((c) => [c.params.variable, c.params.replace])).toEqual([
+      ["x", false],
+      ["x", false],
+      ["x2", false],
+    ]);
   });
 
   it("cancels a running load, and says that nothing was bound", async () => {

@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { MemoryDataSource } from "../src/memory-data-source";
 import { VERSION_MISMATCH } from "../src/render-app";
+import { loadTiming } from "../src/render-load";
 import widget from "../src/widget";
 import { attachKernel } from "./fake-kernel";
 import { FakeModel } from "./fake-model";
@@ -30,7 +31,9 @@ const rowKeys = (el: HTMLElement) =>
     (r) => r.querySelector(".tdview-key")?.textContent,
   );
 
+const PROGRESS_DELAY = loadTiming.progressDelayMs;
 afterEach(() => {
+  loadTiming.progressDelayMs = PROGRESS_DELAY;
   document.body.replaceChildren();
 });
 
@@ -195,6 +198,7 @@ describe("widget", () => {
   });
 
   it("loads over the comm with progress, and a cancel reaches the kernel", async () => {
+    loadTiming.progressDelayMs = 0; // progress at once (render-load.test.ts tests the delay)
     const memory = new MemoryDataSource(replayTree(), { latencyMs: 15, source: "ckpt" });
     const { el, kernel, model } = setup(
       { ...loadGolden("state").message, selected: ["obs"] },

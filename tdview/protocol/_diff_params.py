@@ -8,7 +8,7 @@
   ``metadata``, ``fingerprint``, ``values``; tolerances finite and non-negative, 0 by
   default);
 - ``diff_preview`` ``{path, rows}`` (``rows`` clamped to :data:`~._messages.MAX_ROWS`);
-- ``diff_load`` ``{side, path, device, mode, allow_pickle, variable}``: a ``load`` of one
+- ``diff_load`` ``{side, path, device, mode, allow_pickle, variable, replace}``: a ``load`` of one
   side's checkpoint (``side`` ``"a"`` or ``"b"``; ``path`` is that side's own nested key,
   not the diff's), answered as ``load`` is.
 
@@ -32,6 +32,7 @@ from ._messages import (
     _path,
     _text,
     _variable,
+    replace_param,
 )
 
 #: The compare view's methods (:mod:`._diff` answers the first four).
@@ -111,4 +112,5 @@ def _load_params(params: dict[str, Any]) -> dict[str, Any]:
         "mode": mode,
         "allow_pickle": _bool(params, "allow_pickle", method),
         "variable": _variable(params),
+        "replace": replace_param(params, method),
     }

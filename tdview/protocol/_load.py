@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
+import threading
 from collections.abc import Callable, MutableMapping
+from types import ModuleType
 from typing import Any
 
+from .._units import dtype_text, shape_text
+from ..errors import VariableBoundError
 from ..index import Checkpoint, Collection, rollup
 from ._messages import RequestError
 
@@ -44,6 +49,7 @@ def devices() -> dict[str, Any]:
     """
     import torch  # the first device list pays for torch, not the view
 
+    warm_loader()
     found: list[dict[str, Any]] = [{"name": "cpu", **host_memory()}]
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
@@ -58,6 +64,29 @@ def devices() -> dict[str, Any]:
         found.append({"name": "mps", "free_bytes": None, "total_bytes": None})
     found.append({"name": "meta", "free_bytes": None, "total_bytes": None})
     return {"devices": found}
+
+
+_warming: list[threading.Thread] = []
+_warming_lock = threading.Lock()
+
+
+def warm_loader() -> None:
+    """Import the loader (tensordict: about 1 s) on a daemon thread, once. The form asks
+    for the devices when it opens, so the Load click finds it imported and costs what
+    ``Checkpoint.load`` costs."""
+    with _warming_lock:
+        if not _warming:
+            _warming.append(
+                threading.Thread(target=_import_loader, name="tdview-warm", daemon=True)
+            )
+            _warming[0].start()
+
+
+def _import_loader() -> None:
+    try:
+        from ..loader import _build, _walk  # noqa: F401
+    except Exception:  # noqa: BLE001 - the load itself imports it again and reports
+        return
 
 
 def check_device(device: str) -> str:
@@ -119,6 +148,44 @@ def load_code(
             args.append("allow_pickle=True")
         call = f"tdview.load_memmap({', '.join(args)})"
     return f"{variable} = {call}" if variable else call
+
+
+def bound_to(value: object, owner: object = None) -> str:
+    """What a kernel variable holds, in a few words (``owner``: the view that loads).
+
+    Examples
+    --------
+    >>> bound_to(5), bound_to([1, 2]), bound_to(None)
+    ('an int: 5', 'a list: [1, 2]', 'None')
+    """
+    if owner is not None and value is owner:
+        return f"this {type(value).__name__}"
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    try:  # the user's object: its attributes may raise
+        batch, source = getattr(value, "batch_size", None), getattr(value, "source", None)
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        name = getattr(value, "__name__", None)
+        if isinstance(batch, tuple) and callable(getattr(value, "keys", None)):
+            keys = len(value.keys())  # type: ignore[attr-defined]
+            return f"{article} {kind} of {keys} key{'s' * (keys != 1)}, batch {shape_text(batch)}"
+        if isinstance(shape, tuple) and dtype is not None:  # a tensor, an array
+            return f"{article} {kind} {shape_text(shape)} {dtype_text(str(dtype))}"
+        if kind == "TDView" and isinstance(source, str):
+            return f"another TDView (of {_SHORT.repr(source)})"
+        if isinstance(name, str) and (callable(value) or isinstance(value, ModuleType)):
+            what = "class" if isinstance(value, type) else _CALLABLES.get(kind, kind)
+            return f"the {what} {name}"
+        return f"{article} {kind}: {_SHORT.repr(value)}"
+    except Exception:  # noqa: BLE001
+        return f"{article} {kind}"
+
+
+_CALLABLES = {"builtin_function_or_method": "function", "method": "method"}
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
 
 
 def short_repr(value: object, limit: int = MAX_SUMMARY_CHARS) -> str:
@@ -223,7 +290,10 @@ def load(
     source : str
         The checkpoint path as the user gave it (used in ``code``).
     params : dict
-        Validated ``load`` params: ``path, device, mode, allow_pickle, variable``.
+        Validated ``load`` params: ``path, device, mode, allow_pickle, variable`` and
+        ``replace`` (absent: False): a name already bound is rebound only when it is
+        True, else :class:`~tdview.errors.VariableBoundError` says what it holds before
+        anything is read.
     namespace : mutable mapping or None
         Where the variable is bound (the widget passes the IPython user namespace).
     progress : callable, optional
@@ -250,6 +320,13 @@ def load(
         if path:
             ckpt.node(path)  # a clear SubpathError first
         raise RequestError(f"cannot bind {variable!r}: the widget has no namespace")
+    if variable is not None and namespace is not None and not params.get("replace", False):
+        if variable in namespace:  # the form asks before it replaces, not after
+            if path:
+                ckpt.node(path)  # a wrong path says so first
+            owner = getattr(bind, "__self__", None)  # the view whose ``_loaded`` binds
+            what = bound_to(namespace[variable], owner)
+            raise VariableBoundError(f"`{variable}` is already bound to {what}")
     value, leaf = load_value(
         ckpt,
         path,

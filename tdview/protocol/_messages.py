@@ -273,7 +273,13 @@ def load_params(params: dict[str, Any]) -> dict[str, Any]:
         "mode": mode,
         "allow_pickle": _bool(params, "allow_pickle", method),
         "variable": _variable(params),
+        "replace": replace_param(params, method),
     }
+
+
+def replace_param(params: dict[str, Any], method: str) -> bool:
+    """``replace``: the load may rebind a name already bound (absent: it may not)."""
+    return _bool(params, "replace", method) if "replace" in params else False
 
 
 def message_id(message: object) -> int | None:
