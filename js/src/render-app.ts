@@ -17,8 +17,8 @@ import {
 } from "./protocol";
 import { DetailsPanel } from "./render-details";
 import { SearchBox } from "./render-search";
-import { SplitDivider } from "./split-divider";
 import { TreeView, type TreeViewOptions } from "./render-tree";
+import { SplitDivider } from "./split-divider";
 import { TreeModel, type TreeModelOptions } from "./tree-model";
 
 export const VERSION_MISMATCH =

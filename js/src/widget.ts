@@ -22,7 +22,7 @@ import {
   parseState,
   type WidgetState,
 } from "./protocol";
-import { App, errorBox, versionMismatch } from "./render-app";
+import { App, errorBox, type ViewLayout, versionMismatch } from "./render-app";
 import { CompareApp } from "./render-compare";
 import { StaticFallback } from "./static-fallback";
 import { isPlainObject } from "./validate";
@@ -49,6 +49,16 @@ function readState(model: WidgetModel): WidgetState | HTMLElement {
   if (model.get("_protocol_version") !== PROTOCOL_VERSION) return versionMismatch();
   const raw = Object.fromEntries(TRAITS.map((name) => [name, model.get(name)]));
   return parseState(raw) ?? errorBox("tdview: the widget state is malformed; re-run the cell.");
+}
+
+/** The layout the user chose for this view before (`_layout`), as far as it reads. */
+function readLayout(model: WidgetModel): ViewLayout {
+  const raw = model.get("_layout");
+  if (!isPlainObject(raw)) return {};
+  const layout: ViewLayout = {};
+  if (typeof raw.split === "number") layout.split = raw.split;
+  if (typeof raw.grouped === "boolean") layout.grouped = raw.grouped;
+  return layout;
 }
 
 /** The one calm line shown over a view whose kernel is gone. */
@@ -112,6 +122,12 @@ function render({ model, el }: RenderProps): () => void {
     }
   };
 
+  // the divider and the grouping, kept per view with the model (and the saved notebook)
+  const onLayout = (layout: ViewLayout) => {
+    model.set("_layout", layout);
+    model.save_changes();
+  };
+
   const build = () => {
     app?.dispose();
     app = null;
@@ -130,7 +146,7 @@ function render({ model, el }: RenderProps): () => void {
           selected: state.selected,
           onSelect,
         })
-      : new App({ source, state, onSelect });
+      : new App({ source, state, onSelect, layout: readLayout(model), onLayout });
     container.replaceChildren(app.element);
     fallback.place(container, app.element);
     app.view?.render();
