@@ -128,8 +128,8 @@ class TDView(anywidget.AnyWidget):
     #: ``js/src/render-app.ts``: the divider's share, the grouping of dotted keys),
     #: kept per view and saved with the notebook's widget state.
     _layout = traitlets.Dict().tag(sync=True)
-    compare = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     #: ``CompareState`` of a compare view (``compare=``), else None.
+    compare = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
     #: The static tree (the output's ``text/html``, bounded), set when the view is
     #: displayed. With widget state saved, nbconvert's HTML and a notebook reopened
     #: without its kernel render the view, not the text/html: the view shows this until
