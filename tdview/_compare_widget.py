@@ -20,7 +20,7 @@ def open_comparison(
     a: str,
     b: str | os.PathLike[str],
     *,
-    level: str = "metadata",
+    level: str = "auto",
     subpath_a: object = None,
     subpath_b: object = None,
     rtol: float = 0.0,

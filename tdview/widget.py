@@ -78,7 +78,8 @@ class TDView(anywidget.AnyWidget):
         compared again by bytes or values from the view, and each side's subtrees loaded.
     level, subpath_a, subpath_b, rtol, atol
         With ``compare``: the first comparison's :func:`tdview.diff` arguments
-        (``"metadata"`` by default: no payload byte read until asked).
+        (``"auto"`` by default: no tensor's payload read until asked; two archives are
+        compared by the sizes and CRC-32s their central directories record).
     height : int, optional
         The view's height in pixels, from ``MIN_HEIGHT`` (240) to ``MAX_HEIGHT``
         (4000); None (the default) keeps the compact height in a notebook cell and the
@@ -145,7 +146,7 @@ class TDView(anywidget.AnyWidget):
         robust_key: bool | None = None,
         mode: str | None = "r",
         compare: str | os.PathLike[str] | None = None,
-        level: str = "metadata",
+        level: str = "auto",
         subpath_a: object = None,
         subpath_b: object = None,
         rtol: float = 0.0,

@@ -19,6 +19,7 @@ from tdview.storage import ArchiveStore
 
 from . import corpus
 from .corpus import write_at as _write
+from .training_steps import ADDED, FROZEN, REMOVED, write_training_steps
 
 
 def _model_pair() -> tuple[TensorDict, TensorDict]:
@@ -187,6 +188,103 @@ def test_renamed_key(model: dict[str, Path], b_name: str, level: str) -> None:
     assert result.rollup().renamed == 1
     if level == "values":
         assert row.values is not None and row.values.equal
+
+
+# -- auto: the most that reads no payload byte ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """step_1000.tdz and step_2000.tdz of one training run (tests/training_steps.py)."""
+    return write_training_steps(tmp_path_factory.mktemp("run"))
+
+
+def test_auto_of_two_archives_compares_their_crcs_without_a_payload_byte(
+    run: tuple[Path, Path], monkeypatch
+) -> None:
+    """Every trained weight, moment and step differs by the CRC-32 the central
+    directory records, with no tensor's payload read (the stores refuse one): the only
+    bytes read are the numbers of the one-element leaves, at most 8 bytes each."""
+    from tdview.diff import _pool
+
+    monkeypatch.setattr(_pool, "open_source", _no_payload)
+    _forbid_archive_payloads(monkeypatch)
+    scalars: list[str] = []
+    refusing = ArchiveStore.read_bytes
+
+    def read_bytes(self: ArchiveStore, key: str, limit: int) -> bytes:
+        if limit > 8 or self.entry(key).size > 8:
+            return refusing(self, key, limit)  # meta.json, or refused
+        scalars.append(key)
+        return _REAL_READ_BYTES(self, key, limit)
+
+    monkeypatch.setattr(ArchiveStore, "read_bytes", read_bytes)
+    metadata_only = tdview.diff(*run, level="metadata")
+    assert scalars == [] and metadata_only.row("step").status == "same"
+    result = tdview.diff(*run, level="auto")
+    numbers = [v for row in result if row.scalars for v in row.scalars if v is not None]
+    assert len(scalars) == len(numbers) and all(k.endswith("step.memmap") for k in scalars)
+    assert result.row("step").scalars == (1000, 2000)
+    assert result.row("optimizer/state/embed.weight/step").scalars == (3.0, 6.0)
+    assert result.level == "fingerprint"
+    changed = {row.path for row in result if row.status == "changed"}
+    trained = {
+        row.path
+        for row in result
+        if row.is_leaf and row.a is not None and row.b is not None and row.path not in FROZEN
+    }
+    assert ("step",) in trained and ("model", "head", "weight") in trained
+    assert ("optimizer", "state", "blocks.0.weight", "exp_avg") in trained
+    assert trained <= changed
+    for path in trained:
+        assert result.row(path).fingerprint == DIFFERS, path
+    for path in FROZEN:
+        row = result.row(path)
+        assert row.status == "same" and row.fingerprint == CRC_EQUAL and row.crc_only
+    assert {r.path for r in result if r.status == "added" and r.is_leaf} == set(ADDED)
+    assert set(REMOVED) <= {r.path for r in result if r.status == "removed"}
+    total = result.rollup()
+    assert total.same_metadata == 0  # nothing is called same for its shape alone
+    assert total.same_crc == total.same_leaves == len(FROZEN)
+
+
+def test_auto_of_a_directory_is_metadata_and_says_values_were_not_compared(
+    run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A directory records no CRC-32: "auto" reads no payload, so it compares metadata,
+    and every leaf it calls the same says that its values were not compared."""
+    with tdview.Checkpoint(run[0]) as ckpt:
+        directory = _write(ckpt.load(), tmp_path / "step_1000")
+    result = tdview.diff(directory, run[1], level="auto")
+    assert result.level == "metadata"
+    leaves_same = [r for r in result if r.is_leaf and r.status == "same"]
+    assert leaves_same and all(r.unverified and r.fingerprint is None for r in leaves_same)
+    assert result.row("model/head/weight").status == "same"  # its values changed, unread
+    assert result.rollup().same_metadata == len(leaves_same)
+    code, text = _cli([str(directory), str(run[1])])
+    lines = text.splitlines()
+    assert code == 1 and lines[-1].startswith("metadata: ")
+    assert f"{len(leaves_same):,} leaves by shape and dtype only: values not compared" in lines[-1]
+    head = next(line for line in lines if line.startswith("  model/head/weight"))
+    assert head.endswith("same shape and dtype, values not compared")
+    by_values = tdview.diff(directory, run[1], level="values")
+    assert by_values.rollup().same_metadata == 0
+    assert by_values.row("model/head/weight").status == "changed"
+
+
+def test_cli_default_of_two_archives_reads_their_crcs(run: tuple[Path, Path]) -> None:
+    code, text = _cli([str(run[0]), str(run[1]), "--only-changed"])
+    lines = text.splitlines()
+    assert code == 1 and lines[-1].startswith("fingerprint: ")
+    assert "~ step  int64 [] 8 B content changed; differs; 1000 -> 2000" in lines
+    assert "~ model/head/weight  float32 [8, 32] 1.02 KB content changed; differs" in lines
+    same = _cli([str(run[0]), str(run[0])])
+    assert same[0] == 0 and "leaves by size and CRC-32 only" in same[1].splitlines()[-1]
+    assert (
+        _cli([str(run[0]), str(run[1]), "--level", "metadata"])[1]
+        .splitlines()[-1]
+        .startswith("metadata: ")
+    )
 
 
 # -- values ---------------------------------------------------------------------------
@@ -542,6 +640,9 @@ def test_cli_unreadable_leaf_is_trouble(model: dict[str, Path], tmp_path: Path) 
 
 
 # -- helpers --------------------------------------------------------------------------
+
+
+_REAL_READ_BYTES = ArchiveStore.read_bytes
 
 
 def _no_payload(*args: object, **kwargs: object) -> None:

@@ -42,7 +42,8 @@ def test_pages_of_the_union_tree(pair: tuple[Path, Path]) -> None:
         changed, _ = handle(
             view, "diff_children", {"path": [], "offset": 0, "limit": 10, "only_changed": True}
         )
-        assert [i["key"] for i in changed["items"]] == ["extra", "model"]  # values unread
+        # the weights' values are unread; step's two numbers are read (1 and 2)
+        assert [i["key"] for i in changed["items"]] == ["step", "extra", "model"]
         node, _ = handle(view, "diff_node", {"path": ["model", "w"]})
         assert _json(node)["rollup"]["same"] == 1 and node["a"]["dtype"] == "float32"
     finally:
@@ -115,3 +116,88 @@ def test_bad_requests(pair: tuple[Path, Path]) -> None:
             handle(view, "diff_node", {"path": ["nope"]})
     finally:
         view.close()
+
+
+def test_two_archives_open_by_their_crcs_and_read_only_the_scalars(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``TDView(step_1000.tdz, compare=step_2000.tdz)``: every tensor is compared by the
+    CRC-32 the central directory records; the only payload bytes read are those of the
+    one-element leaves (the run's ``step``, AdamW's per-parameter ``step``), whose
+    numbers show in their rows."""
+    from tdview import TDView
+    from tdview.storage import ArchiveStore
+
+    from .training_steps import write_training_steps
+
+    a, b = write_training_steps(tmp_path)
+    read: list[str] = []
+    real = ArchiveStore.read_bytes
+
+    def counted(self: ArchiveStore, key: str, limit: int) -> bytes:
+        if not key.endswith(".json"):
+            read.append(key)
+            assert limit <= 8, (key, limit)
+        return real(self, key, limit)
+
+    monkeypatch.setattr(ArchiveStore, "read_bytes", counted)
+    for name in ("raw_payload", "payload", "decompress", "read_into", "read_ranges"):
+        monkeypatch.setattr(ArchiveStore, name, _refused)
+    view = TDView(str(a), compare=str(b))
+    try:
+        state = view.compare
+        assert state is not None and state["summary"]["level"] == "fingerprint"
+        totals = state["summary"]["summary"]
+        assert totals["same_metadata"] == 0 and totals["same_crc"] == 2
+        scalars = {r.path for r in view.diff if r.scalars is not None}
+        assert ("step",) in scalars and len(scalars) > 1
+        assert all(r.path[-1] == "step" for r in view.diff if r.scalars is not None)
+        steps = [k for k in read if k.endswith("step.memmap")]
+        assert sorted(read) == sorted(steps) and len(read) <= 2 * len(scalars)
+        dview = view.comparison.view
+        top, _ = handle(dview, "diff_children", {"path": [], "offset": 0, "limit": 50})
+        items = {i["key"]: i for i in _json(top)["items"]}
+        assert items["step"]["status"] == "changed" and items["step"]["scalars"] == [1000, 2000]
+        assert items["lr"]["scalars"] is None  # a JSON value: its facts hold it
+        assert items["model"]["scalars"] is None and items["model"]["unverified"] is False
+        path = ["optimizer", "state", "head.bias"]
+        moments, _ = handle(dview, "diff_children", {"path": path, "offset": 0, "limit": 50})
+        by_key = {i["key"]: i for i in _json(moments)["items"]}
+        assert by_key["step"]["scalars"] == [3.0, 6.0]  # AdamW's own step count
+        assert by_key["exp_avg"]["scalars"] is None
+        assert by_key["exp_avg"]["fingerprint"] == "differs"
+        norm, _ = handle(dview, "diff_node", {"path": ["model", "norm", "weight"]})
+        assert norm["status"] == "same" and norm["fingerprint"] == "crc_equal"
+        assert norm["unverified"] is False
+        assert (
+            "~ step  int64 [] 8 B content changed; differs; 1000 -> 2000"
+            in (view._repr_mimebundle_()[0]["text/plain"])
+        )
+    finally:
+        view.close()
+
+
+def test_a_directory_against_an_archive_says_what_was_not_compared(
+    pair: tuple[Path, Path],
+) -> None:
+    view = open_view(*pair)
+    try:
+        totals = _json(summary(view))["summary"]
+        # same and model/b: the same by shape and dtype alone (model/w too: values
+        # unread); step holds 1 and 2, read: changed
+        assert totals["same_metadata"] == totals["same_leaves"] == 3 and totals["same"] == 5
+        page, _ = handle(view, "diff_children", {"path": ["model"], "offset": 0, "limit": 10})
+        b = {i["key"]: i for i in _json(page)["items"]}["b"]
+        assert b["status"] == "same" and b["unverified"] is True and b["fingerprint"] is None
+        handle(view, "diff_refine", {"path": [], "level": "values"})
+        again = _json(summary(view))["summary"]
+        assert again["same_metadata"] == 0 and again["same_crc"] == 0
+        top, _ = handle(view, "diff_children", {"path": [], "offset": 0, "limit": 10})
+        step = {i["key"]: i for i in _json(top)["items"]}["step"]
+        assert step["scalars"] == [1, 2] and step["status"] == "changed"
+    finally:
+        view.close()
+
+
+def _refused(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a payload was read")

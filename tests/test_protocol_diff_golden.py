@@ -54,6 +54,7 @@ NULLABLE = {
     "cosine",
     "root",
     "variable",
+    "scalars",
 }
 
 

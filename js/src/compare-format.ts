@@ -1,8 +1,9 @@
 /**
  * Text of the compare view: a key's mark and verdict, a subtree's counts, the statistics
- * of a leaf pair. The words keep to what was compared: at the metadata level two leaves
- * of one dtype and shape are "same metadata", an equal CRC-32 is "CRC equal" (strong
- * evidence, not proof), and only bytes or values compared are "equal".
+ * of a leaf pair, a scalar's change (`1000 → 2000`). The words keep to what was compared:
+ * two leaves of one dtype and shape whose values were not compared are "same shape and
+ * dtype — values not compared", an equal CRC-32 is "CRC equal" (strong evidence, not
+ * proof), and only bytes or values compared are "equal".
  */
 
 import type {
@@ -11,6 +12,7 @@ import type {
   DiffRollup,
   DiffStatus,
   Fingerprint,
+  Scalar,
   ValueStats,
 } from "./compare-protocol";
 import { formatCount, formatShape, humanBytes } from "./format";
@@ -38,6 +40,13 @@ export const FINGERPRINT_TEXT: Record<Fingerprint, string> = {
   crc_equal: "CRC equal",
   differs: "bytes differ",
 };
+
+/** A leaf the same by its shape and dtype alone (its values were not compared). */
+export const UNVERIFIED_TEXT = "same shape and dtype — values not compared";
+/** The same, in a row (the details and the row's title say it whole). */
+export const UNVERIFIED_SHORT = "values not compared";
+/** A pickled value the same by its size alone. */
+export const UNVERIFIED_PICKLE = "same size — value not compared";
 
 /** What `crc_equal` means, for a title. */
 export const CRC_EQUAL_TITLE =
@@ -92,6 +101,10 @@ export function verdict(item: DiffItem): string {
     case "renamed":
       return item.renamed_from ? `renamed from ${item.renamed_from.join("/")}` : "renamed";
     case "changed": {
+      const [a, b] = item.scalars ?? [null, null];
+      if (a !== null && b !== null && a !== b && item.changes.join() === "content") {
+        return "value changed";
+      }
       const words = item.changes.map((c) => CHANGE_WORDS[c] ?? c);
       if (item.values && !item.values.bytes_only && item.values.differing) {
         return valuesVerdict(item.values);
@@ -107,8 +120,69 @@ export function verdict(item: DiffItem): string {
 function sameVerdict(item: DiffItem): string {
   if (item.values) return valuesVerdict(item.values);
   if (item.value_equal !== null) return item.value_equal ? "values equal" : "values differ";
+  const [a, b] = item.scalars ?? [null, null];
+  if (a !== null && b !== null) return a === b ? "value equal" : "value differs";
   if (item.fingerprint) return FINGERPRINT_TEXT[item.fingerprint];
-  return item.has_children ? "" : "same metadata";
+  if (item.has_children) return "";
+  if (item.unverified) return unverifiedText(item);
+  const facts = item.b ?? item.a;
+  if (facts && Object.hasOwn(facts, "value")) return "same value";
+  return facts?.kind === "leaf" ? "same (no elements)" : "same";
+}
+
+/** What a key the same by metadata alone says it is (a leaf, or a pickled value). */
+export function unverifiedText(item: DiffItem): string {
+  return (item.b ?? item.a)?.kind === "leaf" ? UNVERIFIED_TEXT : UNVERIFIED_PICKLE;
+}
+
+/** A verdict as a row shows it: "values not compared" for a key the same by its
+ * metadata alone, nothing for a scalar whose numbers show the change. */
+export function rowVerdict(item: DiffItem): string {
+  if (item.unverified && !item.problem) return UNVERIFIED_SHORT;
+  const change = scalarChange(item);
+  const [a, b] = item.scalars ?? [null, null];
+  const onlyContent = item.changes.length === 1 && item.changes[0] === "content";
+  if (change && item.status === "changed" && onlyContent && a !== b) return "";
+  return verdict(item);
+}
+
+/** One number of a scalar, short: integers whole, others to 6 significant digits. */
+export function scalarText(value: Scalar | null): string {
+  if (value === null) return "—";
+  if (typeof value === "number") {
+    return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(6)));
+  }
+  return String(value);
+}
+
+/** A small value kept in meta.json as a scalar, or undefined (an object, long text). */
+function metaScalar(facts: DiffFacts | null): Scalar | null | undefined {
+  if (!facts || !Object.hasOwn(facts, "value")) return undefined;
+  const v = facts.value;
+  if (typeof v === "number" || typeof v === "boolean") return v;
+  if (typeof v === "string" && v.length <= 24) return JSON.stringify(v);
+  return undefined;
+}
+
+/**
+ * A scalar's value inline: `1000 → 2000` when it changed, `1000` when the same, the one
+ * side's number when added or removed; "" for a key that is no scalar. The numbers of a
+ * one-element leaf (`scalars`, read by the kernel) or a small value kept in meta.json.
+ */
+export function scalarChange(item: DiffItem): string {
+  let a: Scalar | null | undefined;
+  let b: Scalar | null | undefined;
+  if (item.scalars) [a, b] = item.scalars;
+  else {
+    a = metaScalar(item.a);
+    b = metaScalar(item.b);
+    if (a === undefined && b === undefined) return "";
+  }
+  const hasA = item.a !== null && a !== undefined && a !== null;
+  const hasB = item.b !== null && b !== undefined && b !== null;
+  if (hasA && hasB && a !== b) return `${scalarText(a ?? null)} → ${scalarText(b ?? null)}`;
+  if (hasB) return scalarText(b ?? null);
+  return hasA ? scalarText(a ?? null) : "";
 }
 
 /** The counts of a subtree's differences: `[mark, count, word]` for each that is not 0. */
@@ -129,6 +203,23 @@ export function differencesBelow(item: DiffItem): number {
   if (!r || !item.has_children) return 0;
   const own = (item.status === "same" ? 0 : 1) + (item.problem ? 1 : 0);
   return Math.max(0, r.differences + r.problems - own);
+}
+
+/** How the leaves of a rollup that are the same were found the same: `[count, words,
+ * title]` each not 0 — compared (bytes or values, or nothing more to compare), by CRC-32
+ * alone, by shape and dtype alone. */
+export function sameParts(r: DiffRollup): [number, string, string][] {
+  const compared = r.same_leaves - r.same_crc - r.same_metadata;
+  const parts: [number, string, string][] = [
+    [compared, "same", "Leaves compared and the same"],
+    [r.same_crc, "CRC equal", CRC_EQUAL_TITLE],
+    [
+      r.same_metadata,
+      UNVERIFIED_TEXT,
+      "Same dtype and shape on both sides; their values were not read. Compare values to know.",
+    ],
+  ];
+  return parts.filter(([n]) => n > 0);
 }
 
 /** "3 changed, 1 added, 1 removed" (or "no differences"). */

@@ -35,7 +35,9 @@ import type { MemoryDataSource } from "./memory-data-source";
 import type { DevicesResult, LoadParams, LoadResult, Path } from "./protocol";
 
 /** A row of the diff: `path` and what differs from a same leaf. */
-export type MemoryDiffRow = Partial<Omit<DiffItem, "path" | "key" | "rollup" | "has_children">> & {
+export type MemoryDiffRow = Partial<
+  Omit<DiffItem, "path" | "key" | "rollup" | "has_children" | "unverified">
+> & {
   path: Path;
 };
 
@@ -73,6 +75,9 @@ function emptyRollup(): DiffRollup {
     bytes_removed: 0,
     elements_changed: 0,
     differences: 0,
+    same_leaves: 0,
+    same_metadata: 0,
+    same_crc: 0,
   };
 }
 
@@ -210,7 +215,18 @@ export class MemoryCompareSource implements CompareSource {
       problem: row.problem ?? null,
       has_children: false,
       rollup: null,
+      unverified: false,
+      scalars: row.scalars ?? null,
     };
+  }
+
+  /** As the kernel says it: the same by metadata alone (a leaf with bytes or a pickle,
+   * nothing of its content compared). */
+  #unverified(row: DiffItem): boolean {
+    if (row.status !== "same" || row.problem || row.has_children) return false;
+    if (row.fingerprint || row.values || row.value_equal !== null) return false;
+    const facts = row.b ?? row.a;
+    return facts?.kind === "leaf" ? (facts.bytes ?? 0) > 0 : facts?.pickled === true;
   }
 
   #index(rows: DiffItem[]): void {
@@ -224,7 +240,10 @@ export class MemoryCompareSource implements CompareSource {
       list.push(row);
       this.#children.set(parent, list);
     }
-    for (const row of rows) row.has_children = this.#children.has(key(row.path));
+    for (const row of rows) {
+      row.has_children = this.#children.has(key(row.path));
+      row.unverified = this.#unverified(row);
+    }
     this.#rollups = new Map();
   }
 
@@ -245,6 +264,13 @@ export class MemoryCompareSource implements CompareSource {
       if (row.problem) total.problems++;
       if (row.has_children) continue;
       total.leaves++;
+      if (row.status === "same") {
+        total.same_leaves++;
+        if (row.unverified) total.same_metadata++;
+        else if (row.fingerprint === "crc_equal" && !row.values && row.value_equal === null) {
+          total.same_crc++;
+        }
+      }
       const bytes = (row.b ?? row.a)?.bytes ?? 0;
       if (row.status === "changed") total.bytes_changed += bytes;
       if (row.status === "added") total.bytes_added += bytes;

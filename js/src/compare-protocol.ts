@@ -33,6 +33,7 @@ import {
   nullable,
   num,
   object,
+  pair,
   ShapeError,
   str,
   tryDecode,
@@ -124,7 +125,16 @@ export interface DiffRollup {
   elements_changed: number;
   /** changed + added + removed + renamed. */
   differences: number;
+  /** The leaves among `same`. */
+  same_leaves: number;
+  /** Of `same_leaves`: those the same by shape and dtype alone (values not compared). */
+  same_metadata: number;
+  /** Of `same_leaves`: those the same by size and CRC-32 alone (strong evidence, not proof). */
+  same_crc: number;
 }
+
+/** A number of a one-element leaf (non-finite floats as "NaN", "Infinity", "-Infinity"). */
+export type Scalar = number | string | boolean;
 
 export interface DiffItem {
   key: string;
@@ -145,6 +155,11 @@ export interface DiffItem {
   has_children: boolean;
   /** Null for a leaf in a page (`diff_node` gives it for every key). */
   rollup: DiffRollup | null;
+  /** The same by its metadata alone: its values (or bytes) were not compared. */
+  unverified: boolean;
+  /** `[a, b]`: the number a one-element leaf holds on each side (null on a side without
+   * one); null for other keys. */
+  scalars: [Scalar | null, Scalar | null] | null;
 }
 
 export interface DiffPage {
@@ -285,7 +300,15 @@ export const decodeDiffRollup: Decoder<DiffRollup> = object({
   bytes_removed: count,
   elements_changed: count,
   differences: count,
+  same_leaves: count,
+  same_metadata: count,
+  same_crc: count,
 });
+
+const scalar: Decoder<Scalar> = (v, at) => {
+  if (typeof v === "boolean" || typeof v === "string") return v;
+  return num(v, at);
+};
 
 export const decodeDiffItem: Decoder<DiffItem> = object({
   key: str,
@@ -303,6 +326,8 @@ export const decodeDiffItem: Decoder<DiffItem> = object({
   problem: nullable(str),
   has_children: bool,
   rollup: nullable(decodeDiffRollup),
+  unverified: bool,
+  scalars: nullable(pair(nullable(scalar), nullable(scalar))),
 });
 
 export const decodeDiffSummary: Decoder<DiffSummary> = object({

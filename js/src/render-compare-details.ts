@@ -17,6 +17,8 @@ import {
   factRows,
   markOf,
   rollupText,
+  sameParts,
+  scalarChange,
   showPath,
   statsRows,
   verdict,
@@ -121,7 +123,7 @@ function findings(item: DiffItem, level: string): HTMLElement {
     if (item.fingerprint) {
       const title = item.fingerprint === "crc_equal" ? CRC_EQUAL_TITLE : "";
       add("Fingerprint", FINGERPRINT_TEXT[item.fingerprint], title);
-    } else if (!item.values) {
+    } else if (!item.values && item.value_equal === null) {
       add("Fingerprint", level === "metadata" ? "not compared (metadata only)" : "not compared");
     }
     if (item.values) for (const [label, value] of statsRows(item.values)) add(label, value);
@@ -130,7 +132,13 @@ function findings(item: DiffItem, level: string): HTMLElement {
   const r = item.rollup;
   if (r && item.has_children) {
     add("Below", rollupText(r));
-    add("Same", formatCount(r.same));
+    const same = sameParts(r);
+    if (!same.length) add("Same", "0");
+    for (const [n, words, title] of same) {
+      if (words === "same") add("Same", formatCount(n), title);
+      else if (words === "CRC equal") add("CRC equal", formatCount(n), title);
+      else add("Not compared", `${formatCount(n)} ${words}`, title);
+    }
     const bytes: string[] = [];
     if (r.bytes_changed) bytes.push(`${humanBytes(r.bytes_changed)} changed`);
     if (r.bytes_added) bytes.push(`${humanBytes(r.bytes_added)} added`);
@@ -337,6 +345,9 @@ export class CompareDetails {
     );
     const said = verdict(item);
     const status = el("p", "tdview-compare-verdict", said || "no own difference");
+    const scalar = scalarChange(item);
+    if (scalar) status.prepend(el("span", "tdview-compare-scalar", scalar), " · ");
+    if (item.unverified) status.classList.add("tdview-compare-unverified");
     if (item.fingerprint === "crc_equal" && item.status === "same") status.title = CRC_EQUAL_TITLE;
     const below = differencesBelow(item);
     if (item.has_children && below) status.append(` · ${formatCount(below)} below`);

@@ -4,7 +4,15 @@
  * previous difference.
  */
 
-import { factsText, markOf, rollupCounts, rollupText, verdict } from "./compare-format";
+import {
+  factsText,
+  markOf,
+  rollupCounts,
+  rollupText,
+  rowVerdict,
+  scalarChange,
+  verdict,
+} from "./compare-format";
 import { type CompareNode, isCompareNode } from "./compare-model";
 import { el } from "./dom";
 import { formatCount } from "./format";
@@ -74,20 +82,28 @@ export function fillCompareRow(el: HTMLElement, row: TreeRow): void {
   const mark = span(`tdview-mark tdview-mark-${status}`, markOf(item));
   mark.setAttribute("aria-hidden", "true");
   parts.push(mark, span("tdview-key", row.label));
+  const scalar = row.index > 0 ? scalarChange(item) : "";
+  if (scalar) parts.push(span(`tdview-compare-scalar tdview-verdict-${status}`, scalar));
   if (item.renamed_from) {
     parts.push(span("tdview-compare-from", `← ${item.renamed_from[item.renamed_from.length - 1]}`));
   }
   if (!item.has_children) parts.push(span("tdview-shape", factsShort(node)));
   else if (item.b ?? item.a) parts.push(span("tdview-shape", (item.b ?? item.a)?.class ?? ""));
   const said = verdict(item);
-  if (said && row.index > 0) parts.push(span(`tdview-verdict tdview-verdict-${status}`, said));
+  const short = rowVerdict(item);
+  if (short && row.index > 0) {
+    const words = span(`tdview-verdict tdview-verdict-${status}`, short);
+    if (item.unverified) words.classList.add("tdview-verdict-unverified");
+    parts.push(words);
+  }
   const chips = countChips(node);
   if (chips) parts.push(chips);
   el.replaceChildren(...parts);
   const where = node.path.join(" / ") || row.label;
-  el.title = said ? `${where}: ${said}` : where;
+  const told = [scalar, said].filter(Boolean).join(", ");
+  el.title = told ? `${where}: ${told}` : where;
   // what a screen reader hears for the mark
-  el.setAttribute("aria-label", `${row.label}${said ? `, ${said}` : ""}`);
+  el.setAttribute("aria-label", `${row.label}${told ? `, ${told}` : ""}`);
 }
 
 /** The tree keyboard, and `]` / `[` (or Alt+↓ / Alt+↑) for the next / previous difference. */

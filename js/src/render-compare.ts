@@ -12,7 +12,7 @@
  * user had open opened again and the selection kept, then put in place of the old one.
  */
 
-import { rollupCounts, rollupText } from "./compare-format";
+import { rollupCounts, rollupText, sameParts, UNVERIFIED_TEXT } from "./compare-format";
 import {
   CompareTreeSource,
   compareNode,
@@ -65,7 +65,11 @@ const LEVEL_WORDS: Record<string, string> = {
   mixed: "mixed (some subtrees compared again)",
 };
 
-function summaryLine(summary: DiffSummary): HTMLElement {
+/**
+ * The header's counts: the differences, then how the rest was found the same (compared,
+ * by CRC-32 alone, by shape and dtype alone: then with the button that compares values).
+ */
+function summaryLine(summary: DiffSummary, compareValues: () => void): HTMLElement {
   const r = summary.summary;
   const box = span("tdview-compare-summary", "");
   const counts = rollupCounts(r);
@@ -78,7 +82,20 @@ function summaryLine(summary: DiffSummary): HTMLElement {
       ),
     );
   }
-  box.append(span("tdview-compare-same", `${formatCount(r.same)} same`));
+  for (const [n, words, title] of sameParts(r)) {
+    const unverified = words === UNVERIFIED_TEXT;
+    const part = span(
+      unverified ? "tdview-compare-unverified" : "tdview-compare-same",
+      `${formatCount(n)} ${words}`,
+    );
+    part.title = title;
+    box.append(part);
+    if (unverified) {
+      const next = button("Compare values", "tdview-compare-unverified-values", compareValues);
+      next.title = "Read both sides of every leaf and compare their values";
+      box.append(next);
+    }
+  }
   const bytes = r.bytes_changed + r.bytes_added + r.bytes_removed;
   if (bytes) box.append(span("tdview-bytes", `${humanBytes(bytes)} differ`));
   return box;
@@ -349,12 +366,13 @@ export class CompareApp {
       span("tdview-compare-side-label", "b"),
       b,
       level,
-      summaryLine(summary),
+      summaryLine(summary, () => void this.refine([], "values")),
     );
   }
 
   #setBusy(busy: boolean): void {
     for (const b of this.#refineAll) b.disabled = busy;
+    for (const b of this.#header.querySelectorAll("button")) b.disabled = busy;
     this.#tolerance.disabled = busy;
     this.details.setBusy(busy);
   }

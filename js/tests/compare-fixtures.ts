@@ -82,7 +82,11 @@ export function stepRows(level: DiffLevel = "metadata"): MemoryDiffRow[] {
     node(["optim"]),
     node(["optim", "state"]),
     leaf(["optim", "state", "exp_avg"], changed(16, 0.001)),
-    leaf(["optim", "state", "step"], changed(1, 1)),
+    // its numbers are read at every level but metadata, as the kernel reads them
+    leaf(["optim", "state", "step"], {
+      ...changed(1, 1),
+      ...(level === "metadata" ? {} : { scalars: [1000, 1001] }),
+    }),
     leaf(["optim", "lr"], { status: "removed" }),
     leaf(["optim", "momentum"], {
       status: "renamed",

@@ -5,7 +5,11 @@ import {
   factRows,
   markOf,
   rollupText,
+  rowVerdict,
+  sameParts,
+  scalarChange,
   statsRows,
+  UNVERIFIED_TEXT,
   verdict,
 } from "../src/compare-format";
 import { MemoryCompareSource } from "../src/compare-memory-source";
@@ -80,10 +84,17 @@ describe("the words of the compare view", () => {
     problem: null,
     has_children: false,
     rollup: null,
+    unverified: false,
+    scalars: null,
   };
 
   it("say only as much as was compared: never 'equal' for an equal CRC", () => {
-    expect(verdict(same)).toBe("same metadata");
+    const unread = { ...same, unverified: true };
+    expect(verdict(unread)).toBe("same shape and dtype — values not compared");
+    expect(rowVerdict(unread)).toBe("values not compared");
+    expect(verdict({ ...same, b: { ...same.b, bytes: 0 } as DiffItem["b"] })).toBe(
+      "same (no elements)",
+    );
     expect(verdict({ ...same, fingerprint: "crc_equal" })).toBe("CRC equal");
     expect(verdict({ ...same, fingerprint: "crc_equal" })).not.toMatch(/^equal|bytes equal/);
     expect(verdict({ ...same, fingerprint: "equal" })).toBe("bytes equal");
@@ -97,6 +108,49 @@ describe("the words of the compare view", () => {
     expect(verdict({ ...same, problem: "truncated" })).toBe("not read");
     expect(markOf({ ...same, status: "added" })).toBe("+");
     expect(markOf({ ...same, problem: "x" })).toBe("!");
+  });
+
+  it("show a scalar's change inline, and leave out the verdict its numbers say", () => {
+    const int64 = { kind: "leaf", class: "Tensor", dtype: "int64", shape: [], bytes: 8 };
+    const step: DiffItem = {
+      ...same,
+      key: "step",
+      status: "changed",
+      changes: ["content"],
+      fingerprint: "differs",
+      a: int64,
+      b: int64,
+      scalars: [1000, 2000],
+    };
+    expect(scalarChange(step)).toBe("1000 → 2000");
+    expect(rowVerdict(step)).toBe("");
+    expect(verdict(step)).toBe("value changed");
+    expect(verdict({ ...step, scalars: null })).toBe("content changed");
+    expect(scalarChange({ ...step, scalars: [3, 6.000000001] })).toBe("3 → 6");
+    expect(scalarChange({ ...step, status: "same", scalars: [7, 7] })).toBe("7");
+    expect(scalarChange({ ...step, status: "added", a: null, scalars: [null, 1] })).toBe("1");
+    expect(scalarChange({ ...step, scalars: [1, "NaN"] })).toBe("1 → NaN");
+    // a value kept in meta.json: its facts hold it
+    const lr = (value: unknown) => ({ kind: "non_tensor", class: "NonTensorData", value });
+    const meta = { ...same, status: "changed" as const, changes: ["value"], scalars: null };
+    expect(scalarChange({ ...meta, a: lr(0.01), b: lr(0.005) })).toBe("0.01 → 0.005");
+    expect(scalarChange({ ...meta, a: lr({ x: 1 }), b: lr({ x: 2 }) })).toBe("");
+    expect(scalarChange(same)).toBe("");
+  });
+
+  it("count the same keys by how they were found the same", () => {
+    const rollup = {
+      ...(loadGolden("reply_diff_node").message.result as DiffItem).rollup,
+    } as NonNullable<DiffItem["rollup"]>;
+    const r = { ...rollup, same: 14, same_leaves: 10, same_crc: 2, same_metadata: 5 };
+    expect(sameParts(r).map(([n, words]) => `${n} ${words}`)).toEqual([
+      "3 same",
+      "2 CRC equal",
+      `5 ${UNVERIFIED_TEXT}`,
+    ]);
+    expect(sameParts({ ...r, same_leaves: 5, same_crc: 0 }).map(([, w]) => w)).toEqual([
+      UNVERIFIED_TEXT,
+    ]);
   });
 
   it("lay both sides' facts side by side", () => {

@@ -140,13 +140,48 @@ describe("the compare view", () => {
     expect(details(el).querySelector(".tdview-compare-values")).toBeNull();
   });
 
+  it("says in the header what it did not compare, one click from comparing it", async () => {
+    const source = stepSource();
+    const { el } = setup(source);
+    await until(() => rows(el).length === 3);
+    const header = () => el.querySelector(".tdview-compare-header")?.textContent ?? "";
+    expect(header()).toContain("8 same shape and dtype — values not compared");
+    expect(header()).not.toMatch(/\d+ same(?! shape)/); // no key called same for its shape
+    click(el, ".tdview-compare-header .tdview-compare-unverified-values");
+    await until(() => el.querySelector(".tdview-refine-done") !== null, "the refine");
+    expect(source.calls("diff_refine").at(-1)?.params).toMatchObject({ path: [], level: "values" });
+    await until(() => !header().includes("values not compared"), "the new header");
+    expect(el.querySelector(".tdview-compare-unverified-values")).toBeNull();
+    expect(header()).toMatch(/~\d+ changed/);
+  });
+
+  it("shows a scalar's change in its row, the key whole beside it", async () => {
+    const { el, app } = setup(stepSource());
+    await until(() => rows(el).length === 3);
+    await app.refine([], "fingerprint");
+    await app.reveal(["optim", "state", "step"]);
+    await until(() => selectedKey(el) === "step");
+    const row = el.querySelector<HTMLElement>('[aria-selected="true"]');
+    expect(row?.querySelector(".tdview-compare-scalar")?.textContent).toBe("1000 → 1001");
+    expect(row?.querySelector(".tdview-key")?.textContent).toBe("step");
+    expect(row?.title).toBe("optim / state / step: 1000 → 1001, value changed");
+    expect(row?.querySelector(".tdview-verdict")).toBeNull(); // the numbers say it
+    await until(() => details(el).textContent?.includes("optim / state / step") ?? false);
+    expect(details(el).querySelector(".tdview-compare-verdict")?.textContent).toContain(
+      "1000 → 1001",
+    );
+  });
+
   it("computes a leaf's value statistics on demand, with progress, and marks what changed", async () => {
     const source = stepSource({ latencyMs: 3 });
     const { el, app } = setup(source);
     await until(() => rows(el).length === 3);
     await app.setOnlyChanged(false);
     await app.reveal(["model", "layer1", "weight"]);
-    await until(() => details(el).textContent?.includes("same metadata") ?? false);
+    await until(() => details(el).textContent?.includes("model / layer1 / weight") ?? false);
+    expect(details(el).querySelector(".tdview-compare-verdict")?.textContent).toBe(
+      "same shape and dtype — values not compared",
+    );
     expect(details(el).textContent).toContain("not compared (metadata only)");
     click(el, ".tdview-compare-values");
     await until(() => el.querySelector(".tdview-compare-task progress") !== null, "progress");

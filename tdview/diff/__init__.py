@@ -9,8 +9,8 @@ Modules: :mod:`._api` (the entry point), :mod:`._sides` (opening each side),
 :mod:`._walk` (the metadata tier), :mod:`._tiers` (fingerprints and values per row),
 :mod:`._renames`, :mod:`._pool` (payload jobs on threads), :mod:`._stream` (a leaf's
 bytes in chunks), :mod:`._stats` (float64 statistics), :mod:`._values` (Python values),
-:mod:`._result` (rows, rollups, serialization), :mod:`._text` and :mod:`._cli`
-(``tdview diff``).
+:mod:`._result` (rows, rollups, serialization), :mod:`._scalars` (the numbers of
+one-element leaves), :mod:`._text` and :mod:`._cli` (``tdview diff``).
 
 This module imports the index only when a diff runs (``import tdview`` stays light), and
 torch only for the fingerprint and value tiers.
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._result import (
         ADDED,
+        AUTO,
         CHANGED,
         CRC_EQUAL,
         DIFFERS,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDED",
+    "AUTO",
     "CHANGED",
     "CRC_EQUAL",
     "DIFFERS",
@@ -89,7 +91,7 @@ def diff(
         The old and the new checkpoint. A folder of checkpoints (no ``meta.json``) is
         accepted when the subpath reaches into one of its checkpoints
         (``subpath="step_1000/model"``); the folder itself is refused.
-    level : {"metadata", "fingerprint", "values"}
+    level : {"metadata", "fingerprint", "values", "auto"}
         ``"metadata"`` reads no payload byte: keys, kinds, classes, batch sizes, names,
         dtypes, shapes, sizes, and non-tensor values kept in ``meta.json``.
         ``"fingerprint"`` adds, for leaves and pickles of the same dtype and shape, the
@@ -100,7 +102,13 @@ def diff(
         removed and an added leaf of the same dtype, shape and fingerprint as a rename.
         ``"values"`` reads both payloads, streamed in bounded memory, and compares
         tensors element by element in float64 (:class:`~tdview.diff.ValueStats`) and
-        non-tensor values as values.
+        non-tensor values as values. ``"auto"`` (what ``TDView(a, compare=b)`` and
+        ``tdview diff`` start with) is the most that reads no tensor's payload:
+        ``"fingerprint"`` when both sides are archives, else ``"metadata"``; the
+        :class:`Diff`'s ``level`` says which. Every level but ``"metadata"`` also reads
+        the few bytes of each one-element leaf (``Row.scalars``: a step count shows as
+        ``1000 -> 2000``, and two different numbers make the row changed). A row the
+        same by metadata alone (``Row.unverified``) had its values not compared.
     rtol, atol : float
         Elements differ where ``|a - b| > atol + rtol * |a|`` (default: exactly;
         ``a`` is the reference).

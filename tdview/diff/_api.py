@@ -8,7 +8,7 @@ from typing import Any
 
 from .._gc import gc_paused
 from ..index import show_path
-from ._result import LEVELS, Diff
+from ._result import AUTO, LEVELS, Diff
 from ._sides import Side, Source, open_side
 from ._walk import PairWalk
 
@@ -30,8 +30,8 @@ def run_diff(
     num_threads: int | None = None,
 ) -> Diff:
     """The implementation of :func:`tdview.diff.diff` (documented there)."""
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}.")
+    if level not in LEVELS and level != AUTO:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)} or {AUTO}; got {level!r}.")
     if not (rtol >= 0 and atol >= 0):
         raise ValueError(f"rtol and atol must be non-negative numbers; got {rtol!r}, {atol!r}.")
     threads = _threads(num_threads)
@@ -42,6 +42,9 @@ def run_diff(
         side_a.close()
         raise
     try:
+        numbers = level != "metadata"  # every level but metadata reads scalars
+        if level == AUTO:
+            level = free_level(side_a, side_b)
         with gc_paused():  # the rows are 10^5 objects or more: see _walk
             rows = PairWalk(side_a, side_b).run()
             if level != "metadata":
@@ -58,6 +61,10 @@ def run_diff(
                     progress=progress,
                     threads=threads,
                 )
+            if numbers:
+                from ._scalars import read_scalars
+
+                read_scalars(rows, side_a, side_b)
             return Diff(
                 _label(side_a),
                 _label(side_b),
@@ -71,6 +78,13 @@ def run_diff(
     finally:
         side_a.close()
         side_b.close()
+
+
+def free_level(a: Side, b: Side) -> str:
+    """What :data:`AUTO` means for two sides: ``"fingerprint"`` when both are archives
+    (each entry's size and CRC-32 are in the central directory, read with the index: no
+    payload byte is read), else ``"metadata"``."""
+    return "fingerprint" if a.ckpt.store.packed and b.ckpt.store.packed else "metadata"
 
 
 def _label(side: Side) -> str:

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from .._units import human_bytes
 
-LEVELS = ("metadata", "fingerprint", "values")
+LEVELS = ("auto", "metadata", "fingerprint", "values")
 
 
 def add_parser(commands: Any, parse_subpath: Any) -> None:
@@ -22,18 +22,21 @@ def add_parser(commands: Any, parse_subpath: Any) -> None:
         "diff",
         help="what changed between two checkpoints (exit status 0 equal, 1 differ, 2 trouble)",
         description="Compare two checkpoints (directories or .tdz archives, in any mix) key "
-        "by key: metadata first, then fingerprints or values if asked. Exit status: 0 "
-        "when equal at the level asked, 1 when they differ, 2 on trouble.",
+        "by key: by default what needs no payload byte (metadata; two archives also by the "
+        "sizes and CRC-32s they record), then fingerprints or values if asked. Exit "
+        "status: 0 when equal at the level asked, 1 when they differ, 2 on trouble.",
     )
     parser.add_argument("a", metavar="A", help="the old checkpoint")
     parser.add_argument("b", metavar="B", help="the new checkpoint")
     parser.add_argument(
         "--level",
         choices=LEVELS,
-        default="metadata",
+        default="auto",
         help="metadata: no payload byte read; fingerprint: sizes and CRC-32s "
         "of archive entries, bytes of files, renames; values: element-wise "
-        "statistics (default: %(default)s)",
+        "statistics; auto: fingerprint when both are archives (their CRC-32s "
+        "are recorded: still no payload byte read), else metadata "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--only-changed", action="store_true", help="print only the keys that differ"

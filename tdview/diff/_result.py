@@ -17,6 +17,10 @@ SAME, CHANGED, ADDED, REMOVED, RENAMED = "same", "changed", "added", "removed", 
 # not proof); proved different.
 EQUAL, CRC_EQUAL, DIFFERS = "equal", "crc_equal", "differs"
 LEVELS = ("metadata", "fingerprint", "values")
+#: The level that reads no payload byte and says the most: ``"fingerprint"`` when both
+#: sides are archives (their central directories record each entry's size and CRC-32),
+#: else ``"metadata"``.
+AUTO = "auto"
 FINGERPRINT_TEXT = {EQUAL: "bytes equal", CRC_EQUAL: "CRC equal", DIFFERS: "differs"}
 
 
@@ -31,7 +35,9 @@ class Row:
     lacks the key). ``fingerprint`` is ``"equal"`` (bytes compared), ``"crc_equal"`` (size
     and CRC-32 equal: strong evidence, not proof), ``"differs"`` or None (not asked, or not
     comparable); ``values`` the element-wise :class:`ValueStats` of a tensor leaf (value
-    tier), ``value_equal`` whether two pickled values are equal (None: not compared).
+    tier), ``value_equal`` whether two pickled values are equal (None: not compared),
+    ``scalars`` the numbers of a one-element leaf on each side (read at every level but
+    ``"metadata"``).
     ``note`` says how a value was compared when that matters (a pickle compared as
     bytes); ``problem`` why a side could not be read (the row is then not known equal).
     """
@@ -47,6 +53,7 @@ class Row:
         "path",
         "problem",
         "renamed_from",
+        "scalars",
         "status",
         "value_equal",
         "values",
@@ -73,6 +80,8 @@ class Row:
         self.fingerprint = fingerprint
         self.values: ValueStats | None = None
         self.value_equal: bool | None = None
+        # the numbers of a one-element leaf on each side (None: not such a leaf, not read)
+        self.scalars: tuple[Any, Any] | None = None
         self.note = ""
         self.problem = ""
 
@@ -114,6 +123,36 @@ class Row:
         return self.status != SAME
 
     @property
+    def unverified(self) -> bool:
+        """Same by its metadata alone: a leaf with elements (or a pickled value) whose
+        content was not compared (no fingerprint, no values)."""
+        if self.status != SAME or self.problem or self._compared():
+            return False
+        if self.is_leaf:
+            facts = self.b or self.a
+            return self.nbytes > 0 or (facts is not None and facts.nested)
+        facts = self.b if self.b is not None else self.a
+        return facts is not None and facts.pickled
+
+    @property
+    def crc_only(self) -> bool:
+        """Same by size and CRC-32 alone (strong evidence, not proof)."""
+        return (
+            self.status == SAME
+            and not self.problem
+            and self.fingerprint == CRC_EQUAL
+            and self.values is None
+            and self.value_equal is None
+        )
+
+    def _compared(self) -> bool:
+        return (
+            self.fingerprint is not None
+            or self.values is not None
+            or (self.value_equal is not None)
+        )
+
+    @property
     def nbytes(self) -> int:
         """The bytes this row's key holds: its new side's, or the old side's if removed."""
         item = self.item_b if self.item_b is not None else self.item_a
@@ -144,6 +183,8 @@ class Row:
         out["values"] = None if self.values is None else self.values.to_dict()
         if self.value_equal is not None:
             out["value_equal"] = self.value_equal
+        if self.scalars is not None:
+            out["scalars"] = list(self.scalars)
         if self.note:
             out["note"] = self.note
         if self.problem:
@@ -158,6 +199,9 @@ class DiffRollup:
     ``bytes_changed`` is the (new) size of the changed leaves, ``bytes_added`` and
     ``bytes_removed`` those of the leaves added and removed; ``elements_changed`` the
     differing elements the value tier counted. ``problems`` counts rows not read.
+    ``same_leaves`` counts the leaves among the ``same`` rows; of them, ``same_metadata``
+    were compared by their shape and dtype alone (their values were not compared) and
+    ``same_crc`` by size and CRC-32 alone.
     """
 
     same: int = 0
@@ -171,6 +215,9 @@ class DiffRollup:
     bytes_added: int = 0
     bytes_removed: int = 0
     elements_changed: int = 0
+    same_leaves: int = 0
+    same_metadata: int = 0
+    same_crc: int = 0
 
     def add(self, row: Row) -> None:
         status = row.status
@@ -184,6 +231,11 @@ class DiffRollup:
             return
         self.leaves += 1
         if status == SAME:
+            self.same_leaves += 1
+            if row.unverified:
+                self.same_metadata += 1
+            elif row.crc_only:
+                self.same_crc += 1
             return
         if status == CHANGED:
             self.bytes_changed += row.nbytes

@@ -1,7 +1,8 @@
 """The text of a diff, as ``tdview diff`` prints it: one line per key, then the totals.
 
 A line starts with a mark: ``~`` changed, ``+`` added, ``-`` removed, ``R`` renamed,
-``!`` not read (a problem), and two spaces for a key that is the same.
+``!`` not read (a problem), and two spaces for a key that is the same. A key the same
+by its metadata alone says that its values were not compared, and so do the totals.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ._result import (
 )
 
 _MARKS = {SAME: " ", CHANGED: "~", ADDED: "+", REMOVED: "-", RENAMED: "R"}
+#: What a row the same by its metadata alone says (its values were not compared).
+UNVERIFIED_TEXT = "same shape and dtype, values not compared"
 
 
 __all__ = ["describe", "line", "printable", "render", "summary", "values_text"]
@@ -69,10 +72,16 @@ def describe(row: Row) -> str:
         parts.append(values_text(row.values))
     if row.value_equal is not None:
         parts.append("values equal" if row.value_equal else "values differ")
+    if row.scalars is not None:
+        a, b = row.scalars
+        shown = [a] if a == b else [v for v in (a, b) if v is not None]
+        parts.append(" -> ".join(_number(v) for v in shown))
     if row.note:
         parts.append(row.note)
     if row.problem:
         parts.append(f"PROBLEM: {row.problem}")
+    if row.unverified:
+        parts.append(UNVERIFIED_TEXT)
     return "; ".join(parts)
 
 
@@ -151,6 +160,13 @@ def summary(result: Diff) -> str:
         f"{result.level}: {total.changed:,} changed, {total.added:,} added, "
         f"{total.removed:,} removed, {total.renamed:,} renamed, {total.same:,} same"
     )
+    how = []
+    if total.same_metadata:
+        how.append(f"{total.same_metadata:,} leaves by shape and dtype only: values not compared")
+    if total.same_crc:
+        how.append(f"{total.same_crc:,} leaves by size and CRC-32 only")
+    if how:
+        text += f" ({'; '.join(how)})"
     if total.problems:
         text += f", {total.problems:,} not read"
     extra = []
@@ -163,6 +179,11 @@ def summary(result: Diff) -> str:
     if total.elements_changed:
         extra.append(f"{total.elements_changed:,} elements differ")
     return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _number(value: object) -> str:
+    """A scalar's number: an integer whole, a float to 6 significant digits."""
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _num(value: float | None, digits: int = 3) -> str:

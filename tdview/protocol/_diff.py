@@ -1,9 +1,10 @@
 """The compare view's kernel side: a diff of two checkpoints served as protocol replies.
 
 A :class:`DiffView` keeps both checkpoints open and the current :class:`~tdview.diff.Diff`
-(metadata first: it opens at once); the view asks for pages of the union tree, one key's
-details, a deeper level for a subtree, and a side-by-side preview. Methods, in the v1
-request envelope (``{"kind": "tdview:request", "v": 1, "id", "method", "params"}``):
+(at the level that reads no payload byte first: it opens at once); the view asks for
+pages of the union tree, one key's details, a deeper level for a subtree, and a
+side-by-side preview. Methods, in the v1 request envelope
+(``{"kind": "tdview:request", "v": 1, "id", "method", "params"}``):
 
 - ``diff_children`` ``{path, offset, limit, only_changed?}`` -> ``DiffPage``
   ``{path, offset, total, items: [DiffItem]}``: the keys below ``path`` in the diff's
@@ -16,10 +17,13 @@ request envelope (``{"kind": "tdview:request", "v": 1, "id", "method", "params"}
   (``null`` where the side lacks the leaf), buffers numbered across both.
 
 A ``DiffItem`` is ``{key, path, status, changes, renamed_from, kind, a, b, fingerprint,
-values, value_equal, note, problem, has_children, rollup}`` (``a``/``b``: each side's
-facts or ``null``; ``rollup``: counts and bytes of the subtree, ``null`` for a leaf in a
-page). Every number is finite: a statistic without a finite value is ``null``. See
-:func:`handle` for the dispatch, which the widget's dispatcher calls for these methods.
+values, value_equal, note, problem, has_children, rollup, unverified, scalars}``
+(``a``/``b``: each side's facts or ``null``; ``rollup``: counts and bytes of the subtree,
+``null`` for a leaf in a page; ``unverified``: the same by metadata alone, its values not
+compared; ``scalars``: ``[a, b]``, the number a one-element leaf holds on each side,
+``null`` for other keys or at the metadata level). Every number is finite: a statistic
+without a finite value is ``null``. See :func:`handle` for the dispatch, which the
+widget's dispatcher calls for these methods.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..diff import LEVELS, Diff, DiffRollup, Row, ValueStats, diff
 from ..errors import RequestError, SubpathError
 from ..index import Checkpoint, NestedPath, show_path
 from ._json import bounded_value
-from ._messages import MAX_PAGE, MAX_ROWS, _bool, _count, _fail, _path
+from ._messages import MAX_PAGE, MAX_ROWS, _fail
 
 DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview")
 Progress = Callable[[int, int, str], None]
@@ -84,14 +88,15 @@ def open_view(
     a: Any,
     b: Any,
     *,
-    level: str = "metadata",
+    level: str = "auto",
     subpath_a: object = None,
     subpath_b: object = None,
     rtol: float = 0.0,
     atol: float = 0.0,
     allow_pickle: bool = False,
 ) -> DiffView:
-    """Open both checkpoints and diff them (metadata by default: no payload read).
+    """Open both checkpoints and diff them (``"auto"`` by default: no payload byte read;
+    two archives by the sizes and CRC-32s their central directories record).
 
     Examples
     --------
@@ -178,6 +183,8 @@ def item(view: DiffView, row: Row) -> dict[str, Any]:
         "problem": row.problem or None,
         "has_children": has_children,
         "rollup": None if row.is_leaf else _rollup(view.result.rollup(row.path)),
+        "unverified": row.unverified,
+        "scalars": None if row.scalars is None else [bounded_value(v) for v in row.scalars],
     }
 
 
@@ -277,43 +284,30 @@ def handle(
     SubpathError
         No key at ``path`` in the diff.
     """
+    from ._diff_params import diff_params
+
     if method not in DIFF_METHODS:
         raise _fail("message.method", f"one of {', '.join(DIFF_METHODS)}", method)
     if not isinstance(params, dict):
         raise _fail(f"{method} params", "an object", params)
-    path = _path(params, method)
+    p = diff_params(method, params)
+    path = p["path"]
     if method == "diff_children":
-        only = _bool(params, "only_changed", method) if "only_changed" in params else False
-        return children_page(
-            view,
-            path,
-            _count(params, "offset", method),
-            min(_count(params, "limit", method), MAX_PAGE),
-            only,
-        ), []
+        return children_page(view, path, p["offset"], p["limit"], p["only_changed"]), []
     if method == "diff_node":
         return details(view, path), []
     if method == "diff_preview":
-        return preview_pair(view, path, min(_count(params, "rows", method), MAX_ROWS), check)
-    level = params.get("level")
-    if not isinstance(level, str):
-        raise _fail("diff_refine params.level", "a string", level)
-    tolerances = {key: _tolerance(params, key) for key in ("rtol", "atol")}
-    allow = _bool(params, "allow_pickle", method) if "allow_pickle" in params else False
+        return preview_pair(view, path, p["rows"], check)
     return refine(
-        view, path, level, allow_pickle=allow, progress=progress, check=check, **tolerances
+        view,
+        path,
+        p["level"],
+        rtol=p["rtol"],
+        atol=p["atol"],
+        allow_pickle=p["allow_pickle"],
+        progress=progress,
+        check=check,
     ), []
-
-
-def _tolerance(params: dict[str, Any], key: str) -> float:
-    value = params.get(key, 0.0)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (math.isfinite(value) and value >= 0)
-    ):
-        raise _fail(f"diff_refine params.{key}", "a finite non-negative number", value)
-    return float(value)
 
 
 def _row(view: DiffView, path: NestedPath) -> Row:
