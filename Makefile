@@ -17,6 +17,12 @@ $(STAMP): tests/browser/html-manager/package.json tests/browser/html-manager/pac
 
 env: $(STAMP)
 
+# No news pop-up on the tour ("Would you like to get notified about official Jupyter
+# news?"): JupyterLab 4 asks while its setting fetchNews is "none", whatever news_url
+# says, so the demo's application settings default it to "false" (overrides.json), and
+# news_url=None fetches nothing. tests/browser/test_demo_lab.py starts Lab with these.
+DEMO_LAB_FLAGS := --LabApp.app_settings_dir=$(CURDIR)/scripts/demo-lab-settings --LabApp.news_url=None
+
 # Main job: write the demo checkpoint and serve the tour notebook on loopback (JupyterLab).
 demo: env
 	cd js && npm run --silent build
@@ -24,7 +30,7 @@ demo: env
 	@echo "Starting JupyterLab on http://$(HOST):$(PORT)/ (open the URL printed below)"
 	@# The venv's bin/ on PATH: the kernels, terminals and `!` commands find `tdview`.
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
-	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/tour.ipynb
+	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/tour.ipynb $(DEMO_LAB_FLAGS)
 
 # Every test: the lints first (ruff, mypy, biome, tsc), then TypeScript (build, vitest,
 # node --test), then Python (pytest, browser tests included).

@@ -9,6 +9,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tdview import Checkpoint
+from tdview._units import human_bytes
+from tdview.index import rollup
+
 TOUR = Path(__file__).resolve().parents[1] / "notebooks" / "tour.ipynb"
 pytestmark = pytest.mark.slow
 
@@ -37,6 +41,13 @@ def test_tour_notebook_runs(demo_paths: dict[str, Path], tmp_path: Path) -> None
     assert "refused:" in text and "tags" in text  # the pickle policy cell
     assert "trusted: {" in text
     assert "replay  TensorDict  batch [1000]" in text  # the command-line cell
+    # sizes as the widget writes them (three digits: "9.49 MB"), from the one formatter
+    archive = tmp_path / "demo" / "demo_ckpt.tdz"
+    total = rollup(Checkpoint(archive), Checkpoint(archive).root)
+    assert f"demo/demo_ckpt.tdz {human_bytes(archive.stat().st_size)}" in text
+    assert f"{total.leaves} leaves, {human_bytes(total.bytes)}:" in text
+    for dtype, size in total.by_dtype.items():
+        assert f"'{dtype}': '{human_bytes(size)}'" in text
     widget = notebook.cells[3].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in widget
     assert "text/html" in widget  # the static fallback for saved notebooks
