@@ -52,6 +52,8 @@ NULLABLE = {
     "inf",
     "values",
     "heatmap",
+    "cols",
+    "at",
 }
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
 FREE = {"by_dtype", "value"}

@@ -19,8 +19,10 @@ import type {
   LoadResult,
   NodeDetails,
   Path,
+  PlaneParams,
   PreviewHeatmap,
   PreviewParams,
+  PreviewPlane,
   PreviewResult,
   PreviewSelection,
   PreviewStats,
@@ -88,10 +90,12 @@ export interface TotalsOptions extends CallOptions {
 export interface PreviewOptions extends CallOptions {
   /** Below a torchrl storage: its written rows ("written", the default) or all of them. */
   rowsScope?: RowsScope;
-  /** What the table shows: an index expression such as `[50000:50020, :8]`. */
+  /** What the preview describes: an index expression such as `[50000:50020, :8]`. */
   index?: string;
-  /** Without `index`: the first row shown. */
+  /** The table's first row of the plane shown (the pager). */
   offset?: number;
+  /** The dims shown as rows and columns and the positions of the others. */
+  plane?: PlaneParams;
   /** false: statistics only when the kernel knows them already (a page of a leaf
    * previewed before, or a first look that must not read the whole leaf). */
   stats?: boolean;
@@ -131,6 +135,7 @@ export function previewParams(
   if (opts?.offset !== undefined) params.offset = opts.offset;
   if (opts?.stats === false) params.stats = false;
   if (opts?.heatmap !== undefined) params.heatmap = opts.heatmap;
+  if (opts?.plane !== undefined) params.plane = opts.plane;
   return params;
 }
 
@@ -173,6 +178,7 @@ export interface PreviewData {
   display_dtype: string;
   slice: DecodedTensor;
   selection: PreviewSelection;
+  plane: PreviewPlane;
   stats: PreviewStats | null;
   /** `values`: a bar per value (see `PreviewResult`), else null. */
   histogram: { edges: DecodedTensor; counts: DecodedTensor; values: DecodedTensor | null } | null;
@@ -224,6 +230,7 @@ export function resolvePreview(result: PreviewResult, buffers: readonly WireBuff
     display_dtype: result.display_dtype,
     slice: tensor(result.slice),
     selection: result.selection,
+    plane: result.plane,
     stats: result.stats,
     histogram: histogram && {
       edges: tensor(histogram.edges),

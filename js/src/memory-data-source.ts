@@ -26,6 +26,8 @@ import {
   DISPLAY_DTYPES,
   heatmapOf,
   histogramOf,
+  planeOf,
+  planeValues,
   selected,
   selectIndex,
   selectionParts,
@@ -250,9 +252,9 @@ export class MemoryDataSource implements DataSource {
     });
   }
 
-  /** Like the kernel (`memory-preview.ts`): the selection of `index` (or the rows from
-   * `offset`), the table of its first rows, statistics and histogram over the whole leaf
-   * (with `stats: false`, only for a leaf previewed before), a heatmap when asked. */
+  /** Like the kernel (`memory-preview.ts`): the selection of `index`, its statistics and
+   * histogram (with `stats: false`, only for a selection previewed before), the plane
+   * shown and its table from row `offset`, and a heatmap of the plane when asked. */
   preview(path: Path, rows: number, opts?: PreviewOptions): Promise<PreviewData> {
     return this.#answer("preview", previewParams(path, rows, opts), opts, () => {
       const { node, summary } = this.#lookup(path);
@@ -275,17 +277,21 @@ export class MemoryDataSource implements DataSource {
         leafShape.reduce((a, b) => a * b, 1),
       );
       let dims: PreviewDim[];
+      let shown: ReturnType<typeof planeOf>;
       try {
-        dims = selectIndex(selectionParts(opts?.index, opts?.offset), leafShape);
+        dims = selectIndex(selectionParts(opts?.index), leafShape);
+        shown = planeOf(dims, opts?.plane, leafShape);
       } catch (e) {
         const type = e instanceof IndexSyntaxError ? "RequestError" : "PreviewIndexError";
-        throw new ProtocolError(type, String(e), path);
+        throw new ProtocolError(type, e instanceof Error ? e.message : String(e), path);
       }
       const picked = selected(values, leafShape, dims);
-      const table = tableOf(picked.values, picked.shape, rows);
+      const plane = planeValues(picked.values, dims, shown);
+      const offset = opts?.offset ?? 0;
+      const table = tableOf(plane.values, plane.shape, rows, offset);
       const dtype = summary.dtype ?? "float32";
       const display = DISPLAY_DTYPES[dtype] ?? "float64";
-      const known = `${JSON.stringify(path)} ${leafShape[0] ?? ""}`;
+      const known = `${JSON.stringify(path)} ${leafShape[0] ?? ""} ${indexText(dims)}`;
       const stats = opts?.stats !== false || this.#previewed.has(known);
       this.#previewed.add(known);
       return {
@@ -295,9 +301,10 @@ export class MemoryDataSource implements DataSource {
         display_dtype: display,
         slice: { dtype: display, shape: table.shape, data: typedArray(display, table.values) },
         selection: { index: indexText(dims), dims, shape: picked.shape },
-        stats: stats ? statsOf(values, dtype) : null,
-        histogram: stats ? histogramOf(values, dtype) : null,
-        heatmap: opts?.heatmap ? heatmapOf(picked.values, picked.shape, opts.heatmap) : null,
+        plane: { ...shown, offset },
+        stats: stats ? statsOf(picked.values, dtype) : null,
+        histogram: stats ? histogramOf(picked.values, dtype) : null,
+        heatmap: opts?.heatmap ? heatmapOf(plane.values, plane.shape, opts.heatmap) : null,
         rows: storage && { ...storage, scope },
       };
     });

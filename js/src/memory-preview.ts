@@ -1,16 +1,30 @@
 /**
  * A preview computed from an in-memory leaf, as the kernel computes one
- * (`tdview/protocol/_preview.py`, `_stats.py`, `_heatmap.py`): the selection an index
- * picks, the table of its first rows, statistics over the whole leaf (null where they
- * mean nothing for the dtype), a histogram (a bar per value for integers and booleans
- * with at most 64 distinct values, else 64 equal bins) and a heatmap of block means.
- * Used by `MemoryDataSource`.
+ * (`tdview/protocol/_preview.py`, `_selection.py`, `_stats.py`, `_heatmap.py`): the
+ * selection an index picks, statistics of that selection (null where they mean nothing
+ * for the dtype), a histogram (a bar per value for integers and booleans with at most 64
+ * distinct values, else 64 equal bins), the plane of the selection shown (two of its
+ * dims, the others at a position each), a table of the plane's rows from `offset`, and
+ * a heatmap of the plane in block means. Used by `MemoryDataSource`.
  */
 
 import type { BufferDtype, TypedArray } from "./buffers";
 import type { PreviewData } from "./data-source";
-import { dimSize, type IndexPart, parseIndex, selectIndex } from "./preview-index";
-import type { HeatmapParams, PreviewDim, PreviewStats } from "./protocol";
+import {
+  dimSize,
+  type IndexPart,
+  indexText,
+  PreviewIndexError,
+  parseIndex,
+  selectIndex,
+} from "./preview-index";
+import type {
+  HeatmapParams,
+  PlaneParams,
+  PreviewDim,
+  PreviewPlane,
+  PreviewStats,
+} from "./protocol";
 
 export const BINS = 64;
 export const MAX_COLS = 50;
@@ -150,19 +164,28 @@ export function selected(
   };
 }
 
-/** The first `rows` rows and `MAX_COLS` columns of a selection as the kernel's table. */
-export function tableOf(values: readonly number[], shape: readonly number[], rows: number) {
+/** Rows `offset` to `offset + rows` and the first `MAX_COLS` columns of a plane (0-d,
+ * 1-d or 2-d) as the kernel's table. */
+export function tableOf(
+  values: readonly number[],
+  shape: readonly number[],
+  rows: number,
+  offset = 0,
+) {
   if (shape.length === 0) return { values: values.slice(0, 1), shape: [] as number[] };
-  const nRows = Math.min(rows, shape[0] ?? 0);
-  if (shape.length === 1) return { values: values.slice(0, nRows), shape: [nRows] };
-  const width = shape.slice(1).reduce((a, b) => a * b, 1);
+  const first = Math.min(offset, shape[0] ?? 0);
+  const nRows = Math.max(0, Math.min(rows, (shape[0] ?? 0) - first));
+  if (shape.length === 1) return { values: values.slice(first, first + nRows), shape: [nRows] };
+  const width = shape[1] ?? 0;
   const cols = Math.min(width, MAX_COLS);
   const cells: number[] = [];
-  for (let r = 0; r < nRows; r++) cells.push(...values.slice(r * width, r * width + cols));
+  for (let r = first; r < first + nRows; r++) {
+    cells.push(...values.slice(r * width, r * width + cols));
+  }
   return { values: cells, shape: [nRows, cols] };
 }
 
-/** Block means of a selection as a table (`_heatmap.py`); null for 0-d or empty. */
+/** Block means of a plane (`_heatmap.py`; 1-d: one row); null for 0-d or empty. */
 export function heatmapOf(
   values: readonly number[],
   shape: readonly number[],
@@ -170,7 +193,7 @@ export function heatmapOf(
 ): PreviewData["heatmap"] {
   if (shape.length === 0) return null;
   const R = shape.length === 1 ? 1 : (shape[0] as number);
-  const C = shape.length === 1 ? (shape[0] as number) : shape.slice(1).reduce((a, b) => a * b, 1);
+  const C = (shape.length === 1 ? shape[0] : shape[1]) as number;
   if (R === 0 || C === 0) return null;
   const h = Math.min(size.rows, R);
   const w = Math.min(size.cols, C);
@@ -195,10 +218,91 @@ export function heatmapOf(
   };
 }
 
-/** The parts of a preview's selection: its index, or `[offset:]`. */
-export function selectionParts(index: string | undefined, offset: number | undefined): IndexPart[] {
-  if (index !== undefined) return parseIndex(index);
-  return offset ? [[offset, null, null]] : [];
+/** The parts of a preview's selection: its index, or all. */
+export function selectionParts(index: string | undefined): IndexPart[] {
+  return index !== undefined ? parseIndex(index) : [];
+}
+
+/** The plane of the selection `dims` shown (`_selection.plane_of`): `asked`, checked,
+ * or the last two dims kept, the others at 0; throws `PreviewIndexError`. */
+export function planeOf(
+  dims: readonly PreviewDim[],
+  asked: PlaneParams | undefined,
+  shape: readonly number[],
+): Omit<PreviewPlane, "offset"> {
+  const kept = dims.flatMap((d, i) => (d.kept ? [i] : []));
+  if (!asked || kept.length < 2) {
+    const rows = kept.length >= 2 ? (kept.at(-2) as number) : (kept[0] ?? null);
+    const cols = kept.length >= 2 ? (kept.at(-1) as number) : null;
+    const at = dims.map((_, d) => (kept.includes(d) && d !== rows && d !== cols ? 0 : null));
+    return { rows, cols, at };
+  }
+  const where = `the leaf's shape is [${shape.join(", ")}], the selection ${indexText(dims)}`;
+  for (const [name, d] of [
+    ["rows", asked.rows],
+    ["cols", asked.cols],
+  ] as const) {
+    if (!kept.includes(d)) {
+      throw new PreviewIndexError(
+        `plane ${name}: dim ${d} is not one the selection keeps ([${kept.join(", ")}]); ${where}`,
+      );
+    }
+  }
+  if (asked.rows === asked.cols) {
+    throw new PreviewIndexError(`plane: dim ${asked.rows} is both rows and columns; ${where}`);
+  }
+  if (asked.at.length !== dims.length) {
+    throw new PreviewIndexError(
+      `plane at: ${asked.at.length} positions for a leaf of ${dims.length} dims; ${where}`,
+    );
+  }
+  const at = dims.map((dim, d) => {
+    if (!dim.kept || d === asked.rows || d === asked.cols) return null;
+    const position = asked.at[d] ?? 0;
+    if (position >= dimSize(dim)) {
+      throw new PreviewIndexError(
+        `plane at: position ${position} of dim ${d} is past the ${dimSize(dim)} positions selected; ${where}`,
+      );
+    }
+    return position;
+  });
+  return { rows: asked.rows, cols: asked.cols, at };
+}
+
+/** The plane's values (row-major) and shape, from the selection's values (C order over
+ * its kept dims). */
+export function planeValues(
+  values: readonly number[],
+  dims: readonly PreviewDim[],
+  plane: Omit<PreviewPlane, "offset">,
+): { values: number[]; shape: number[] } {
+  const kept = dims.flatMap((d, i) => (d.kept ? [i] : []));
+  const sizes = kept.map((d) => dimSize(dims[d] as PreviewDim));
+  const strides = sizes.map((_, k) => sizes.slice(k + 1).reduce((a, b) => a * b, 1));
+  let base = 0;
+  kept.forEach((d, k) => {
+    base += (plane.at[d] ?? 0) * (strides[k] as number);
+  });
+  const axis = (d: number | null) => (d === null ? -1 : kept.indexOf(d));
+  const r = axis(plane.rows);
+  const c = axis(plane.cols);
+  if (r < 0) return { values: values.slice(0, 1), shape: [] };
+  const nr = sizes[r] as number;
+  if (c < 0) {
+    const out = Array.from(
+      { length: nr },
+      (_, i) => values[base + i * (strides[r] as number)] ?? 0,
+    );
+    return { values: out, shape: [nr] };
+  }
+  const nc = sizes[c] as number;
+  const out: number[] = [];
+  for (let i = 0; i < nr; i++) {
+    for (let j = 0; j < nc; j++) {
+      out.push(values[base + i * (strides[r] as number) + j * (strides[c] as number)] ?? 0);
+    }
+  }
+  return { values: out, shape: [nr, nc] };
 }
 
 export { selectIndex };

@@ -5,13 +5,15 @@
  *
  *     index  := "[" parts "]" | parts
  *     parts  := (part ("," part)* ","?)?          -- at most 64 parts
- *     part   := int | [int] ":" [int] [":" [int]]
+ *     part   := int | [int] ":" [int] [":" [int]] | "..."
  *     int    := ["+" | "-"] digit{1,19}          -- ASCII digits, |value| < 2**63
  *
- * One part per dim from dim 0 (dims without one are shown whole); a slice's step is at
- * least 1 and its bounds are clipped as Python clips them; an integer picks one position
- * and drops its dim, and past the dim's size it is an error, as is an index with more
- * parts than the leaf has dims.
+ * One part per dim from dim 0 (dims without one are shown whole); one `...` at most
+ * stands for the dims the other parts leave (the parts after it index the last dims); a
+ * slice's step is at least 1 and its bounds are clipped as Python clips them; an integer
+ * picks one position and drops its dim (negative: from the end), and past the dim's size
+ * it is an error naming the part and the leaf's shape, as is an index with more parts
+ * than the leaf has dims.
  */
 
 import type { PreviewDim } from "./protocol";
@@ -19,8 +21,9 @@ import type { PreviewDim } from "./protocol";
 export const MAX_INDEX_TEXT = 256;
 export const MAX_INDEX_PARTS = 64;
 
-/** An integer, or `[start, stop, step]` with null for an omitted bound. */
-export type IndexPart = number | [number | null, number | null, number | null];
+/** An integer, `[start, stop, step]` with null for an omitted bound, or "..." (an
+ * ellipsis). */
+export type IndexPart = number | [number | null, number | null, number | null] | "...";
 
 /** The index text does not follow the grammar (the kernel's `RequestError`). */
 export class IndexSyntaxError extends Error {
@@ -35,6 +38,7 @@ export class PreviewIndexError extends Error {
 const INT = "[+-]?[0-9]{1,19}";
 /** White space an index may hold: ASCII, as the kernel takes it. */
 const S = "[ \\t\\n\\r\\f\\v]*";
+const DOTS = new RegExp(`^${S}\\.\\.\\.${S}$`);
 const ONE = new RegExp(`^${S}(${INT})${S}$`);
 const SLICE = new RegExp(`^${S}(${INT})?${S}:${S}(${INT})?${S}(?::${S}(${INT})?${S})?$`);
 const LIMIT = 2n ** 63n;
@@ -72,16 +76,21 @@ export function parseIndex(text: string): IndexPart[] {
   if (pieces.length > MAX_INDEX_PARTS) {
     throw new IndexSyntaxError(`${where}: more than ${MAX_INDEX_PARTS} parts`);
   }
-  return pieces.map((piece, i) => part(piece, `${where} part ${i}`));
+  const parts = pieces.map((piece, i) => part(piece, `${where} part ${i}`));
+  if (parts.filter((p) => p === "...").length > 1) {
+    throw new IndexSyntaxError(`${where}: ${JSON.stringify(strip(text))} has more than one '...'`);
+  }
+  return parts;
 }
 
 function part(piece: string, where: string): IndexPart {
+  if (DOTS.test(piece)) return "...";
   const one = ONE.exec(piece);
   if (one) return integer(one[1], where) as number;
   const found = SLICE.exec(piece);
   if (!found) {
     throw new IndexSyntaxError(
-      `${where}: ${JSON.stringify(strip(piece))} is not an integer or a slice`,
+      `${where}: ${JSON.stringify(strip(piece))} is not an integer, a slice or '...'`,
     );
   }
   const [start, stop, step] = [found[1], found[2], found[3]].map((t) => integer(t, where));
@@ -101,19 +110,50 @@ function indices(start: number | null, stop: number | null, step: number, size: 
   return [clip(start, 0), clip(stop, size), step] as const;
 }
 
-/** What `parts` show of a leaf of `shape`, per dim; throws `PreviewIndexError`. */
+/** A part as it is written (`1:8`, `::2`, `...`). */
+function partText(p: IndexPart): string {
+  if (p === "..." || typeof p === "number") return String(p);
+  const [start, stop, step] = p.map((v) => (v === null ? "" : String(v)));
+  return `${start}:${stop}${step ? `:${step}` : ""}`;
+}
+
+/** `[which part, the part]` for each of `ndim` dims: a "..." stands for the dims the
+ * other parts leave (a whole slice each). */
+function perDim(parts: IndexPart[], ndim: number): [number, IndexPart][] {
+  const whole: IndexPart = [null, null, null];
+  const at = parts.indexOf("...");
+  if (at < 0) return Array.from({ length: ndim }, (_, d) => [d, parts[d] ?? whole]);
+  const before = parts.slice(0, at);
+  const after = parts.slice(at + 1);
+  const fill = ndim - before.length - after.length;
+  return [
+    ...before.map((p, i) => [i, p] as [number, IndexPart]),
+    ...Array.from({ length: fill }, () => [at, whole] as [number, IndexPart]),
+    ...after.map((p, i) => [at + 1 + i, p] as [number, IndexPart]),
+  ];
+}
+
+/** What `parts` show of a leaf of `shape`, per dim; throws `PreviewIndexError` naming
+ * the part and the leaf's shape (the kernel's words). */
 export function selectIndex(parts: IndexPart[], shape: readonly number[]): PreviewDim[] {
-  if (parts.length > shape.length) {
+  const written = `[${parts.map(partText).join(", ")}]`;
+  const named = parts.filter((p) => p !== "...").length;
+  if (named > shape.length) {
     throw new PreviewIndexError(
-      `the index has ${parts.length} parts but the leaf has ${shape.length} dims`,
+      `${written} has ${named} parts but the leaf has ${shape.length} ` +
+        `${shape.length === 1 ? "dim" : "dims"}: its shape is [${shape.join(", ")}]`,
     );
   }
-  return shape.map((size, d) => {
-    const p = parts[d] ?? [null, null, null];
+  return perDim(parts, shape.length).map(([i, p], d) => {
+    const size = shape[d] as number;
+    if (p === "...") throw new PreviewIndexError("unreachable");
     if (typeof p === "number") {
       const at = p < 0 ? p + size : p;
       if (at < 0 || at >= size) {
-        throw new PreviewIndexError(`index ${p} is out of range for dim ${d} of size ${size}`);
+        throw new PreviewIndexError(
+          `part ${i} of ${written}, ${p}, is out of range for dim ${d} of size ${size} ` +
+            `(from ${-size} to ${size - 1}): the leaf's shape is [${shape.join(", ")}]`,
+        );
       }
       return { start: at, stop: at + 1, step: 1, kept: false };
     }
@@ -133,4 +173,18 @@ export function indexText(dims: readonly PreviewDim[]): string {
     d.kept ? `${d.start}:${d.stop}${d.step !== 1 ? `:${d.step}` : ""}` : String(d.start),
   );
   return `[${parts.join(", ")}]`;
+}
+
+/** An index that fits a leaf of `shape`, for the index field's placeholder: the middle
+ * 20 rows of a vector, 20 rows and 8 columns of a matrix, the first position of dim 0
+ * and 4 of the last dim of a wider leaf (with `...`); "" for a scalar. */
+export function exampleIndex(shape: readonly number[]): string {
+  const [first = 0] = shape;
+  const last = shape[shape.length - 1] ?? 0;
+  if (shape.length === 0 || shape.some((n) => n === 0)) return "";
+  const from = Math.floor(first / 2);
+  const rows = from + Math.min(20, first - from);
+  if (shape.length === 1) return `[${from}:${rows}]`;
+  if (shape.length === 2) return `[${from}:${rows}, :${Math.min(8, last)}]`;
+  return `[${Math.min(1, first - 1)}, ..., :${Math.min(4, last)}]`;
 }

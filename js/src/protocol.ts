@@ -37,8 +37,10 @@
  *   counts exactly: `counted: true`. `limit: 0` only counts (whatever `count` says), so a
  *   view shows a first page at once and asks the count after it, cancelled by a newer
  *   query.
- * - `preview` shows the rows and columns an `index` expression picks (`[50000:50020, :8]`,
- *   `preview-index.ts`), or the rows from `offset`; statistics cover the whole leaf.
+ * - `preview` describes what an `index` expression picks (`[50000:50020, :8]`, `[..., 0]`,
+ *   `preview-index.ts`): statistics, histogram and heatmap are of that selection; its table
+ *   and heatmap show a `plane` of it (two dims, the others at a position each), the
+ *   table from row `offset`.
  */
 
 import { BUFFER_DTYPES } from "./buffers";
@@ -290,16 +292,36 @@ export interface HeatmapParams {
   rows: number;
   cols: number;
 }
+/** The plane of a selection a preview's table and heatmap show (H5Web's dimension
+ * mapper): the leaf's dims as rows and columns, and a position per dim of the leaf
+ * (within the selection; read for the dims kept and not shown). */
+export interface PlaneParams {
+  rows: number;
+  cols: number;
+  at: number[];
+}
+/** The plane shown: `rows`/`cols` null where the selection keeps fewer dims; `at[d]`
+ * the position within the selection of a dim kept and not shown, else null; `offset`
+ * the table's first row of the plane. */
+export interface PreviewPlane {
+  rows: number | null;
+  cols: number | null;
+  at: (number | null)[];
+  offset: number;
+}
 export interface PreviewParams {
   path: Path;
   rows: number;
   /** Below a torchrl storage: "written" (the default, sent only as "all") or "all". */
   rows_scope?: RowsScope;
-  /** What the table shows, as an index expression (`[50000:50020, :8]`); not with
-   * `offset`. */
+  /** What the preview describes (statistics, histogram, heatmap, table), as an index
+   * expression (`[50000:50020, :8]`, `[..., 0]`). */
   index?: string | null;
-  /** The first row shown (`[offset:]`); not with `index`. */
+  /** The table's first row of the plane shown (the pager). */
   offset?: number;
+  /** The dims of the leaf shown as rows and columns and the position of each other dim
+   * the selection keeps (null: its last two dims, the others at 0). */
+  plane?: PlaneParams | null;
   /** false: statistics and histogram only when the kernel knows them already. */
   stats?: boolean;
   /** Also the selection downsampled to at most rows x cols cells (1 to 1024 each). */
@@ -353,7 +375,9 @@ export interface PreviewResult {
   display_dtype: string;
   slice: BufferRef;
   selection: PreviewSelection;
-  /** null when not computed (`stats: false` and not known yet). */
+  /** What the table and the heatmap show of the selection. */
+  plane: PreviewPlane;
+  /** Of the selection; null when not computed (`stats: false` and not known yet). */
   stats: PreviewStats | null;
   /** `values`: a bar per value (integers and booleans with at most 64 distinct values),
    * `counts[i]` elements equal `values[i]`; null for equal bins over `edges`. */
@@ -638,8 +662,6 @@ function decodePreviewView(v: unknown, at: string, params: PreviewParams): Previ
       } catch (e) {
         throw new ShapeError(`${at}.index`, `an index expression (${String(e)})`, index);
       }
-      if (offset !== undefined)
-        throw new ShapeError(`${at}.offset`, "no offset with an index", offset);
     }
   }
   if (offset !== undefined) params.offset = count(offset, `${at}.offset`);
@@ -648,6 +670,13 @@ function decodePreviewView(v: unknown, at: string, params: PreviewParams): Previ
   const heatmap = optional(v, "heatmap");
   if (heatmap !== undefined) {
     params.heatmap = nullable(object({ rows: side, cols: side }))(heatmap, `${at}.heatmap`);
+  }
+  const plane = optional(v, "plane");
+  if (plane !== undefined) {
+    params.plane = nullable(object({ rows: count, cols: count, at: array(count) }))(
+      plane,
+      `${at}.plane`,
+    );
   }
   return params;
 }
@@ -676,6 +705,12 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
       index: str,
       dims: array(object({ start: count, stop: count, step: count, kept: bool })),
       shape,
+    }),
+    plane: object({
+      rows: nullable(count),
+      cols: nullable(count),
+      at: array(nullable(count)),
+      offset: count,
     }),
     stats: nullable(
       object({

@@ -98,9 +98,11 @@ describe("MemoryDataSource", () => {
     expect(picked.slice.shape).toEqual([3]);
     expect([...picked.slice.data]).toEqual([23, 27, 31]);
     expect(picked.selection.index).toBe("[5:8, 3]");
-    expect(picked.stats?.count).toBe(40);
+    expect(picked.stats).toMatchObject({ count: 3, min: 23, max: 31 }); // of the selection
     const paged = await tree.preview(["m"], 2, { offset: 9 });
     expect([...paged.slice.data]).toEqual([36, 37, 38, 39]);
+    expect(paged.plane).toEqual({ rows: 0, cols: 1, at: [null, null], offset: 9 });
+    expect(paged.stats?.count).toBe(40);
     const fresh = new MemoryDataSource({ key: "", children: [{ key: "m", shape: [10, 4], data }] });
     const cold = await fresh.preview(["m"], 2, { stats: false });
     expect(cold.stats).toBeNull();
@@ -120,7 +122,7 @@ describe("MemoryDataSource", () => {
     });
   });
 
-  it("sends a table as the kernel does: rows by the other dims flattened", async () => {
+  it("sends a table as the kernel does: a plane of two dims, the others at a position", async () => {
     const tree = new MemoryDataSource({
       key: "",
       children: [
@@ -129,8 +131,16 @@ describe("MemoryDataSource", () => {
       ],
     });
     const table = await tree.preview(["t"], 20);
-    expect(table.slice.shape).toEqual([2, 6]);
-    expect([...table.slice.data]).toEqual(Array.from({ length: 12 }, (_, i) => i));
+    expect(table.plane).toEqual({ rows: 1, cols: 2, at: [0, null, null], offset: 0 });
+    expect(table.slice.shape).toEqual([2, 3]);
+    expect([...table.slice.data]).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(table.stats?.count).toBe(12);
+    const slid = await tree.preview(["t"], 20, { plane: { rows: 2, cols: 0, at: [0, 1, 0] } });
+    expect(slid.slice.shape).toEqual([3, 2]);
+    expect([...slid.slice.data]).toEqual([3, 9, 4, 10, 5, 11]); // t[:, 1, :].T
+    await expect(
+      tree.preview(["t"], 20, { plane: { rows: 2, cols: 0, at: [0, 2, 0] } }),
+    ).rejects.toMatchObject({ type: "PreviewIndexError" });
     expect((await tree.preview(["v"], 2)).slice.shape).toEqual([2]);
   });
 

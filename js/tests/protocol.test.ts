@@ -51,6 +51,7 @@ const OPTIONAL_PARAMS = new Set([
   "index",
   "stats",
   "heatmap",
+  "plane",
   "rows_scope",
   "replace",
 ]);

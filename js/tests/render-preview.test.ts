@@ -401,7 +401,7 @@ describe("PreviewSection, open from leaf to leaf", () => {
     input.value = "[50000:50020, :8, 1]";
     input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
     expect(q(".tdview-preview-index-error")?.textContent).toBe(
-      "the index has 3 parts but the leaf has 2 dims",
+      "[50000:50020, :8, 1] has 3 parts but the leaf has 2 dims: its shape is [100000, 3]",
     );
     expect(input.getAttribute("aria-invalid")).toBe("true");
     input.value = "[5a]";

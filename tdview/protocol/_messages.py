@@ -18,7 +18,7 @@ from typing import Any
 
 from .._text import MAX_MESSAGE, echo, printable
 from ..errors import RequestError
-from ._selection import parse_index
+from ._selection import parse_index, plane_params
 
 PROTOCOL_VERSION = 1
 REQUEST, REPLY = "tdview:request", "tdview:reply"
@@ -184,13 +184,13 @@ def _rows_scope(params: dict[str, Any]) -> str:
 
 def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
     """The optional view params of ``preview``: ``index`` (an index expression, see
-    :mod:`._selection`; null: none) or ``offset`` (the first row: ``[offset:]``), not both;
-    ``stats`` (default true: false sends the statistics only when known already) and
-    ``heatmap`` (``{rows, cols}``, each 1 to :data:`MAX_HEATMAP_CELLS`; null: none)."""
+    :mod:`._selection`; null: none), ``plane`` (the dims shown, see
+    :func:`._selection.plane_params`; null: the default), ``offset`` (the table's first
+    row of the plane), ``stats`` (default true: false sends the statistics only when
+    known already) and ``heatmap`` (``{rows, cols}``, each 1 to
+    :data:`MAX_HEATMAP_CELLS`; null: none)."""
     where = "preview params"
     index = _text(params, "index", "preview", nullable=True) if "index" in params else None
-    if index is not None and "offset" in params:
-        raise RequestError(f"{where}: index and offset name the rows both; send one")
     heatmap = params.get("heatmap")
     if heatmap is not None:
         if not isinstance(heatmap, dict):
@@ -204,6 +204,7 @@ def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
         "offset": _count(params, "offset", "preview") if "offset" in params else None,
         "stats": _bool(params, "stats", "preview") if "stats" in params else True,
         "heatmap": heatmap,
+        "plane": plane_params(params.get("plane")),
     }
 
 

@@ -132,6 +132,7 @@ def _preview_answer(call: Call) -> Reply:
         offset=p["offset"],
         stats=p["stats"],
         heatmap=p["heatmap"],
+        plane=p["plane"],
     )
 
 

@@ -1,8 +1,9 @@
-"""Statistics and histogram of a leaf, read in chunks of :data:`CHUNK` elements (memory
-stays bounded whatever the leaf's size; the leaf is read twice: statistics, then the
-histogram over their range). A remote leaf is a ``meta`` tensor and ``read`` reads each
-chunk by byte ranges (:class:`tdview.loader._ranged.RangedLeaf`): one range per chunk, so
-the same bound holds for its memory, and its requests are one per 8 MiB.
+"""Statistics and histogram of a preview's selection, read in blocks of at most
+:data:`CHUNK` elements (memory stays bounded whatever the selection's size; it is read
+twice: statistics, then the histogram over their range). Each block is read by ``read``
+(a remote leaf's by byte ranges, :mod:`._preview_ranged`: one range per run of the
+block) and turned into the values shown by ``decode`` (:mod:`._preview_source`); numpy
+only.
 
 What is sent for each kind of dtype (a statistic that means nothing for it is None):
 
@@ -28,44 +29,55 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
+import numpy as np
 
 from ._json import finite_or_none
+from ._preview_ranged import RangedView
+from ._preview_ranged import read as read_view
 
-#: The values of a view of a leaf: the view itself in memory, ranged reads for a remote one.
-Read = Callable[[torch.Tensor], torch.Tensor]
+#: The values of a view of a leaf as an array: a ranged read of a remote one.
+Read = Callable[[Any], np.ndarray]
 
 CHUNK = 1 << 22
 BINS = 64
 #: Integer spans counted with ``bincount`` (one counter per integer of the span).
 _COUNTED_SPAN = 1 << 16
 
-_COMPLEX = {
-    torch.complex32: torch.float32,
-    torch.complex64: torch.float32,
-    torch.complex128: torch.float64,
-}
+
+def _same(values: np.ndarray) -> np.ndarray:
+    return values
 
 
-def _values64(chunk: torch.Tensor) -> torch.Tensor:
-    if chunk.dtype in _COMPLEX:
-        chunk = (chunk.to(torch.complex64) if chunk.dtype == torch.complex32 else chunk).abs()
-    return chunk.to(torch.float64)
-
-
-def as_is(tensor: torch.Tensor) -> torch.Tensor:
-    """The ``read`` of a tensor in memory (or mapped): itself."""
-    return tensor
+def blocks(view: Any, limit: int) -> Iterator[Any]:
+    """``view`` (an array or a ranged view) cut along its first dims into views of at
+    most ``limit`` elements each, in C order."""
+    size = math.prod(view.shape)
+    if size <= limit or not view.shape:
+        yield view
+        return
+    n = view.shape[0]
+    row = math.prod(view.shape[1:])
+    if row <= limit:
+        step = max(1, limit // max(row, 1))
+        for start in range(0, n, step):
+            yield view[start : start + step]
+        return
+    for i in range(n):
+        yield from blocks(view[i, ...], limit)
 
 
 def chunks(
-    flat: torch.Tensor, check: Callable[[], None], read: Read = as_is
-) -> Iterator[torch.Tensor]:
-    """``flat`` as float64 chunks of :data:`CHUNK` elements (each read by ``read``);
-    ``check`` before each."""
-    for start in range(0, flat.numel(), CHUNK):
+    view: Any,
+    check: Callable[[], None],
+    read: Read = read_view,
+    decode: Callable[[np.ndarray], np.ndarray] = _same,
+) -> Iterator[np.ndarray]:
+    """``view``'s values as flat float64 chunks of at most :data:`CHUNK` elements (each
+    read by ``read``, shown by ``decode``); ``check`` before each."""
+    for block in blocks(view, CHUNK):
         check()
-        yield _values64(read(flat[start : start + CHUNK]))
+        with np.errstate(invalid="ignore"):  # a signalling NaN widened stays a NaN
+            yield np.asarray(decode(read(block)), dtype=np.float64).reshape(-1)
 
 
 class _Moments:
@@ -78,8 +90,8 @@ class _Moments:
         self.n, self.mean, self.m2, self.scale = 0, 0.0, 0.0, 1.0
         self.lo, self.hi = math.inf, -math.inf
 
-    def add(self, finite: torch.Tensor) -> None:
-        n_b = finite.numel()
+    def add(self, finite: np.ndarray) -> None:
+        n_b = finite.size
         if n_b == 0:
             return
         lo, hi = float(finite.min()), float(finite.max())
@@ -104,47 +116,60 @@ class _Moments:
 
 
 def statistics(
-    tensor: torch.Tensor, check: Callable[[], None] = lambda: None, read: Read = as_is
+    values: Any,
+    check: Callable[[], None] = lambda: None,
+    read: Read = read_view,
+    *,
+    kind: str | None = None,
+    decode: Callable[[np.ndarray], np.ndarray] = _same,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Statistics and histogram of a tensor (see the module docstring).
+    """Statistics and histogram of an array, a view of one or a ranged view.
 
     Parameters
     ----------
-    tensor : torch.Tensor
-        Any previewable dtype (complex: of the magnitude).
+    values : array-like
+        What is described (its elements as ``decode`` shows them).
     check : callable, optional
         Called before each chunk; raise from it to stop (cancellation).
     read : callable, optional
-        The values of a chunk of ``tensor`` (a remote leaf's ``meta`` tensor: ranged
-        reads).
+        The values of a block of ``values`` (a remote leaf's: ranged reads).
+    kind : {"float", "int", "bool"}, optional
+        Which statistics mean something; by default from ``values.dtype``.
+    decode : callable, optional
+        A block read to the values shown (bfloat16 bits to float32...).
 
     Returns
     -------
     (stats, histogram)
-        ``stats`` as in ``PreviewStats``; ``histogram`` as ``{"edges": float64 tensor,
-        "counts": int64 tensor, "values": float64 tensor or None}``, None when there is
+        ``stats`` as in ``PreviewStats``; ``histogram`` as ``{"edges": float64 array,
+        "counts": int64 array, "values": float64 array or None}``, None when there is
         no finite value.
 
     Examples
     --------
-    >>> stats, hist = statistics(torch.tensor([1.0, 2.0, float("nan")]))
+    >>> stats, hist = statistics(np.array([1.0, 2.0, float("nan")]))
     >>> stats["mean"], stats["nan"], int(hist["counts"].sum())
     (1.5, 1, 2)
-    >>> stats, hist = statistics(torch.arange(100_000) < 989)
+    >>> stats, hist = statistics(np.arange(100_000) < 989)
     >>> stats["mean"], hist["values"].tolist(), hist["counts"].tolist()
     (None, [0.0, 1.0], [99011, 989])
     """
-    flat = tensor.reshape(-1)
-    boolean = tensor.dtype == torch.bool
-    exact = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
+    if not isinstance(values, (np.ndarray, RangedView)):
+        values = np.asarray(values)  # a list, a CPU tensor (tests compare with torch)
+    if kind is None:
+        dtype = np.dtype(values.dtype)
+        kind = "bool" if dtype == np.bool_ else "float" if dtype.kind in "fc" else "int"
+    boolean, exact = kind == "bool", kind != "float"
     moments, nan, inf = _Moments(), 0, 0
-    for values in chunks(flat, check, read):
+    for chunk in chunks(values, check, read, decode):
         if exact:
-            moments.add(values)
+            moments.add(chunk)
             continue
-        nan += int(values.isnan().sum())
-        inf += int(values.isinf().sum())
-        moments.add(values[values.isfinite()])
+        finite = np.isfinite(chunk)
+        nans = int(np.isnan(chunk).sum())
+        nan += nans
+        inf += chunk.size - int(finite.sum()) - nans
+        moments.add(chunk[finite])
     some = moments.n > 0
     stats = {
         "min": finite_or_none(moments.lo) if some else None,
@@ -153,18 +178,17 @@ def statistics(
         "std": None if boolean else finite_or_none(moments.std()),
         "nan": None if exact else nan,
         "inf": None if exact else inf,
-        "count": flat.numel(),
+        "count": math.prod(values.shape),
     }
     if not some:
         return stats, None
+    again = lambda: chunks(values, check, read, decode)  # noqa: E731
     if exact:
-        return stats, _exact_histogram(flat, moments.lo, moments.hi, check, read)
-    return stats, _histogram(flat, moments.lo, moments.hi, check, read)
+        return stats, _exact_histogram(again, moments.lo, moments.hi)
+    return stats, _histogram(again, moments.lo, moments.hi)
 
 
-def _histogram(
-    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
-) -> dict[str, Any]:
+def _histogram(again: Callable[[], Iterator[np.ndarray]], lo: float, hi: float) -> dict:
     """:data:`BINS` equal bins over ``[lo, hi]`` of the finite values."""
     span = hi - lo
     # values from near -1.8e308 to near 1.8e308 have a span of inf: bin them halved (a
@@ -172,81 +196,71 @@ def _histogram(
     scale = 1.0 if math.isfinite(span) else 0.5
     if span == 0:
         lo, hi = lo - 0.5, hi + 0.5
-    counts = torch.zeros(BINS, dtype=torch.int64)
-    for values in chunks(flat, check, read):
-        finite = values[values.isfinite()]
-        counts += torch.histc(finite * scale, bins=BINS, min=lo * scale, max=hi * scale).to(
-            torch.int64
-        )
-    edges = torch.linspace(lo * scale, hi * scale, BINS + 1, dtype=torch.float64) / scale
+    counts = np.zeros(BINS, dtype=np.int64)
+    low, width = lo * scale, hi * scale - lo * scale
+    for chunk in again():
+        finite = chunk[np.isfinite(chunk)] * scale
+        if width > 0:  # 1e200 +- 0.5 is 1e200: no width, one bin
+            at = np.floor((finite - low) / width * BINS)
+            finite = np.clip(at, 0, BINS - 1)
+        counts += np.bincount(finite.astype(np.int64) * (width > 0), minlength=BINS)
+    edges = np.linspace(lo * scale, hi * scale, BINS + 1, dtype=np.float64) / scale
     return {"edges": edges, "counts": counts, "values": None}
 
 
-def _exact_histogram(
-    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
-) -> dict[str, Any]:
+def _exact_histogram(again: Callable[[], Iterator[np.ndarray]], lo: float, hi: float) -> dict:
     """A bar per value when there are at most :data:`BINS` distinct values, else
     :data:`BINS` equal bins: an integer's bin is ``floor((v - lo) * BINS / span)``
     (the last bin holds ``hi``)."""
     span = hi - lo
     if span + 1 <= _COUNTED_SPAN:
-        per = torch.zeros(int(span) + 1, dtype=torch.int64)
-        for values in chunks(flat, check, read):
-            per += torch.bincount((values - lo).to(torch.int64), minlength=per.numel())
-        present = per.nonzero().reshape(-1)
-        if present.numel() <= BINS:
-            return _per_value(present.to(torch.float64) + lo, per[present])
-        bins = torch.clamp(
-            (torch.arange(per.numel(), dtype=torch.float64) * BINS / span).floor().to(torch.int64),
-            max=BINS - 1,
+        per = np.zeros(int(span) + 1, dtype=np.int64)
+        for chunk in again():
+            per += np.bincount((chunk - lo).astype(np.int64), minlength=per.size)
+        present = np.flatnonzero(per)
+        if present.size <= BINS:
+            return _per_value(present.astype(np.float64) + lo, per[present])
+        bins = np.minimum(
+            np.floor(np.arange(per.size, dtype=np.float64) * BINS / span).astype(np.int64),
+            BINS - 1,
         )
-        counts = torch.zeros(BINS, dtype=torch.int64).index_add_(0, bins, per)
-        return {
-            "edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
-            "counts": counts,
-            "values": None,
-        }
-    return _wide_histogram(flat, lo, hi, check, read)
+        counts = np.bincount(bins, weights=per, minlength=BINS).astype(np.int64)
+        return {"edges": np.linspace(lo, hi, BINS + 1), "counts": counts, "values": None}
+    return _wide_histogram(again, lo, hi)
 
 
-def _wide_histogram(
-    flat: torch.Tensor, lo: float, hi: float, check: Callable[[], None], read: Read
-) -> dict[str, Any]:
+def _wide_histogram(again: Callable[[], Iterator[np.ndarray]], lo: float, hi: float) -> dict:
     """Integers over a wide span: the distinct values are followed while there are at
     most :data:`BINS` of them (a sorted search per chunk), the bins meanwhile."""
     span = hi - lo
-    known: torch.Tensor | None = torch.empty(0, dtype=torch.float64)
-    per = torch.zeros(0, dtype=torch.int64)  # the count of each known value
-    counts = torch.zeros(BINS, dtype=torch.int64)
-    for values in chunks(flat, check, read):
-        bins = torch.clamp(((values - lo) * BINS / span).floor().to(torch.int64), max=BINS - 1)
-        counts += torch.bincount(bins, minlength=BINS)
+    known: np.ndarray | None = np.empty(0, dtype=np.float64)
+    per = np.zeros(0, dtype=np.int64)  # the count of each known value
+    counts = np.zeros(BINS, dtype=np.int64)
+    for chunk in again():
+        bins = np.minimum(np.floor((chunk - lo) * BINS / span).astype(np.int64), BINS - 1)
+        counts += np.bincount(bins, minlength=BINS)
         if known is None:
             continue
-        new = values
-        if known.numel():
-            at = torch.searchsorted(known, values).clamp(max=known.numel() - 1)
-            new = values[known[at] != values]
-        if new.numel():
-            grown = torch.unique(torch.cat([known, torch.unique(new)]))
-            if grown.numel() > BINS:
+        new = chunk
+        if known.size:
+            at = np.minimum(np.searchsorted(known, chunk), known.size - 1)
+            new = chunk[known[at] != chunk]
+        if new.size:
+            grown = np.union1d(known, new)
+            if grown.size > BINS:
                 known = None
                 continue
-            moved = torch.zeros(grown.numel(), dtype=torch.int64)
-            moved[torch.searchsorted(grown, known)] = per
+            moved = np.zeros(grown.size, dtype=np.int64)
+            moved[np.searchsorted(grown, known)] = per
             known, per = grown, moved
-        per += torch.bincount(torch.searchsorted(known, values), minlength=known.numel())
+        per += np.bincount(np.searchsorted(known, chunk), minlength=known.size)
     if known is not None:
         return _per_value(known, per)
-    return {
-        "edges": torch.linspace(lo, hi, BINS + 1, dtype=torch.float64),
-        "counts": counts,
-        "values": None,
-    }
+    return {"edges": np.linspace(lo, hi, BINS + 1), "counts": counts, "values": None}
 
 
-def _per_value(values: torch.Tensor, counts: torch.Tensor) -> dict[str, Any]:
+def _per_value(values: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
     """One bar per value; the edges are the midpoints (and half a unit beyond the ends)."""
     mids = (values[1:] + values[:-1]) / 2
-    edges = torch.cat([values[:1] - 0.5, mids, values[-1:] + 0.5])
-    return {"edges": edges, "counts": counts.to(torch.int64), "values": values}
+    edges = np.concatenate([values[:1] - 0.5, mids, values[-1:] + 0.5])
+    return {"edges": edges, "counts": counts.astype(np.int64), "values": values}
