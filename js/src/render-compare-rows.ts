@@ -14,8 +14,12 @@ import {
   verdict,
 } from "./compare-format";
 import { type CompareNode, isCompareNode } from "./compare-model";
+import type { DiffFacts, DiffItem } from "./compare-protocol";
 import { el } from "./dom";
 import { formatCount } from "./format";
+import { shapeForms } from "./middle-cut";
+import { type RowRoom, rowWidth } from "./render-tree";
+import { type FitPart, type FitResult, fitRow } from "./row-fit";
 import { type KeyModifiers, type KeyResult, TreeKeyboard } from "./tree-keyboard";
 import type { TreeModel, TreeRow } from "./tree-model";
 
@@ -51,18 +55,34 @@ function countChips(node: CompareNode): HTMLElement | null {
   return box.childElementCount ? box : null;
 }
 
-/** What a compare row shows of its two sides' facts: "float32 [4, 3]", or "a → b". */
-function factsShort(node: CompareNode): string {
-  const { a, b } = node.diff;
-  const text = (f: typeof a) => (f ? factsText(f).replace(/ · .*$/, "") : "");
+/** The forms of what a compare row shows of its two sides' facts, from whole to
+ * shortest: "float32 [8, 32]", "float32 [8, …]", …; "a → b" when they differ (whole or
+ * not at all). */
+function factsForms(item: DiffItem): string[] {
+  const { a, b } = item;
+  if (item.has_children) {
+    const name = (b ?? a)?.class ?? "";
+    return name ? [name] : [];
+  }
+  const text = (f: DiffFacts | null) => (f ? factsText(f).replace(/ · .*$/, "") : "");
   const ta = text(a);
   const tb = text(b);
-  if (a && b && ta !== tb) return `${ta} → ${tb}`;
-  return tb || ta;
+  if (a && b && ta !== tb) return [`${ta} → ${tb}`];
+  const facts = b ?? a;
+  if (!facts) return [];
+  if (facts.kind !== "leaf" || !facts.shape) return [tb || ta];
+  const prefix = `${facts.dtype ?? "?"} ${facts.nested ? "nested " : ""}`;
+  return [...shapeForms(facts.shape).map((form) => prefix + form), facts.dtype ?? ""];
 }
 
-/** Draws a compare row (see `TreeViewOptions.fillRow`). */
-export function fillCompareRow(el: HTMLElement, row: TreeRow): void {
+/** px a mark takes (1.2em, styles.css) with its gap. */
+const MARK_PX = 16 + 6;
+const GAP = 6;
+
+/** Draws a compare row (see `TreeViewOptions.fillRow`): the key whole, its annotations
+ * giving way first (the shape's trailing dims, the verdict, the facts, the renamed-from,
+ * the scalar); a key longer than the row is cut in the middle. */
+export function fillCompareRow(el: HTMLElement, row: TreeRow, room?: RowRoom): void {
   const parts: HTMLElement[] = [];
   const twisty = span("tdview-twisty", row.expandable ? (row.expanded ? "▾" : "▸") : "");
   twisty.setAttribute("aria-hidden", "true");
@@ -81,22 +101,24 @@ export function fillCompareRow(el: HTMLElement, row: TreeRow): void {
   el.dataset.status = status;
   const mark = span(`tdview-mark tdview-mark-${status}`, markOf(item));
   mark.setAttribute("aria-hidden", "true");
-  parts.push(mark, span("tdview-key", row.label));
   const scalar = row.index > 0 ? scalarChange(item) : "";
-  if (scalar) parts.push(span(`tdview-compare-scalar tdview-verdict-${status}`, scalar));
-  if (item.renamed_from) {
-    parts.push(span("tdview-compare-from", `← ${item.renamed_from[item.renamed_from.length - 1]}`));
-  }
-  if (!item.has_children) parts.push(span("tdview-shape", factsShort(node)));
-  else if (item.b ?? item.a) parts.push(span("tdview-shape", (item.b ?? item.a)?.class ?? ""));
+  const from = item.renamed_from ? `← ${item.renamed_from[item.renamed_from.length - 1]}` : "";
   const said = verdict(item);
-  const short = rowVerdict(item);
-  if (short && row.index > 0) {
-    const words = span(`tdview-verdict tdview-verdict-${status}`, short);
+  const short = row.index > 0 ? rowVerdict(item) : "";
+  const chips = countChips(node);
+  const fit = fitCompare(row, room, chips, [scalar, from, short], factsForms(item));
+  const [scalarShown = "", fromShown = "", facts = "", verdictShown = ""] = fit.texts;
+  const key = span("tdview-key", fit.key);
+  key.classList.toggle("tdview-key-cut", fit.key !== row.label);
+  parts.push(mark, key);
+  if (scalarShown) parts.push(span(`tdview-compare-scalar tdview-verdict-${status}`, scalarShown));
+  if (fromShown) parts.push(span("tdview-compare-from", fromShown));
+  parts.push(span("tdview-shape", facts));
+  if (verdictShown) {
+    const words = span(`tdview-verdict tdview-verdict-${status}`, verdictShown);
     if (item.unverified) words.classList.add("tdview-verdict-unverified");
     parts.push(words);
   }
-  const chips = countChips(node);
   if (chips) parts.push(chips);
   el.replaceChildren(...parts);
   const where = node.path.join(" / ") || row.label;
@@ -104,6 +126,32 @@ export function fillCompareRow(el: HTMLElement, row: TreeRow): void {
   el.title = told ? `${where}: ${told}` : where;
   // what a screen reader hears for the mark
   el.setAttribute("aria-label", `${row.label}${told ? `, ${told}` : ""}`);
+}
+
+/** The key and the forms shown of [scalar, renamed-from, facts, verdict] in the room. */
+function fitCompare(
+  row: TreeRow,
+  room: RowRoom | undefined,
+  chips: HTMLElement | null,
+  [scalar, from, short]: string[],
+  facts: string[],
+): FitResult {
+  const texts = [scalar ?? "", from ?? "", facts[0] ?? "", short ?? ""];
+  if (!room || room.width === null) return { key: row.label, texts };
+  const chipsPx = chips
+    ? [...chips.children].reduce((sum, c) => sum + room.code(c.textContent ?? "") + GAP, 0)
+    : 0;
+  const parts: FitPart[] = [
+    { forms: scalar ? [scalar] : [], measure: room.code },
+    { forms: from ? [from] : [], measure: room.code },
+    { forms: facts, measure: room.code },
+    { forms: short ? [short] : [], measure: room.ui },
+  ];
+  const [SCALAR, FROM, FACTS, VERDICT] = [0, 1, 2, 3];
+  const shrinks = Array.from({ length: Math.max(0, facts.length - 1) }, () => FACTS);
+  const steps = [VERDICT, ...shrinks, FACTS, FROM, SCALAR];
+  const width = rowWidth(row, room, MARK_PX + chipsPx);
+  return fitRow(row.label, room.code, parts, steps, width, GAP);
 }
 
 /** The tree keyboard, and `]` / `[` (or Alt+↓ / Alt+↑) for the next / previous difference. */

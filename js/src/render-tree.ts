@@ -29,8 +29,9 @@ export interface TreeViewOptions {
    * tensor count), or "" while it is not known; `refresh()` redraws once it is. */
   inlineValue?: (node: NodeSummary) => string;
   keyboard?: TreeKeyboard;
-  /** Draws a row's content instead of the checkpoint row (the compare view's marks). */
-  fillRow?: (el: HTMLElement, row: TreeRow) => void;
+  /** Draws a row's content instead of the checkpoint row (the compare view's marks), in
+   * the room the row has (`rowWidth`). */
+  fillRow?: (el: HTMLElement, row: TreeRow, room: RowRoom) => void;
   /** A row's tooltip ("" for its path); `refresh()` redraws once it changes. */
   rowTitle?: (node: NodeSummary) => string;
 }
@@ -102,21 +103,19 @@ function annotations(node: NodeSummary, inline: string, room: RowRoom) {
   return { parts, steps };
 }
 
+/** px a row has for its key and annotations: its width less the indent, padding and
+ * twisty, and `taken` px of what else it draws; infinite while it has no layout. */
+export function rowWidth(row: TreeRow, room: RowRoom, taken = 0): number {
+  if (room.width === null) return Number.POSITIVE_INFINITY;
+  const frame = (row.depth - 1) * INDENT + ROW_PAD_LEFT + ROW_PAD_RIGHT + TWISTY + GAP;
+  return room.width - frame - taken - SLACK;
+}
+
 function fillNodeRow(el: HTMLElement, row: TreeRow, node: NodeSummary, extras: RowExtras): void {
   const { room } = extras;
   const { parts, steps } = annotations(node, extras.inline, room);
   const problem = node.problems.length > 0;
-  const width =
-    room.width === null
-      ? Number.POSITIVE_INFINITY
-      : room.width -
-        (row.depth - 1) * INDENT -
-        ROW_PAD_LEFT -
-        ROW_PAD_RIGHT -
-        TWISTY -
-        GAP -
-        (problem ? room.ui("⚠") + GAP : 0) -
-        SLACK;
+  const width = rowWidth(row, room, problem ? room.ui("⚠") + GAP : 0);
   const fit = fitRow(row.label, room.code, parts, steps, width, GAP);
   const [inline = "", badge = "", shape = "", dtype = "", bytes = ""] = fit.texts;
   const key = span("tdview-key", fit.key);
@@ -170,7 +169,7 @@ export class TreeView {
   readonly #overscan: number;
   readonly #onActivate: ((path: Path) => void) | undefined;
   readonly #inlineValue: ((node: NodeSummary) => string) | undefined;
-  readonly #fillRow: ((el: HTMLElement, row: TreeRow) => void) | undefined;
+  readonly #fillRow: TreeViewOptions["fillRow"];
   readonly #rowTitle: ((node: NodeSummary) => string) | undefined;
   readonly #width: number | undefined;
   #measures: Omit<RowRoom, "width"> | null = null;
@@ -264,7 +263,7 @@ export class TreeView {
         this.#rows.delete(index);
       }
     }
-    const room = this.#fillRow ? null : this.#room();
+    const room = this.#room();
     for (let i = start; i < end; i++) {
       const row = tree.row(i);
       if (row) this.#renderRow(row, room);
@@ -305,9 +304,9 @@ export class TreeView {
     const node = row.node;
     const inline = node ? (this.#inlineValue?.(node) ?? "") : "";
     if (this.#fillRow || !room) {
-      const sig = rowSignature(row) + inline;
+      const sig = rowSignature(row) + inline + room?.width;
       if (sig === entry.sig) return;
-      this.#fillRow?.(el, row);
+      if (room) this.#fillRow?.(el, row, room);
       if (inline) appendInline(el, inline);
       entry.sig = sig;
       return;

@@ -1,9 +1,14 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
 import type { MemoryCompareSource } from "../src/compare-memory-source";
+import { compareNode } from "../src/compare-model";
+import type { DiffItem } from "../src/compare-protocol";
+import { estimateMeasure } from "../src/middle-cut";
 import { CompareApp } from "../src/render-compare";
 import { histogramOf, sliceDifference } from "../src/render-compare-preview";
-import { KEYS_HINT } from "../src/render-compare-rows";
+import { fillCompareRow, KEYS_HINT } from "../src/render-compare-rows";
+import type { RowRoom } from "../src/render-tree";
+import type { TreeRow } from "../src/tree-model";
 import widget from "../src/widget";
 import { attachCompareKernel, compareState, stepSource } from "./compare-fixtures";
 import { FakeModel } from "./fake-model";
@@ -350,5 +355,71 @@ describe("the widget with a compare trait", () => {
     expect(selectedKey(el)).toBe("scale");
     expect(el.querySelector(".tdview-compare-header")?.textContent).toContain("values");
     cleanup();
+  });
+});
+
+describe("a compare row in little room", () => {
+  const item = (key: string, extra: Partial<DiffItem> = {}): DiffItem => ({
+    key,
+    path: ["model", "blocks", key],
+    status: "changed",
+    changes: ["content"],
+    renamed_from: null,
+    kind: "leaf",
+    a: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [768, 256], bytes: 786432 },
+    b: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [768, 256], bytes: 786432 },
+    fingerprint: "differs",
+    values: null,
+    value_equal: null,
+    note: null,
+    problem: null,
+    has_children: false,
+    rollup: null,
+    unverified: false,
+    scalars: null,
+    ...extra,
+  });
+  const row = (diff: DiffItem): TreeRow => ({
+    index: 3,
+    depth: 3,
+    posInSet: 1,
+    setSize: 1,
+    node: compareNode(diff, true),
+    label: diff.key,
+    expandable: false,
+    expanded: false,
+    selected: false,
+    error: null,
+  });
+  const measure = estimateMeasure(12); // 7.2 px a character
+  const room = (width: number): RowRoom => ({ width, code: measure, badge: measure, ui: measure });
+  const drawn = (diff: DiffItem, width: number) => {
+    const el = document.createElement("div");
+    fillCompareRow(el, row(diff), room(width));
+    const text = (c: string) => el.querySelector(`.${c}`)?.textContent ?? null;
+    return { key: text("tdview-key"), shape: text("tdview-shape"), said: text("tdview-verdict") };
+  };
+
+  it("keeps the key whole: the verdict gives way, then the shape's dims", () => {
+    const wide = drawn(item("weight"), 600);
+    expect(wide).toEqual({ key: "weight", shape: "float32 [768, 256]", said: "content changed" });
+    const narrow = drawn(item("weight"), 280);
+    expect(narrow.key).toBe("weight");
+    expect(narrow.said).toBeNull();
+    expect(narrow.shape).toBe("float32 [768, 256]");
+    const narrower = drawn(item("weight"), 230);
+    expect(narrower.key).toBe("weight");
+    expect(narrower.shape).toMatch(/^float32 \[(768, )?…\]$|^float32$/); // no number cut
+    expect(drawn(item("weight"), 140).key).toBe("weight"); // every annotation gone
+  });
+
+  it("cuts a key longer than the row in the middle, its end kept", () => {
+    const long = "decoder.layers.0.self_attn.in_proj_weight";
+    const { key, shape } = drawn(item(long), 300);
+    expect(key).not.toBe(long);
+    expect(key).toContain("…");
+    expect(key?.endsWith("in_proj_weight")).toBe(true);
+    expect(key?.startsWith("decoder.")).toBe(true);
+    expect(shape).toBe("");
   });
 });
