@@ -5,8 +5,9 @@
 
 import type { DataSource } from "./data-source";
 import { pathText } from "./dom";
+import { type DotGroup, DotGroupedSource, dotGroupOf } from "./dot-groups";
 import { filterTree } from "./filter-tree";
-import { formatShape, humanBytes, kindLabel, rollupContents } from "./format";
+import { formatCount, formatShape, humanBytes, kindLabel, rollupContents } from "./format";
 import { InlineValues } from "./inline-values";
 import {
   type NodeDetails,
@@ -81,6 +82,17 @@ function header(state: WidgetState): HTMLElement {
   return box;
 }
 
+/** The checkbox that switches the grouping of dotted keys; hidden until it can group. */
+function groupToggle(): { label: HTMLLabelElement; input: HTMLInputElement } {
+  const label = el("label", "tdview-group-toggle");
+  const input = document.createElement("input");
+  input.type = "checkbox";
+  label.append(input, " group keys by “.”");
+  label.title = "Show dotted keys (a flat state_dict) nested as their modules are";
+  label.hidden = true;
+  return { label, input };
+}
+
 /** The message shown instead of the widget when the protocol versions differ. */
 export function versionMismatch(): HTMLElement {
   const box = el("div", "tdview-version-mismatch", VERSION_MISMATCH);
@@ -96,8 +108,18 @@ export function errorBox(message: string): HTMLElement {
 
 export class App {
   readonly element: HTMLElement;
-  readonly tree: TreeModel | null = null;
-  readonly view: TreeView | null = null;
+  #tree: TreeModel | null = null;
+  #view: TreeView | null = null;
+  /** What a tree is built with (a new one when the grouping is switched). */
+  #treeOptions: TreeModelOptions = {};
+  #viewOptions: TreeViewOptions = {};
+  #layout: ViewLayout = {};
+  #onLayout: ((layout: ViewLayout) => void) | undefined;
+  #rootTotals: { bytes: number; numel: number | null } | null = null;
+  /** "Group keys by ." (dot-groups.ts), shown once a level can be grouped. */
+  readonly #groupToggle = groupToggle();
+  /** Says what a selected group of keys is (it has no details: it is no node). */
+  readonly #groupNote = el("p", "tdview-group-note");
   readonly details: DetailsPanel | null = null;
   readonly #search: SearchBox | null = null;
   readonly #inline: InlineValues | null = null;
@@ -132,17 +154,24 @@ export class App {
     this.#source = source;
     this.#root = state.root;
     this.#rootLabel = rootLabel;
-    this.tree = new TreeModel(source, state.root, { rootLabel, ...options.tree });
     const inline = new InlineValues(source, () => this.view?.refresh());
     // the root's size and tensor count, once its details bring its rollup
     let rootTotals = "";
     this.#inline = inline;
-    this.view = new TreeView(this.tree, {
+    this.#layout = { ...options.layout };
+    this.#onLayout = options.onLayout;
+    this.#treeOptions = { rootLabel, ...options.tree };
+    this.#viewOptions = {
       // Enter or a double click on a leaf opens its preview (which then stays open)
       onActivate: () => this.details?.preview.openPreview(),
       inlineValue: (node) => (node.path.length === 0 ? rootTotals : inline.textOf(node)),
       rowTitle: (node) => this.details?.rowTitle(node) ?? "",
       ...options.view,
+    };
+    const { tree, view } = this.#makeTree(this.#layout.grouped ?? true);
+    this.#groupToggle.input.checked = this.#layout.grouped ?? true;
+    this.#groupToggle.input.addEventListener("change", () => {
+      void this.setGrouped(this.#groupToggle.input.checked);
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
     // a leaf previewed: its row's tooltip now has its summary
@@ -152,6 +181,7 @@ export class App {
     };
     const showRootTotals = (d: NodeDetails) => {
       if (d.path.length > 0 || !d.rollup || d.member || this.#disposed) return;
+      this.#rootTotals = { bytes: d.rollup.bytes, numel: d.rollup.numel };
       this.tree?.setRootTotals(d.rollup.bytes, d.rollup.numel);
       const text = rollupContents(d.rollup);
       if (text === rootTotals) return;
@@ -170,24 +200,72 @@ export class App {
       onFilter: (pattern) => void this.filter(pattern),
     });
     const left = el("div", "tdview-browser");
-    left.append(this.#search.element, this.view.element);
+    left.append(this.#search.element, this.#groupToggle.label, view.element);
     const body = el("div", "tdview-body");
-    const layout: ViewLayout = { ...options.layout };
-    const divider = new SplitDivider(body, layout.split ?? 0.5, (split) => {
-      layout.split = split;
-      options.onLayout?.({ ...layout });
+    const divider = new SplitDivider(body, this.#layout.split ?? 0.5, (split) => {
+      this.#layout.split = split;
+      this.#onLayout?.({ ...this.#layout });
     });
     body.append(left, divider.element, this.details.element);
     this.element.append(body);
-    this.tree.subscribe((change) => {
-      if (change.selection) this.#selectionChanged();
-    });
-    void this.tree.expand(0);
+    void tree.expand(0);
     const revealed =
       state.selected.length > 0 ? this.reveal(state.selected) : Promise.resolve(false);
     void revealed.then((found) => {
       if (!found) this.#selectionChanged();
     });
+  }
+
+  get tree(): TreeModel | null {
+    return this.#tree;
+  }
+
+  get view(): TreeView | null {
+    return this.#view;
+  }
+
+  /** A tree of the checkpoint, its dotted keys grouped or not (dot-groups.ts). */
+  #makeTree(grouped: boolean): { tree: TreeModel; view: TreeView } {
+    const toggle = this.#groupToggle.label;
+    const source = new DotGroupedSource(this.#source as DataSource, {
+      enabled: grouped,
+      onGroupable: () => {
+        toggle.hidden = false;
+      },
+    });
+    const tree = new TreeModel(source, this.#root as NodeSummary, this.#treeOptions);
+    const totals = this.#rootTotals;
+    if (totals) tree.setRootTotals(totals.bytes, totals.numel);
+    const view = new TreeView(tree, this.#viewOptions);
+    tree.subscribe((change) => {
+      if (change.selection) this.#selectionChanged();
+    });
+    this.#tree = tree;
+    this.#view = view;
+    return { tree, view };
+  }
+
+  /** Shows the dotted keys grouped by `.` or as they are; the selection stays. */
+  async setGrouped(grouped: boolean): Promise<void> {
+    const old = this.#tree;
+    const oldView = this.#view;
+    if (!old || !oldView || this.#disposed) return;
+    this.#groupToggle.input.checked = grouped;
+    if (this.#layout.grouped !== grouped) {
+      this.#layout.grouped = grouped;
+      this.#onLayout?.({ ...this.#layout });
+    }
+    const group = dotGroupOf(old.selectedNode);
+    const selected = group ? group.parent : old.selectedPath;
+    const focused = oldView.element.contains(document.activeElement);
+    const { tree, view } = this.#makeTree(grouped);
+    oldView.element.replaceWith(view.element);
+    view.element.hidden = oldView.element.hidden; // under a filtered tree it stays hidden
+    oldView.dispose();
+    old.dispose();
+    await tree.expand(0);
+    if (selected && selected.length > 0) await this.reveal(selected);
+    if (focused) view.element.focus();
   }
 
   /** Shows only the matches of `pattern` and their ancestors in the tree (null: the
@@ -220,7 +298,9 @@ export class App {
     try {
       const f = await filterTree(this.#source, root, pattern, { signal: abort.signal });
       if (abort.signal.aborted || this.#disposed) return;
-      const tree = new TreeModel(f.source, f.root, { rootLabel: this.#rootLabel });
+      const grouped = this.#layout.grouped ?? true;
+      const matches = new DotGroupedSource(f.source, { enabled: grouped });
+      const tree = new TreeModel(matches, f.root, { rootLabel: this.#rootLabel });
       const view = new TreeView(tree, {
         label: "Matches of the search",
         onActivate: () => this.details?.preview.openPreview(),
@@ -274,7 +354,9 @@ export class App {
 
   #selectionChanged(): void {
     if (this.#disposed) return; // a rebuilt view must not write `selected` nor ask
-    const path = (this.#filtered?.tree ?? this.tree)?.selectedPath ?? null;
+    const shown = this.#filtered?.tree ?? this.tree;
+    this.#showGroupNote(dotGroupOf(shown?.selectedNode));
+    const path = shown?.selectedPath ?? null;
     const key = path && JSON.stringify(path);
     if (key === this.#shownPath) return;
     this.#shownPath = key;
@@ -283,5 +365,17 @@ export class App {
     const show = () => void this.details?.show(path);
     if (this.#detailsDelayMs > 0) this.#detailsTimer = setTimeout(show, this.#detailsDelayMs);
     else show();
+  }
+
+  #showGroupNote(group: DotGroup | undefined): void {
+    const note = this.#groupNote;
+    if (!group) {
+      note.remove();
+      return;
+    }
+    note.textContent =
+      `${group.prefix}… groups ${formatCount(group.keys)} keys that share this prefix. ` +
+      "A group is no key: select one of its keys to see its details, copy or load it.";
+    this.details?.element.prepend(note);
   }
 }

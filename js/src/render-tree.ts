@@ -7,7 +7,8 @@
  * `aria-activedescendant` (the selected row is always scrolled into the DOM).
  */
 
-import { describeShape, humanBytes, nodeLabel } from "./format";
+import { dotGroupOf } from "./dot-groups";
+import { describeShape, formatCount, humanBytes, nodeLabel } from "./format";
 import { estimateMeasure, type Measure, measureFor, shapeForms } from "./middle-cut";
 import type { NodeSummary, Path } from "./protocol";
 import { type FitPart, fitRow } from "./row-fit";
@@ -82,6 +83,18 @@ function rowSignature(row: TreeRow): string {
  * and the order in which they give way to the key. */
 function annotations(node: NodeSummary, inline: string, room: RowRoom) {
   const { code, badge, ui } = room;
+  const group = dotGroupOf(node);
+  if (group) {
+    // a group of keys: how many keys it holds, and their size
+    const parts: FitPart[] = [
+      { forms: [], measure: code },
+      { forms: [], measure: badge },
+      { forms: [`${formatCount(group.keys)} keys`], measure: code },
+      { forms: [], measure: code },
+      { forms: node.bytes === null ? [] : [humanBytes(node.bytes)], measure: ui },
+    ];
+    return { parts, steps: [2, 4] };
+  }
   const dims = node.kind === "leaf" ? node.shape : node.batch_size;
   const described = describeShape(node);
   const shapeText =
@@ -145,7 +158,11 @@ function fillRow(el: HTMLElement, row: TreeRow, extras: RowExtras): void {
     return;
   }
   fillNodeRow(el, row, node, extras);
-  el.title = extras.title || node.path.join(" / ") || row.label;
+  const group = dotGroupOf(node);
+  el.classList.toggle("tdview-group-row", group !== undefined);
+  el.title = group
+    ? `${group.prefix}… (${formatCount(group.keys)} keys: a group, not a key)`
+    : extras.title || node.path.join(" / ") || row.label;
 }
 
 /** Text after the row's key: `= value` of a non-tensor, the root's tensor count (a

@@ -13,6 +13,7 @@
  */
 
 import { type DataSource, isCancelled } from "./data-source";
+import { dotGroupOf, shownKey } from "./dot-groups";
 import type { ChildrenResult, NodeSummary, Path } from "./protocol";
 import { SerialQueue } from "./serial-queue";
 
@@ -69,6 +70,8 @@ interface Level {
   total: number;
   items: (NodeSummary | undefined)[];
   byKey: Map<string, number>;
+  /** Group rows (dot-groups.ts) by index: the prefix of the keys under each. */
+  groups: Map<number, string>;
   pages: Map<number, PageState>;
   open: Set<number>;
   cache: Map<number, Level>;
@@ -88,6 +91,14 @@ interface PageRef {
 }
 
 const ROOT: Pos = { level: null, index: 0 };
+
+/** The row of `key` in the level: the key's own, or the group of keys that holds it. */
+function indexOfKey(level: Level, key: string): number | undefined {
+  const own = level.byKey.get(key);
+  if (own !== undefined) return own;
+  for (const [index, prefix] of level.groups) if (key.startsWith(prefix)) return index;
+  return undefined;
+}
 
 export class TreeModel {
   readonly pageSize: number;
@@ -138,9 +149,11 @@ export class TreeModel {
     return this.#selIndex;
   }
 
-  /** Path of the selected node; null while the selected row is not loaded. */
+  /** Path of the selected node; null while the selected row is not loaded, and on a
+   * group of keys (it is no node). */
   get selectedPath(): Path | null {
-    return this.#nodeAt(this.#sel)?.path ?? null;
+    const node = this.#nodeAt(this.#sel);
+    return node && !dotGroupOf(node) ? node.path : null;
   }
 
   get selectedNode(): NodeSummary | null {
@@ -159,7 +172,7 @@ export class TreeModel {
       posInSet: pos.index + 1,
       setSize: level ? level.total : 1,
       node,
-      label: level ? (node?.key ?? "") : this.#rootLabel,
+      label: level ? (node ? shownKey(node) : "") : this.#rootLabel,
       expandable: node?.has_children ?? false,
       expanded: this.#isOpen(pos),
       selected: index === this.#selIndex,
@@ -289,12 +302,16 @@ export class TreeModel {
     const token = ++this.#revealToken;
     let pos: Pos = ROOT;
     for (const key of path) {
-      await this.#open(pos);
-      const level = this.#childLevel(pos);
-      if (!level || token !== this.#revealToken) return -1;
-      const index = await this.#find(level, key);
-      if (index < 0 || token !== this.#revealToken) return -1;
-      pos = { level, index };
+      // through the groups of keys that hold it, if any, to the key itself
+      for (let inGroup = true; inGroup; ) {
+        await this.#open(pos);
+        const level = this.#childLevel(pos);
+        if (!level || token !== this.#revealToken) return -1;
+        const index = await this.#find(level, key);
+        if (index < 0 || token !== this.#revealToken) return -1;
+        pos = { level, index };
+        inGroup = level.groups.has(index);
+      }
     }
     const index = this.#indexOf(pos);
     if (options.select ?? true) this.selectIndex(index);
@@ -334,11 +351,14 @@ export class TreeModel {
   #posOf(path: Path): Pos | null {
     let pos: Pos = ROOT;
     for (const key of path) {
-      if (!this.#isOpen(pos)) return null;
-      const level = this.#childLevel(pos);
-      const index = level?.byKey.get(key);
-      if (!level || index === undefined) return null;
-      pos = { level, index };
+      for (let inGroup = true; inGroup; ) {
+        if (!this.#isOpen(pos)) return null;
+        const level = this.#childLevel(pos);
+        const index = level ? indexOfKey(level, key) : undefined;
+        if (!level || index === undefined) return null;
+        pos = { level, index };
+        inGroup = level.groups.has(index);
+      }
     }
     return pos;
   }
@@ -379,6 +399,7 @@ export class TreeModel {
         total: node.n_children,
         items: new Array(node.n_children),
         byKey: new Map(),
+        groups: new Map(),
         pages: new Map(),
         open: new Set(),
         cache: new Map(),
@@ -407,11 +428,11 @@ export class TreeModel {
   /** Finds `key` in the level, loading pages in order until it turns up. */
   async #find(level: Level, key: string): Promise<number> {
     const pages = Math.ceil(level.total / this.pageSize);
-    for (let page = 0; !level.byKey.has(key) && page < pages; page++) {
+    for (let page = 0; indexOfKey(level, key) === undefined && page < pages; page++) {
       await this.#request(level, page, true);
       if (this.#abort.signal.aborted) return -1;
     }
-    return level.byKey.get(key) ?? -1;
+    return indexOfKey(level, key) ?? -1;
   }
 
   #request(level: Level, page: number, pinned: boolean): Promise<void> {
@@ -482,6 +503,7 @@ export class TreeModel {
       level.items.length = result.total;
       for (const i of level.open) if (i >= result.total) level.open.delete(i);
       for (const [key, i] of level.byKey) if (i >= result.total) level.byKey.delete(key);
+      for (const i of level.groups.keys()) if (i >= result.total) level.groups.delete(i);
       moved = this.#clampSelection(level);
     }
     const selectedBefore = this.#nodeAt(this.#sel);
@@ -489,7 +511,9 @@ export class TreeModel {
       const index = result.offset + i;
       if (index >= level.total) return;
       level.items[index] = child;
-      level.byKey.set(child.key, index);
+      const group = dotGroupOf(child);
+      if (group) level.groups.set(index, group.prefix);
+      else level.byKey.set(child.key, index);
     });
     level.pages.set(page, "loaded");
     if (structural) this.#flat = null;

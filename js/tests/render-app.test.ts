@@ -299,3 +299,48 @@ describe("filtering the tree in place", () => {
     expect(app.tree?.selectedPath).toEqual(["a", "y", "deep"]);
   });
 });
+
+describe("dotted keys grouped in the app", () => {
+  it("offers the toggle, keeps the selected key across it, and reports the choice", async () => {
+    const keys = [
+      "embed.weight",
+      "decoder.layers.0.linear1.weight",
+      "decoder.layers.1.linear1.weight",
+    ];
+    const source = new MemoryDataSource({
+      key: "",
+      children: keys.map((key) => ({ key, shape: [2], dtype: "float32" })),
+    });
+    const layouts: unknown[] = [];
+    const app = new App({
+      source,
+      state: state({ root: source.root }),
+      detailsDelayMs: 0,
+      onLayout: (l) => layouts.push(l),
+    });
+    document.body.append(app.element);
+    const toggle = () => app.element.querySelector<HTMLLabelElement>(".tdview-group-toggle");
+    for (let i = 0; i < 40 && toggle()?.hidden !== false; i++) await tick(5);
+    expect(toggle()?.hidden).toBe(false);
+    expect(toggle()?.querySelector("input")?.checked).toBe(true);
+    const labels = () =>
+      [...app.element.querySelectorAll(".tdview-tree .tdview-key")].map((k) => k.textContent);
+    expect(labels().slice(1)).toEqual(["embed.weight", "decoder.layers"]);
+    await app.reveal(["decoder.layers.1.linear1.weight"]);
+    expect(app.tree?.selectedPath).toEqual(["decoder.layers.1.linear1.weight"]);
+    await tick();
+    expect(details(app.element)).toContain("decoder.layers.1.linear1.weight");
+    await app.setGrouped(false);
+    expect(layouts).toEqual([{ grouped: false }]);
+    expect(app.tree?.selectedPath).toEqual(["decoder.layers.1.linear1.weight"]);
+    expect(labels().slice(1)).toEqual(keys);
+    await app.setGrouped(true);
+    app.tree?.selectIndex(2);
+    await tick();
+    expect(app.tree?.selectedPath).toBeNull();
+    expect(app.element.querySelector(".tdview-group-note")?.textContent).toContain(
+      "decoder.layers.… groups 2 keys",
+    );
+    app.dispose();
+  });
+});
