@@ -31,6 +31,7 @@ from .cases import (
 )
 from .module_cases import module_cases
 from .search import search_cases
+from .start_cases import start_cases
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -119,8 +120,10 @@ def main() -> None:
             ("10", hub_cache_cases),
             ("11", module_cases),
             ("12", search_cases),
+            ("13", start_cases),  # 13 first rows, 14 form load
         ):
-            if only is None or number in only or (number == "1" and only & {"2", "3"}):
+            also = {"1": {"2", "3"}, "13": {"14"}}.get(number, set())  # cases run together
+            if only is None or number in only or only & also:
                 results += run(root, sizes)
                 print(f"… cases {number} done ({time.time() - started:.0f} s)", flush=True)
         memory = (
