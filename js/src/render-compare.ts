@@ -59,7 +59,7 @@ export interface CompareAppOptions {
 const ROW_HEIGHT = 24;
 
 const LEVEL_WORDS: Record<string, string> = {
-  metadata: "metadata (no payload read)",
+  metadata: "metadata (shapes, dtypes)",
   fingerprint: "bytes (sizes and CRC-32s)",
   values: "values",
   mixed: "mixed (some subtrees compared again)",

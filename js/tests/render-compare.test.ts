@@ -77,7 +77,7 @@ describe("the compare view", () => {
     const header = el.querySelector(".tdview-compare-header")?.textContent ?? "";
     expect(header).toContain("runs/step_1000");
     expect(header).toContain("runs/step_1001.tdz");
-    expect(header).toContain("metadata (no payload read)");
+    expect(header).toContain("metadata (shapes, dtypes)");
     expect(header).toContain("+1 added");
     expect(header).toContain("-1 removed");
     expect(header).toContain("R1 renamed");

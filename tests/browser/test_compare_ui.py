@@ -116,18 +116,21 @@ def test_compare_step_through_refine_preview_load(lab, page, artifacts, steps) -
     compare.wait_for(timeout=TIMEOUT)
     header = compare.locator(".tdview-compare-header")
     assert BEFORE in header.inner_text() and AFTER in header.inner_text()
-    assert "metadata (no payload read)" in header.inner_text()
+    assert "metadata (shapes, dtypes)" in header.inner_text()
     assert "+1 added" in header.inner_text()
     keys = compare.locator(".tdview-compare-keys").inner_text()
     assert "] next difference" in keys and "[ previous difference" in keys
 
-    # Metadata alone: the weights have one dtype and shape on both sides, so the only
-    # difference is the key added; "only differences" is on.
+    # Metadata (a directory records no CRC-32): the weights have one dtype and shape on
+    # both sides, so they are not called changed; the optimizer's step counts are read
+    # (one element each: 1 -> 2), and grad_scale is added; "only differences" is on.
     added = compare.locator('[role="treeitem"][data-status="added"]')
     added.wait_for(timeout=TIMEOUT)
     assert added.locator(".tdview-key").inner_text() == "grad_scale"
     assert added.locator(".tdview-mark").inner_text() == "+"
-    assert compare.locator('[role="treeitem"]').count() == 2  # the root and grad_scale
+    assert added.locator(".tdview-compare-scalar").inner_text() == "1024"
+    rows = compare.locator('[role="treeitem"] .tdview-key').all_inner_texts()
+    assert sorted(rows[1:]) == ["grad_scale", "optim"], rows  # the root, its differences
 
     # Compare every leaf's bytes (the directory's files against the archive's entries).
     compare.locator(".tdview-compare-all-fingerprint").click()
@@ -399,3 +402,118 @@ def test_compare_refine_keeps_open_rows_and_selection(lab, page, artifacts, step
     assert set(filtered["rows"]) == rows_under(shown, expanded), filtered
     details_of(compare, nearest)
     page.locator(".tdview-root").screenshot(path=str(artifacts / "tdview-compare-refine-kept.png"))
+
+
+RUN_OPEN = (
+    'from tdview import TDView\nv = TDView("run32/step_1000.tdz", compare="run32/step_2000.tdz")\nv'
+)
+
+
+@pytest.fixture(scope="module")
+def training_run(lab: Any) -> tuple[Path, Path]:
+    """step_1000.tdz and step_2000.tdz of one training run (tests/training_steps.py)."""
+    from ..training_steps import write_training_steps
+
+    folder = lab.root / "run32"
+    if (folder / "step_2000.tdz").exists():
+        return folder / "step_1000.tdz", folder / "step_2000.tdz"
+    return write_training_steps(folder)
+
+
+def test_compare_two_archives_says_what_changed_from_the_first_paint(
+    lab, page, artifacts, training_run
+) -> None:
+    """Two archives: the first paint compares their recorded CRC-32s, so every trained
+    weight, moment and step shows as changed, nothing is called the same for its shape
+    alone, a scalar shows its numbers, and keys are whole; at 1280x720, light and dark."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    write_notebook(lab.root, "compare_run.ipynb", [RUN_OPEN])
+    open_and_run(page, lab, "compare_run.ipynb")
+    widget = page.locator(".tdview-root")
+    compare = widget.locator(".tdview-compare")
+    compare.wait_for(timeout=TIMEOUT)
+    header = compare.locator(".tdview-compare-header")
+    header.get_by_text("bytes (sizes and CRC-32s)").wait_for(timeout=TIMEOUT)
+    out = run_cell(
+        page,
+        "import json\nt = v.diff.rollup()\nprint('TOTAL', json.dumps({'changed': t.changed, "
+        "'added': t.added, 'removed': t.removed, 'crc': t.same_crc, 'unread': t.same_metadata,"
+        " 'trained': sorted(' / '.join(r.path) for r in v.diff if r.is_leaf and r.a and r.b"
+        " and r.status == 'changed')}))",
+    )
+    total = marked(out, "TOTAL")
+    text = header.inner_text()
+    assert f"~{total['changed']} changed" in text, text
+    assert f"+{total['added']} added" in text and f"-{total['removed']} removed" in text
+    assert total["unread"] == 0 and "values not compared" not in text, text
+    assert f"{total['crc']} CRC equal" in text, text
+    assert "model / head / weight" in total["trained"] and "step" in total["trained"]
+
+    # The run's step and the learning rate show their change in their rows.
+    step = tree_row(compare, "step")
+    step.wait_for(timeout=TIMEOUT)
+    assert step.locator(".tdview-compare-scalar").inner_text() == "1000 → 2000"
+    assert tree_row(compare, "lr").locator(".tdview-compare-scalar").inner_text() == (
+        "0.01 → 0.005"
+    )
+    step.locator(".tdview-key").click()
+    details_of(compare, "step")
+    verdict = compare.locator(".tdview-compare-details .tdview-compare-verdict").inner_text()
+    assert verdict.startswith("1000 → 2000") and "value changed" in verdict, verdict
+
+    # Open model / blocks / 0 and optimizer / state / head.bias: keys whole, AdamW's step.
+    for path in ["model", "model / blocks", "model / blocks / 0", "optimizer"]:
+        row = tree_row(compare, path)
+        row.wait_for(timeout=TIMEOUT)
+        row.locator(".tdview-twisty").click()
+        compare.locator(f'[role="treeitem"][title^="{path} / "]').first.wait_for(timeout=TIMEOUT)
+    for path in ["optimizer / state", "optimizer / state / head.bias"]:
+        row = tree_row(compare, path)
+        row.wait_for(timeout=TIMEOUT)
+        row.locator(".tdview-twisty").click()
+        compare.locator(f'[role="treeitem"][title^="{path} / "]').first.wait_for(timeout=TIMEOUT)
+    weight = tree_row(compare, "model / blocks / 0 / weight")
+    assert weight.get_attribute("data-status") == "changed"
+    key = weight.locator(".tdview-key")
+    assert key.inner_text() == "weight"
+    assert key.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # drawn whole
+    moment = tree_row(compare, "optimizer / state / head.bias / step")
+    assert moment.locator(".tdview-compare-scalar").inner_text() == "3 → 6"
+    state_key = tree_row(compare, "optimizer / state / head.bias").locator(".tdview-key")
+    assert state_key.inner_text() == "head.bias"
+    tree_row(compare, "model / blocks / 0 / weight").locator(".tdview-key").click()
+    details_of(compare, "model / blocks / 0 / weight")
+    assert "bytes differ" in compare.locator(".tdview-compare-details").inner_text()
+
+    page.screenshot(path=str(artifacts / "compare-two-archives-1280x720-light.png"))
+    try:
+        settle_theme(page, "dark")
+        page.screenshot(path=str(artifacts / "compare-two-archives-1280x720-dark.png"))
+    finally:
+        settle_theme(page, "light")
+
+
+def test_compare_says_values_not_compared_one_click_from_them(lab, page, artifacts, steps) -> None:
+    """A directory against an archive (no CRC-32 recorded on one side): the header says
+    how many leaves are the same only by shape and dtype, and its button compares them."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    write_notebook(lab.root, "compare_unread.ipynb", [OPEN])
+    open_and_run(page, lab, "compare_unread.ipynb")
+    compare = page.locator(".tdview-root .tdview-compare")
+    header = compare.locator(".tdview-compare-header")
+    header.locator(".tdview-compare-unverified").wait_for(timeout=RUN_TIMEOUT_MS)
+    out = run_cell(page, "print('UNREAD', v.diff.rollup().same_metadata)")
+    unread = int(next(x for x in out.splitlines() if x.startswith("UNREAD")).split()[1])
+    assert unread > 0
+    assert header.locator(".tdview-compare-unverified").inner_text() == (
+        f"{unread} same shape and dtype — values not compared"
+    )
+    assert " same\n" not in header.inner_text()  # no leaf called plainly "same"
+    page.screenshot(path=str(artifacts / "compare-values-not-compared-1280x720-light.png"))
+    header.locator(".tdview-compare-unverified-values").click()
+    compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
+    header.get_by_text("values", exact=True).wait_for(timeout=TIMEOUT)
+    assert header.locator(".tdview-compare-unverified").count() == 0
+    out = run_cell(page, "print('LEVEL', v.diff.level, v.diff.rollup().same_metadata)")
+    assert "LEVEL values 0" in out
+    assert "changed" in header.inner_text()
