@@ -728,3 +728,19 @@ def test_keys_are_escaped_in_the_text(tmp_path: Path) -> None:
     b = _write(TensorDict({"w\x1b[2J": torch.ones(2)}), tmp_path / "b")
     code, text = _cli([str(a), str(b), "--level", "values", "--only-changed"])
     assert code == 1 and "\x1b" not in text and "w\\x1b[2J" in text
+
+
+def test_auto_of_two_archives_imports_no_torch(run: tuple[Path, Path]) -> None:
+    """The CRC-32s of two archives make no payload job: the diff needs no torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tdview\n"
+        f"d = tdview.diff({str(run[0])!r}, {str(run[1])!r}, level='auto')\n"
+        "print(d.level, d.rollup().changed, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    assert out[0] == "fingerprint" and int(out[1]) > 0 and out[2] == "False", out

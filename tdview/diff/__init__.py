@@ -7,10 +7,11 @@ stores, never loads a whole tree, and unpickles only with ``allow_pickle=True``.
 
 Modules: :mod:`._api` (the entry point), :mod:`._sides` (opening each side),
 :mod:`._walk` (the metadata tier), :mod:`._tiers` (fingerprints and values per row),
-:mod:`._renames`, :mod:`._pool` (payload jobs on threads), :mod:`._stream` (a leaf's
-bytes in chunks), :mod:`._stats` (float64 statistics), :mod:`._values` (Python values),
-:mod:`._result` (rows, rollups, serialization), :mod:`._scalars` (the numbers of
-one-element leaves), :mod:`._text` and :mod:`._cli` (``tdview diff``).
+:mod:`._renames`, :mod:`._jobs` (what a payload job is), :mod:`._pool` (payload jobs on
+threads), :mod:`._stream` (a leaf's bytes in chunks), :mod:`._stats` (float64
+statistics), :mod:`._values` (Python values), :mod:`._result` (rows, rollups,
+serialization), :mod:`._scalars` (the numbers of one-element leaves), :mod:`._text` and
+:mod:`._cli` (``tdview diff``).
 
 This module imports the index only when a diff runs (``import tdview`` stays light), and
 torch only for the fingerprint and value tiers.

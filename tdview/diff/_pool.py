@@ -18,14 +18,13 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..errors import TDViewError
-from ..storage import Store
-from ..storage._crc import crc32_combine
+from ._jobs import COMPARE, CRC, VALUES, Job, Span
 from ._stats import CHUNK, KERNEL_MIN, Acc, as_tensor, compare_chunk, kernel_for, kernel_values
 from ._stream import Source, open_source
 
@@ -38,68 +37,11 @@ WINDOW = 4
 #: Pieces grouped in one task at most (many small leaves still spread over the threads).
 GROUP = 64
 
-CRC, COMPARE, VALUES = "crc", "compare", "values"
+__all__ = ["COMPARE", "CRC", "VALUES", "Job", "Span", "run_jobs"]
 
 
-@dataclass(frozen=True)
-class Span:
-    """The first ``size`` bytes of a store key."""
-
-    store: Store
-    key: str
-    size: int
-
-    def open(self) -> Source:
-        return open_source(self.store, self.key, self.size)
-
-    @property
-    def random_access(self) -> bool:
-        if not self.store.packed:  # a file of its own, stored as it is
-            return True
-        return self.store.entry(self.key).compression == "stored"
-
-
-@dataclass(eq=False)
-class Job:
-    """One payload computation; ``done(job)`` is called in the caller's thread once every
-    piece is in (``error`` set if one failed)."""
-
-    kind: str
-    a: Span
-    b: Span | None
-    done: Callable[[Job], None]
-    dtype_a: torch.dtype | None = None
-    dtype_b: torch.dtype | None = None
-    rtol: float = 0.0
-    atol: float = 0.0
-    # results
-    acc: Acc | None = None
-    differs: bool = False
-    crc_parts: list[tuple[int, int, int]] = field(default_factory=list)
-    error: BaseException | None = None
-    pending: int = 0
-
-    @property
-    def nbytes(self) -> int:
-        return self.a.size + (self.b.size if self.b is not None else 0)
-
-    @property
-    def crc(self) -> int:
-        crc = 0
-        for _, part, length in sorted(self.crc_parts):
-            crc = crc32_combine(crc, part, length)
-        return crc
-
-    def unit(self) -> int:
-        """Bytes of ``a`` per element (values), else 1: pieces are cut in these units."""
-        if self.kind == VALUES:
-            assert self.dtype_a is not None
-            return self.dtype_a.itemsize
-        return 1
-
-    def length(self) -> int:
-        """The job's length in units."""
-        return self.a.size // self.unit()
+def _open(span: Span) -> Source:
+    return open_source(span.store, span.key, span.size)
 
 
 @dataclass(eq=False)
@@ -254,12 +196,12 @@ def _run_piece(piece: Piece) -> Any:
     job = piece.job
     if job.kind == COMPARE and job.differs:
         return True  # another piece found a difference already
-    source_a = job.a.open()
+    source_a = _open(job.a)
     try:
         if job.kind == CRC:
             return _crc(piece, source_a)
         assert job.b is not None
-        source_b = job.b.open()
+        source_b = _open(job.b)
         try:
             if job.kind == COMPARE:
                 return _compare(piece, source_a, source_b)

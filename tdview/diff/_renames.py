@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..errors import TDViewError
-from ._pool import CRC, Job, Span
+from ._jobs import CRC, Job, Span
 from ._result import ADDED, CRC_EQUAL, REMOVED, RENAMED, Row
 from ._sides import Side
 from ._walk import leaf_parts

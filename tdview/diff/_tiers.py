@@ -11,11 +11,10 @@ from ..errors import TDViewError
 from ..format import torch_dtype
 from ..index import NON_TENSOR, NON_TENSOR_STACK, Checkpoint, Node
 from ..index._facts import pickle_key
-from ._pool import COMPARE, CRC, VALUES, Job, Span, run_jobs
+from ._jobs import COMPARE, CRC, VALUES, Job, Span
 from ._renames import Renames
 from ._result import CRC_EQUAL, DIFFERS, EQUAL, SAME, Row, ValueStats
 from ._sides import Side
-from ._stats import bytes_only_stats, numeric
 from ._values import nested_numel, read_sizes, same_value
 from ._walk import is_leaf_item, leaf_parts
 
@@ -43,7 +42,7 @@ def payload_tiers(
         for row in rows:
             if row.status != "added" and row.status != "removed":
                 jobs.extend(tiers.fingerprint_jobs(row))
-    run_jobs(jobs, threads, progress, "fingerprints")
+    _run(jobs, threads, progress, "fingerprints")
     renamed = renames.match()
     if level == "values":
         jobs = []
@@ -52,9 +51,19 @@ def payload_tiers(
                 jobs.extend(tiers.value_jobs(row))
         for row in renamed:
             jobs.extend(tiers.value_jobs(row))
-        run_jobs(jobs, threads, progress, "values")
+        _run(jobs, threads, progress, "values")
         renames.undo_unequal()
     rows[:] = renames.apply(rows)
+
+
+def _run(
+    jobs: list[Job], threads: int, progress: Callable[[int, int, str], object] | None, label: str
+) -> None:
+    """Run ``jobs`` on the pool (imported with torch only when there is a job)."""
+    if jobs:
+        from ._pool import run_jobs
+
+        run_jobs(jobs, threads, progress, label)
 
 
 def _combine(row: Row, verdict: str) -> None:
@@ -194,6 +203,8 @@ class _Tiers:
         if file_a is None or file_b is None:
             _problem(row, TDViewError("a data file is missing"))
             return []
+        from ._stats import bytes_only_stats, numeric
+
         span_a = Span(self.a.ckpt.store, file_a, numel * dtype_a.itemsize)
         span_b = Span(self.b.ckpt.store, file_b, numel * dtype_b.itemsize)
         if numeric(dtype_a) and numeric(dtype_b):
