@@ -11,7 +11,6 @@ from typing import Any
 
 from ..errors import TDViewError
 from ..index import LeafFile, Node
-from ._records import Facts
 from ._result import SAME, Row
 from ._sides import Side
 from ._walk import leaf_parts
@@ -40,7 +39,7 @@ def read_scalars(rows: list[Row], a: Side, b: Side) -> None:
     """Fill ``row.scalars`` of every row with a one-element leaf on a side (in place); a
     row the same by metadata whose two numbers differ becomes changed."""
     for row in rows:
-        if row.problem or not row.is_leaf or not (_one(row.a) or _one(row.b)):
+        if row.problem or not (_one(row.item_a) or _one(row.item_b)):
             continue
         pair = (scalar_of(a.ckpt.store, row.item_a), scalar_of(b.ckpt.store, row.item_b))
         if pair == (None, None):
@@ -50,13 +49,12 @@ def read_scalars(rows: list[Row], a: Side, b: Side) -> None:
             row.mark("content")
 
 
-def _one(facts: Facts | None) -> bool:
+def _one(item: LeafFile | Node | None) -> bool:
+    """A leaf of one element (its record says so: no facts made for a plain leaf)."""
+    if isinstance(item, LeafFile):
+        return item.record.numel == 1
     return (
-        facts is not None
-        and facts.kind == "leaf"
-        and not facts.nested
-        and facts.shape is not None
-        and math.prod(facts.shape) == 1
+        item is not None and item.is_leaf and item.record is not None and (item.record.numel == 1)
     )
 
 
