@@ -1,6 +1,10 @@
 /**
  * Preview on demand: a "Preview" button on a leaf sends one `preview` request and shows
- * a bounded table of the first values, statistics and a histogram (plain SVG bars).
+ * what its index selects (the whole leaf by default): the statistics and histogram (plain
+ * SVG bars) of that selection, saying which it is, a table of the plane shown (two dims;
+ * an n-d selection gets a dimension mapper, `preview-plane.ts`) paged by the buttons
+ * beside it, and on demand a heatmap of that plane. The index field's placeholder is an
+ * index that fits the leaf, and an index it cannot take is answered beside the field.
  * Nothing is read before the button is pressed; a new selection aborts the request.
  *
  * Below a torchrl replay-buffer storage the kernel previews the rows written; a toggle
@@ -8,11 +12,21 @@
  * and the choice holds for the next previews of this panel.
  */
 
-import { type DataSource, type DecodedTensor, isCancelled, type PreviewData } from "./data-source";
-import { alertBox, button, el, errorText, svg } from "./dom";
+import { type DataSource, isCancelled, type PreviewData } from "./data-source";
+import { alertBox, button, el, errorText } from "./dom";
 import { formatCount } from "./format";
-import { indexText, parseIndex, selectIndex } from "./preview-index";
-import type { NodeDetails, Path, PreviewDim, PreviewStats, RowsScope } from "./protocol";
+import { exampleIndex, parseIndex, selectIndex } from "./preview-index";
+import { planeIndex, planeIsPart, planeMapper, SLIDE_DELAY_MS } from "./preview-plane";
+import { dtypeNote, histogram, statsScope, statsTable } from "./preview-stats";
+import {
+  pageOffset,
+  previewTable,
+  rowsText,
+  type TableRows,
+  tableCaption,
+  tableRows,
+} from "./preview-table";
+import type { NodeDetails, Path, PlaneParams, RowsScope } from "./protocol";
 import { renderHeatmap } from "./render-heatmap";
 import { watchTheme } from "./theme-watch";
 
@@ -25,270 +39,23 @@ export interface PreviewSectionOptions {
   rows?: number;
 }
 
-/** One value as text: 6 significant digits for floats, exact integers, True/False. */
-export function formatValue(value: number | bigint | undefined, dtype: string): string {
-  if (value === undefined) return "";
-  if (typeof value === "bigint") return value.toString();
-  if (dtype === "bool") return value ? "True" : "False";
-  if (Number.isNaN(value)) return "nan";
-  if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
-  if (!dtype.startsWith("float")) return String(value);
-  const size = Math.abs(value);
-  if (size !== 0 && (size >= 1e6 || size < 1e-4)) {
-    return value.toExponential(5).replace(/\.?0+e/, "e");
-  }
-  return String(Number(value.toPrecision(6)));
-}
-
-function statText(value: number | null): string {
-  return value === null ? "—" : formatValue(value, "float64");
-}
-
-/** A min or max: a whole number (every min and max of an integer leaf) shown exactly. */
-function extremeText(value: number | null): string {
-  return value !== null && Number.isSafeInteger(value) ? String(value) : statText(value);
-}
-
-/** Index of flat column `j` over `dims` (C order), e.g. "1,0" for j = 3 over [2, 3]. */
-export function columnLabel(j: number, dims: readonly number[]): string {
-  if (dims.length <= 1) return String(j);
-  const index: number[] = [];
-  let rest = j;
-  for (let d = dims.length - 1; d >= 0; d--) {
-    const size = dims[d] || 1;
-    index.unshift(rest % size);
-    rest = Math.floor(rest / size);
-  }
-  return index.join(",");
-}
-
-/** The table of the slice: rows are dim 0, columns the other dims flattened. */
-export function previewTable(data: PreviewData): HTMLElement {
-  const { slice, shape } = data;
-  const dtype = data.display_dtype;
-  const wrap = el("div", "tdview-preview-table");
-  const table = el("table");
-  const values = slice.data as ArrayLike<number | bigint>;
-  const nRows = slice.shape.length === 0 ? 1 : (slice.shape[0] ?? 0);
-  const nCols = slice.shape.length >= 2 ? (slice.shape[1] ?? 0) : 1;
-  const head = el("tr");
-  head.append(el("th", "tdview-index", slice.shape.length === 0 ? "" : "row"));
-  for (let j = 0; j < nCols; j++) {
-    const label = slice.shape.length >= 2 ? columnLabel(j, shape.slice(1)) : "value";
-    head.append(el("th", "", label));
-  }
-  const thead = el("thead");
-  thead.append(head);
-  const tbody = el("tbody");
-  const rowDim = tableRows(data)?.dim;
-  for (let i = 0; i < nRows; i++) {
-    const tr = el("tr");
-    const at = rowDim ? rowDim.start + i * rowDim.step : i;
-    tr.append(el("th", "tdview-index", slice.shape.length === 0 ? "" : String(at)));
-    for (let j = 0; j < nCols; j++)
-      tr.append(el("td", "", formatValue(values[i * nCols + j], dtype)));
-    tbody.append(tr);
-  }
-  table.append(thead, tbody);
-  wrap.append(table);
-  return wrap;
-}
-
-/** "first 20 of 1,000 rows · 50 of 21,168 columns" ("… written rows" when the preview
- * covers the written rows of a torchrl storage), or "" when all is shown. */
-export function tableCaption(data: PreviewData): string {
-  const { slice, shape } = data;
-  if (slice.shape.length === 0) return "";
-  const parts: string[] = [];
-  const rows = slice.shape[0] ?? 0;
-  const written = data.rows?.scope === "written";
-  const total = written && data.rows ? data.rows.written : (shape[0] ?? rows);
-  const noun = written ? "written rows" : "rows";
-  const shown = tableRows(data);
-  if (shown && (shown.first > 0 || shown.dim.step !== 1 || shown.axis > 0)) {
-    parts.push(rowsText(shown));
-  } else {
-    parts.push(
-      rows < total
-        ? `first ${formatCount(rows)} of ${formatCount(total)} ${noun}`
-        : `${formatCount(rows)} ${noun}`,
-    );
-  }
-  if (slice.shape.length >= 2) {
-    const cols = slice.shape[1] ?? 0;
-    const width = shape.slice(1).reduce((a, b) => a * b, 1);
-    if (cols < width) parts.push(`first ${formatCount(cols)} of ${formatCount(width)} columns`);
-  }
-  return parts.join(" · ");
-}
-
-/** The rows the table shows: which dim of the leaf they are (the first the index keeps),
- * that dim's selection, the first row and how many, of how many rows in all. */
-export interface TableRows {
-  axis: number;
-  dim: PreviewDim;
-  first: number;
-  shown: number;
-  total: number;
-}
-
-export function tableRows(data: PreviewData): TableRows | null {
-  if (data.slice.shape.length === 0) return null;
-  const dims = data.selection?.dims ?? [];
-  const axis = dims.findIndex((d) => d.kept);
-  const dim = dims[axis];
-  if (!dim) return null;
-  const written = axis === 0 && data.rows?.scope === "written";
-  const total = written && data.rows ? data.rows.written : (data.shape[axis] ?? 0);
-  return { axis, dim, first: dim.start, shown: data.slice.shape[0] ?? 0, total };
-}
-
-/** "rows 50,000–50,020 of 100,000" (the rows shown, as a half-open range). */
-export function rowsText(r: TableRows): string {
-  const end = r.first + r.shown * r.dim.step;
-  const step = r.dim.step === 1 ? "" : ` (every ${formatCount(r.dim.step)})`;
-  return `rows ${formatCount(r.first)}–${formatCount(end)} of ${formatCount(r.total)}${step}`;
-}
-
-/** The index of the page of `rows` table rows before (-1) or after (1) the one shown,
- * or null past either end. */
-export function pageIndex(data: PreviewData, rows: number, step: -1 | 1): string | null {
-  const r = tableRows(data);
-  if (!r) return null;
-  const stride = r.dim.step;
-  const start = step > 0 ? r.first + r.shown * stride : r.first - rows * stride;
-  if (step > 0 ? start >= r.total : r.first <= 0) return null;
-  const from = Math.max(0, start);
-  const dims = data.selection.dims.map((d, i) =>
-    i === r.axis ? { ...d, start: from, stop: Math.min(r.total, from + rows * stride) } : d,
-  );
-  return indexText(dims);
-}
-
-/** The statistics as label/value pairs that wrap to the panel's width; mean, std, NaN
- * and Inf are left out where the kernel sends null (they make no sense for the dtype). */
-export function statsTable(stats: PreviewStats): HTMLElement {
-  const box = el("div", "tdview-stats");
-  const optional = (label: string, value: number | null, text: (v: number) => string) =>
-    value === null ? [] : [[label, text(value)] as [string, string]];
-  const entries: [string, string][] = [
-    ["min", extremeText(stats.min)],
-    ["max", extremeText(stats.max)],
-    ...optional("mean", stats.mean, statText),
-    ...optional("std", stats.std, statText),
-    ...optional("NaN", stats.nan, formatCount),
-    ...optional("Inf", stats.inf, formatCount),
-    ["count", formatCount(stats.count)],
-  ];
-  for (const [label, value] of entries) {
-    const item = el("div", "tdview-stat");
-    const v = el("span", "tdview-stat-value", value);
-    if ((label === "NaN" || label === "Inf") && value !== "0") v.classList.add("tdview-warn");
-    item.append(el("span", "tdview-stat-label", label), v);
-    box.append(item);
-  }
-  return box;
-}
-
-const HIST_HEIGHT = 100;
-
-export interface HistogramOptions {
-  /** A bar per value (`counts[i]` elements equal `values[i]`) instead of bins. */
-  values?: DecodedTensor | null;
-  /** The dtype the values are written in (default float64). */
-  dtype?: string;
-  /** Bar heights by log(1 + count), so that rare values stay visible. */
-  log?: boolean;
-}
-
-/** The most per-value bars labelled under the chart (more: only in their tooltips). */
-const MAX_VALUE_LABELS = 16;
-
-/** Bars for `counts` over `edges` (one more edge than counts), or one per value of
- * `options.values`, as an SVG figure. */
-export function histogram(
-  edges: DecodedTensor,
-  counts: DecodedTensor,
-  options: HistogramOptions = {},
-): HTMLElement {
-  const n = counts.data.length;
-  const count = (i: number) => Number(counts.data[i] ?? 0);
-  const edge = (i: number) => Number(edges.data[i] ?? 0);
-  const values = options.values ?? null;
-  const valueText = (i: number) =>
-    formatValue(Number(values?.data[i] ?? 0), options.dtype ?? "float64");
-  const scale = options.log ? (c: number) => Math.log1p(c) : (c: number) => c;
-  let max = 0;
-  for (let i = 0; i < n; i++) max = Math.max(max, count(i));
-  const figure = el("figure", "tdview-histogram");
-  const chart = svg("svg", {
-    viewBox: `0 0 ${n} ${HIST_HEIGHT}`,
-    preserveAspectRatio: "none",
-    role: "img",
-    "aria-label": values
-      ? `Histogram: ${n} values from ${valueText(0)} to ${valueText(n - 1)}`
-      : `Histogram: ${n} bins from ${formatValue(edge(0), "float64")} to ${formatValue(edge(n), "float64")}`,
-  });
-  chart.append(
-    svg("rect", { class: "tdview-histogram-bg", x: 0, y: 0, width: n, height: HIST_HEIGHT }),
-  );
-  for (let i = 0; i < n; i++) {
-    const c = count(i);
-    // Any non-empty bin stays visible, however small next to the tallest.
-    const h = c === 0 ? 0 : Math.max(1.5, (scale(c) / scale(max)) * HIST_HEIGHT);
-    const bar = svg("rect", {
-      class: "tdview-histogram-bar",
-      x: i + 0.08,
-      y: HIST_HEIGHT - h,
-      width: 0.84,
-      height: h,
-    });
-    const title = svg("title");
-    title.textContent = values
-      ? `${valueText(i)}: ${formatCount(c)}`
-      : `[${formatValue(edge(i), "float64")}, ${formatValue(edge(i + 1), "float64")}): ${formatCount(c)}`;
-    bar.append(title);
-    chart.append(bar);
-  }
-  const axis = el("figcaption", "tdview-histogram-axis");
-  const scaleNote = options.log ? " · log scale" : "";
-  if (values) {
-    const labels = el("div", "tdview-histogram-values");
-    labels.style.gridTemplateColumns = `repeat(${n}, 1fr)`;
-    if (n <= MAX_VALUE_LABELS) {
-      for (let i = 0; i < n; i++) labels.append(el("span", "", valueText(i)));
-      figure.append(chart, labels);
-    } else {
-      figure.append(chart);
-    }
-    axis.append(
-      el("span", "", valueText(0)),
-      el(
-        "span",
-        "tdview-histogram-max",
-        `${n} value${n === 1 ? "" : "s"} · tallest ${formatCount(max)}${scaleNote}`,
-      ),
-      el("span", "", valueText(n - 1)),
-    );
-    figure.append(axis);
-    return figure;
-  }
-  axis.append(
-    el("span", "", formatValue(edge(0), "float64")),
-    el("span", "tdview-histogram-max", `${n} bins · tallest ${formatCount(max)}${scaleNote}`),
-    el("span", "", formatValue(edge(n), "float64")),
-  );
-  figure.append(chart, axis);
-  return figure;
-}
-
-/** Which dtype the values are shown in, when it is not the leaf's own. */
-export function dtypeNote(data: PreviewData): string {
-  if (data.display_dtype === data.dtype) return "";
-  if (data.dtype.startsWith("complex"))
-    return `shown as |z| in ${data.display_dtype} (stored as ${data.dtype})`;
-  return `shown as ${data.display_dtype} (stored as ${data.dtype})`;
-}
+// the parts of a preview, for those who draw one (the compare view) and for tests
+export {
+  dtypeNote,
+  formatValue,
+  type HistogramOptions,
+  histogram,
+  statsScope,
+  statsTable,
+} from "./preview-stats";
+export {
+  pageOffset,
+  previewTable,
+  rowsText,
+  type TableRows,
+  tableCaption,
+  tableRows,
+} from "./preview-table";
 
 let scopeGroups = 0;
 
@@ -325,19 +92,41 @@ export function rowsToggle(
   return box;
 }
 
-/** The whole preview of one leaf (`log`: the histogram's bars by log count). */
-export function renderPreview(data: PreviewData, options: { log?: boolean } = {}): HTMLElement {
+export interface RenderOptions {
+  /** The histogram's bars by log count. */
+  log?: boolean;
+  /** The dims shown (an n-d selection), put above the table. */
+  mapper?: HTMLElement | null;
+  /** The pager, put beside the table's caption. */
+  pager?: HTMLElement | null;
+  /** The heatmap, put after the table. */
+  heatmap?: HTMLElement | null;
+}
+
+/** The whole preview of one leaf: what it describes, its statistics and histogram, the
+ * dims shown, the table (its caption and pager above it) and the heatmap. */
+export function renderPreview(data: PreviewData, options: RenderOptions = {}): HTMLElement {
   const box = el("div", "tdview-preview-result");
   const note = dtypeNote(data);
   if (note) box.append(el("p", "tdview-note tdview-display-dtype", note));
-  if (data.stats) box.append(statsTable(data.stats));
+  if (data.stats) {
+    box.append(el("p", "tdview-note tdview-preview-scope", statsScope(data)));
+    box.append(statsTable(data.stats));
+  }
   if (data.histogram) {
     const { edges, counts, values } = data.histogram;
     box.append(histogram(edges, counts, { values, dtype: data.display_dtype, log: !!options.log }));
   }
+  if (options.mapper) box.append(options.mapper);
+  const head = el("div", "tdview-preview-table-head");
   const caption = tableCaption(data);
-  if (caption) box.append(el("p", "tdview-note tdview-preview-caption", caption));
+  const shown = planeIsPart(data) ? `${planeIndex(data)}${caption ? " · " : ""}` : "";
+  if (shown || caption)
+    head.append(el("span", "tdview-note tdview-preview-caption", `${shown}${caption}`));
+  if (options.pager) head.append(options.pager);
+  if (head.childElementCount) box.append(head);
   box.append(previewTable(data));
+  if (options.heatmap) box.append(options.heatmap);
   return box;
 }
 
@@ -359,8 +148,18 @@ export class PreviewSection {
   #abort: AbortController | null = null;
   /** Open: each leaf selected is previewed (until the button closes it again). */
   #open = false;
-  /** The index asked for this leaf (undefined: the first rows). */
+  /** The index asked for this leaf (undefined: all of it). */
   #index: string | undefined;
+  /** The plane asked for (undefined: the default) and the table's first row in it. */
+  #plane: PlaneParams | undefined;
+  #offset = 0;
+  /** The index and plane of the preview shown (an answer in place goes back to them). */
+  #shownView: { index: string | undefined; plane: PlaneParams | undefined } = {
+    index: undefined,
+    plane: undefined,
+  };
+  /** A slider's move waiting to be sent. */
+  #slide: ReturnType<typeof setTimeout> | null = null;
   #data: PreviewData | null = null;
   /** The leaf the index belongs to. */
   #shownKey: string | null = null;
@@ -396,12 +195,13 @@ export class PreviewSection {
     this.#body.setAttribute("aria-live", "polite");
     this.#indexInput = el("input", "tdview-preview-index");
     this.#indexInput.type = "text";
-    this.#indexInput.placeholder = "[50000:50020, :8]";
+    this.#indexInput.placeholder = "";
     this.#indexInput.spellcheck = false;
     this.#indexInput.setAttribute("aria-label", "Index expression");
     this.#indexInput.title =
-      "Which values the table shows: an integer or a start:stop:step slice per dim, " +
-      "e.g. [50000:50020, :8]; Enter applies it, an empty index shows the first rows";
+      "Which values the preview describes (statistics, histogram, heatmap and table): an " +
+      "integer (negative: from the end) or a start:stop:step slice per dim, and '...' " +
+      "for the dims between; Enter applies it, an empty index takes the whole tensor";
     this.#indexInput.addEventListener("keydown", (event) => {
       if (event.key !== "Enter") return;
       event.preventDefault();
@@ -461,6 +261,8 @@ export class PreviewSection {
     this.#indexError.textContent = "";
     this.#indexInput.removeAttribute("aria-invalid");
     this.#index = trimmed === "" ? undefined : trimmed;
+    this.#plane = undefined;
+    this.#offset = 0;
     this.#open = true;
     this.#syncOpen();
     void this.run();
@@ -489,28 +291,48 @@ export class PreviewSection {
   }
 
   #result(data: PreviewData): HTMLElement {
-    const box = renderPreview(data, { log: this.#logInput.checked });
-    const heatmap = renderHeatmap(data, this.element);
-    if (heatmap) box.append(heatmap);
+    const what = planeIsPart(data) ? `the plane ${planeIndex(data)}` : "the selection";
+    const heatmap = renderHeatmap(data, this.element, what);
     if (heatmap && !this.#unwatchTheme) this.#unwatchTheme = watchTheme(() => this.#redraw());
     const rows = tableRows(data);
-    if (rows && rows.shown < rows.total) box.append(this.#pager(data, rows));
-    return box;
+    return renderPreview(data, {
+      log: this.#logInput.checked,
+      heatmap,
+      mapper: planeMapper(data, (plane, live) => this.#setPlane(plane, live)),
+      pager: rows && rows.shown < rows.count ? this.#pager(data, rows) : null,
+    });
+  }
+
+  /** Shows another plane: at once, or once a moving slider rests. */
+  #setPlane(plane: PlaneParams, live: boolean): void {
+    this.#plane = plane;
+    this.#offset = 0;
+    if (this.#slide !== null) clearTimeout(this.#slide);
+    this.#slide = null;
+    if (!live) {
+      void this.run();
+      return;
+    }
+    this.#slide = setTimeout(() => {
+      this.#slide = null;
+      void this.run();
+    }, SLIDE_DELAY_MS);
   }
 
   #pager(data: PreviewData, rows: TableRows): HTMLElement {
     const pager = el("div", "tdview-preview-pager");
     const go = (step: -1 | 1) => {
-      const index = pageIndex(data, this.#rows, step);
-      if (index === null) return;
-      this.#index = index;
-      this.#indexInput.value = index;
+      const offset = pageOffset(data, this.#rows, step);
+      if (offset === null) return;
+      this.#offset = offset;
       void this.run();
     };
-    const prev = button("‹ Previous rows", "tdview-preview-prev", () => go(-1));
-    const next = button("Next rows ›", "tdview-preview-next", () => go(1));
-    prev.disabled = pageIndex(data, this.#rows, -1) === null;
-    next.disabled = pageIndex(data, this.#rows, 1) === null;
+    const prev = button("‹ Previous", "tdview-preview-prev", () => go(-1));
+    const next = button("Next ›", "tdview-preview-next", () => go(1));
+    prev.title = `The ${this.#rows} rows before`;
+    next.title = `The next ${this.#rows} rows`;
+    prev.disabled = pageOffset(data, this.#rows, -1) === null;
+    next.disabled = pageOffset(data, this.#rows, 1) === null;
     pager.append(prev, el("span", "tdview-preview-rows", rowsText(rows)), next);
     return pager;
   }
@@ -525,6 +347,9 @@ export class PreviewSection {
     const path = node?.kind === "leaf" ? node.path : null;
     if (path === null || path.join("\u0000") !== this.#shownKey) {
       this.#index = undefined;
+      this.#plane = undefined;
+      this.#offset = 0;
+      this.#shownView = { index: undefined, plane: undefined };
       this.#indexInput.value = "";
       this.#indexError.textContent = "";
       this.#indexInput.removeAttribute("aria-invalid");
@@ -532,6 +357,11 @@ export class PreviewSection {
     this.#path = path;
     this.#shownKey = path === null ? null : path.join("\u0000");
     this.#shape = node?.shape ?? null;
+    const example = this.#shape ? exampleIndex(this.#shape) : "";
+    this.#indexInput.placeholder = example
+      ? `e.g. ${example}  (shape [${this.#shape?.join(", ")}])`
+      : "a scalar: nothing to index";
+    this.#indexInput.disabled = this.#shape !== null && this.#shape.length === 0;
     this.#heatmapLabel.hidden = (this.#shape?.length ?? 0) < 2;
     this.element.hidden = this.#path === null;
     this.#button.disabled = false;
@@ -566,15 +396,21 @@ export class PreviewSection {
         signal: abort.signal,
         rowsScope: this.#scope,
         ...(this.#index === undefined ? {} : { index: this.#index }),
+        ...(this.#plane === undefined ? {} : { plane: this.#plane }),
+        ...(this.#offset ? { offset: this.#offset } : {}),
         ...(this.#wantsHeatmap() ? { heatmap: { ...HEATMAP_CELLS } } : {}),
       });
       if (abort.signal.aborted) return;
       this.#data = data;
+      this.#shownView = { index: this.#index, plane: this.#plane };
+      this.#indexError.textContent = "";
+      this.#indexInput.removeAttribute("aria-invalid");
       const rows = data.rows;
       const head = rows ? [rowsToggle(rows, (s) => this.#setScope(s))] : [];
       this.#body.replaceChildren(...head, this.#result(data));
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;
+      if (this.#answeredInPlace(error)) return;
       if (toggle) toggle.disabled = false; // the other scope can still be asked for
       this.#body.replaceChildren(...(toggle ? [toggle] : []), alertBox(errorText(error)));
     } finally {
@@ -583,6 +419,22 @@ export class PreviewSection {
         this.#button.disabled = false;
       }
     }
+  }
+
+  /** An index (or plane) the leaf cannot take, said beside the index field: the last
+   * preview stays shown. */
+  #answeredInPlace(error: unknown): boolean {
+    const type = (error as { type?: unknown } | null)?.type;
+    if (type !== "PreviewIndexError" && type !== "RequestError") return false;
+    this.#indexError.textContent = error instanceof Error ? error.message : String(error);
+    this.#indexInput.setAttribute("aria-invalid", "true");
+    ({ index: this.#index, plane: this.#plane } = this.#shownView);
+    if (this.#data) {
+      this.#body.replaceChildren(this.#result(this.#data));
+    } else {
+      this.#body.replaceChildren();
+    }
+    return true;
   }
 
   /** Stops the preview being read (it stays open for the next leaf). */
@@ -600,6 +452,7 @@ export class PreviewSection {
   }
 
   dispose(): void {
+    if (this.#slide !== null) clearTimeout(this.#slide);
     this.#abort?.abort();
     this.#unwatchTheme?.();
     this.#unwatchTheme = null;

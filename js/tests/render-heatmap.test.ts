@@ -1,7 +1,16 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
 import { MemoryDataSource } from "../src/memory-data-source";
-import { heatmapPixels, parseColor, renderHeatmap, themeColor } from "../src/render-heatmap";
+import {
+  canvasSize,
+  cellText,
+  colorScale,
+  heatmapPixels,
+  parseColor,
+  renderHeatmap,
+  scalePixels,
+  themeColor,
+} from "../src/render-heatmap";
 import { PreviewSection } from "../src/render-preview";
 import { tick } from "./trees";
 
@@ -32,6 +41,66 @@ describe("the heatmap's colours", () => {
     expect([...px]).toEqual([0, 0, 0, 255, 100, 50, 25, 255, 200, 100, 50, 255, 0, 0, 0, 0]);
     const flat = heatmapPixels([3, 3], 3, 3, [0, 0, 0], [200, 100, 50]);
     expect([...flat.slice(0, 4)]).toEqual([0, 0, 0, 255]);
+  });
+});
+
+describe("the heatmap's scale, caption and shape", () => {
+  const themed = () => {
+    const box = document.createElement("div");
+    box.style.setProperty("--jp-layout-color1", "#ffffff");
+    box.style.setProperty("--jp-brand-color1", "#0000ff");
+    box.style.setProperty("--jp-error-color1", "#ff0000");
+    document.body.append(box);
+    return box;
+  };
+
+  it("diverges about 0 for signed data: blue below, the background at 0, red above", () => {
+    const scale = colorScale(-0.1205, 0.1239, themed());
+    expect(scale.diverging).toBe(true);
+    expect([scale.min, scale.max]).toEqual([-0.1239, 0.1239]);
+    const px = scalePixels([-0.1239, 0, 0.1239, Number.NaN], scale);
+    expect([...px]).toEqual([0, 0, 255, 255, 255, 255, 255, 255, 255, 0, 0, 255, 0, 0, 0, 0]);
+  });
+
+  it("is sequential from the background for non-negative data", () => {
+    const scale = colorScale(0, 10, themed());
+    expect(scale.diverging).toBe(false);
+    expect([...scalePixels([0, 10], scale)]).toEqual([255, 255, 255, 255, 0, 0, 255, 255]);
+  });
+
+  it("says how many values each cell means", () => {
+    expect(cellText(7, 7, 7, 7)).toBe("each cell: one value");
+    expect(cellText(256, 64, 128, 64)).toBe("each cell: mean of 2×1 values");
+    expect(cellText(300, 40, 128, 40)).toBe("each cell: mean of 2–3×1 values");
+  });
+
+  it("keeps the values' aspect ratio, or says it is stretched", () => {
+    expect(canvasSize(256, 64, 560)).toEqual({ width: 80, height: 320, kept: true });
+    expect(canvasSize(7, 7, 560)).toEqual({ width: 320, height: 320, kept: true });
+    const row = canvasSize(1, 64, 560);
+    expect(row.kept).toBe(false);
+    expect(row.height).toBe(24);
+  });
+
+  it("draws a [256, 64] weight 4 times taller than wide, and a row stretched", () => {
+    const weight = renderHeatmap(
+      {
+        heatmap: {
+          cells: { dtype: "float32", shape: [2, 2], data: Float32Array.from([-1, 1, 0, 2]) },
+          of: [256, 64],
+          min: -1,
+          max: 2,
+        },
+      } as Parameters<typeof renderHeatmap>[0],
+      themed(),
+    );
+    const canvas = weight?.querySelector<HTMLCanvasElement>("canvas");
+    expect(canvas?.style.height).toBe("320px");
+    expect(canvas?.style.width).toBe("80px");
+    expect(weight?.querySelector(".tdview-heatmap-zero")?.textContent).toBe("0");
+    expect(weight?.querySelector(".tdview-heatmap-caption")?.textContent).toBe(
+      "Heatmap of the selection: 256 × 64 values, each cell: mean of 128×32 values",
+    );
   });
 });
 
@@ -71,8 +140,13 @@ describe("the heatmap of a preview", () => {
     expect(canvas?.getAttribute("aria-label")).toBe(
       "Heatmap of 300 x 40 values in 128 x 40 cells, 40 to 11980",
     );
+    expect(section.element.querySelector(".tdview-heatmap-caption")?.textContent).toBe(
+      "Heatmap of the selection: 300 × 40 values, each cell: mean of 2–3×1 values",
+    );
+    // after the table, whose pager stays beside it
+    expect(section.element.querySelector(".tdview-preview-table + .tdview-heatmap")).not.toBeNull();
     expect(section.element.querySelector(".tdview-heatmap-size")?.textContent).toBe(
-      "128 x 40 cells · means of blocks of 300 x 40",
+      "from the least value", // non-negative: sequential
     );
     expect(section.element.innerHTML).not.toContain("invert");
   });

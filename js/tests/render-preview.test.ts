@@ -5,13 +5,13 @@ import { MemoryDataSource } from "../src/memory-data-source";
 import type { NodeDetails } from "../src/protocol";
 import { parseResult } from "../src/protocol";
 import {
-  columnLabel,
   dtypeNote,
   formatValue,
   histogram,
   PreviewSection,
   previewTable,
   renderPreview,
+  statsScope,
   statsTable,
   tableCaption,
 } from "../src/render-preview";
@@ -47,13 +47,6 @@ describe("formatting", () => {
     expect(formatValue(0, "bool")).toBe("False");
     expect(formatValue(-7, "int32")).toBe("-7");
     expect(formatValue(undefined, "int32")).toBe("");
-  });
-
-  it("labels flattened columns with their index in C order", () => {
-    expect(columnLabel(5, [8])).toBe("5");
-    expect(columnLabel(3, [2, 3])).toBe("1,0");
-    expect(columnLabel(7, [3, 84, 84])).toBe("0,0,7");
-    expect(columnLabel(84, [3, 84, 84])).toBe("0,1,0");
   });
 });
 
@@ -231,19 +224,48 @@ describe("the preview of the golden bfloat16 leaf", () => {
       shape: [3],
       display_dtype: "bool",
       slice: { dtype: "bool", shape: [3], data: Uint8Array.from([1, 0, 1]) },
+      selection: { index: "[0:3]", dims: [{ start: 0, stop: 3, step: 1, kept: true }], shape: [3] },
+      plane: { rows: 0, cols: null, at: [null], offset: 0 },
     });
     expect(cells(column, "thead th")).toEqual(["row", "value"]);
     expect(cells(column, "tbody td")).toEqual(["True", "False", "True"]);
   });
 
-  it("says how many columns of a wide leaf are shown", () => {
+  it("labels a plane's rows and columns with the leaf's indices of its two dims", () => {
+    const all = (n: number) => ({ start: 0, stop: n, step: 1, kept: true });
+    const conv = {
+      ...data,
+      shape: [64, 3, 7, 7],
+      slice: { dtype: "float32", shape: [2, 7], data: new Float32Array(14) },
+      selection: {
+        index: "[0:64, 0:3, 0:7, 0:7]",
+        dims: [64, 3, 7, 7].map(all),
+        shape: [64, 3, 7, 7],
+      },
+      plane: { rows: 2, cols: 3, at: [12, 1, null, null], offset: 5 },
+    };
+    expect(tableCaption(conv)).toBe("rows 5–7 of 7 (dim 2)");
+    const head = cells(previewTable(conv), "thead th");
+    expect(head).toEqual(["d2 \\ d3", "0", "1", "2", "3", "4", "5", "6"]); // never 0,0,1
+    expect(cells(previewTable(conv), "tbody th")).toEqual(["5", "6"]);
+    expect(statsScope(conv)).toBe("Statistics of the whole tensor: 9,408 values");
     const wide = {
       ...data,
-      shape: [1000, 3, 84, 84],
+      shape: [1000, 84],
       slice: { dtype: "float32", shape: [2, 50], data: new Float32Array(100) },
+      selection: { index: "[0:1000, 0:84]", dims: [all(1000), all(84)], shape: [1000, 84] },
+      plane: { rows: 0, cols: 1, at: [null, null], offset: 0 },
     };
-    expect(tableCaption(wide)).toBe("first 2 of 1,000 rows · first 50 of 21,168 columns");
-    expect(cells(previewTable(wide), "thead th")[2]).toBe("0,0,1");
+    expect(tableCaption(wide)).toBe("first 2 of 1,000 rows · first 50 of 84 columns");
+    const row = {
+      ...wide,
+      selection: {
+        index: "[5, 0:84]",
+        dims: [{ start: 5, stop: 6, step: 1, kept: false }, all(84)],
+        shape: [84],
+      },
+    };
+    expect(statsScope(row)).toBe("Statistics of [5, 0:84]: 84 of 84,000 values");
   });
 });
 
@@ -382,11 +404,19 @@ describe("PreviewSection, open from leaf to leaf", () => {
     expect(q<HTMLButtonElement>(".tdview-preview-prev")?.disabled).toBe(true);
     q<HTMLButtonElement>(".tdview-preview-next")?.click();
     await tick();
-    expect(source.calls("preview").at(-1)?.params).toMatchObject({ index: "[20:40, 0:3]" });
+    // a page of the table, not another selection: the statistics stay of the whole leaf
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({ offset: 20 });
+    expect(source.calls("preview").at(-1)?.params.index).toBeUndefined();
     expect(q(".tdview-preview-rows")?.textContent).toBe("rows 20–40 of 100,000");
     expect(cells(section.element, "tbody th")[0]).toBe("20");
     expect(cells(section.element, "tbody td")[0]).toBe("60");
-    expect(q<HTMLInputElement>(".tdview-preview-index")?.value).toBe("[20:40, 0:3]");
+    expect(q<HTMLInputElement>(".tdview-preview-index")?.value).toBe("");
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of the whole tensor: 300,000 values",
+    );
+    // the pager sits with the table it pages
+    expect(q(".tdview-preview-table-head + .tdview-preview-table")).not.toBeNull();
+    expect(q(".tdview-preview-table-head .tdview-preview-pager")).not.toBeNull();
     q<HTMLButtonElement>(".tdview-preview-prev")?.click();
     await tick();
     expect(q(".tdview-preview-rows")?.textContent).toBe("rows 0–20 of 100,000");
@@ -397,7 +427,7 @@ describe("PreviewSection, open from leaf to leaf", () => {
     section.setNode(await details("buffer"));
     const input = q<HTMLInputElement>(".tdview-preview-index");
     if (!input) throw new Error("no index input");
-    expect(input.placeholder).toBe("[50000:50020, :8]");
+    expect(input.placeholder).toBe("e.g. [50000:50020, :3]  (shape [100000, 3])");
     input.value = "[50000:50020, :8, 1]";
     input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
     expect(q(".tdview-preview-index-error")?.textContent).toBe(
@@ -414,7 +444,7 @@ describe("PreviewSection, open from leaf to leaf", () => {
     expect(source.calls("preview")[0]?.params).toMatchObject({ index: "[50000:50020, :8]" });
     expect(cells(section.element, "tbody th")[0]).toBe("50000");
     expect(cells(section.element, "tbody td")[0]).toBe("150000");
-    expect(q(".tdview-preview-rows")?.textContent).toBe("rows 50,000–50,020 of 100,000");
+    expect(q(".tdview-preview-rows")).toBeNull(); // the selection's 20 rows are all shown
     expect(q(".tdview-preview-caption")?.textContent).toBe("rows 50,000–50,020 of 100,000");
   });
 
@@ -450,5 +480,122 @@ describe("PreviewSection, open from leaf to leaf", () => {
     expect(q(".tdview-preview-result")).toBeNull();
     expect(section.element.textContent).toContain("Preview cancelled.");
     expect(section.open).toBe(true);
+  });
+});
+
+describe("PreviewSection, what it describes", () => {
+  const tree = {
+    key: "",
+    children: [
+      {
+        key: "weight",
+        shape: [256, 64],
+        dtype: "float32",
+        data: Array.from({ length: 256 * 64 }, (_, i) => i),
+      },
+      {
+        key: "conv",
+        shape: [4, 3, 5, 5],
+        dtype: "float32",
+        data: Array.from({ length: 300 }, (_, i) => i),
+      },
+      { key: "step", shape: [], dtype: "int64", data: [1000] },
+    ],
+  };
+
+  async function setup() {
+    const source = new MemoryDataSource(tree);
+    const section = new PreviewSection(source, { rows: 20 });
+    document.body.append(section.element);
+    const q = <T extends Element>(sel: string) => section.element.querySelector<T>(sel);
+    const enter = async (text: string) => {
+      const input = q<HTMLInputElement>(".tdview-preview-index") as HTMLInputElement;
+      input.value = text;
+      input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+      await tick();
+    };
+    return { source, section, q, enter };
+  }
+
+  it("[5] gives the statistics of row 5, and says so", async () => {
+    const { section, source, q, enter } = await setup();
+    section.setNode(await source.node(["weight"]));
+    section.openPreview();
+    await tick();
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of the whole tensor: 16,384 values",
+    );
+    await enter("[5]");
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of [5, 0:64]: 64 of 16,384 values",
+    );
+    const stats = cells(section.element, ".tdview-stat-value");
+    expect(stats[0]).toBe("320"); // min: row 5 starts at 5 * 64
+    expect(stats.at(-1)).toBe("64");
+    await enter("[..., -1]");
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of [0:256, 63]: 256 of 16,384 values",
+    );
+    expect(cells(section.element, "tbody td").slice(0, 2)).toEqual(["63", "127"]);
+  });
+
+  it("answers an index the kernel refuses beside the field, keeping what it showed", async () => {
+    const { section, source, q } = await setup();
+    section.setNode(await source.node(["weight"]));
+    section.openPreview();
+    await tick();
+    // the browser's check passes (no shape known for it), the kernel's answer is shown
+    section.setNode({ ...(await source.node(["weight"])), shape: null } as NodeDetails);
+    await tick();
+    expect(section.applyIndex("[0, 0, 0]")).toBe(true);
+    await tick();
+    expect(q(".tdview-preview-index-error")?.textContent).toContain(
+      "has 3 parts but the leaf has 2 dims: its shape is [256, 64]",
+    );
+    expect(q('[role="alert"]')).toBeNull();
+    expect(q(".tdview-preview-result")).not.toBeNull();
+  });
+
+  it("maps the dims of a conv weight: a kernel at a time, a slider per other dim", async () => {
+    const { section, source, q } = await setup();
+    section.setNode(await source.node(["conv"]));
+    section.openPreview();
+    await tick();
+    expect(cells(section.element, "thead th").slice(0, 3)).toEqual(["dim", "size", "rows"]);
+    const head = cells(section.element, ".tdview-preview-table thead th");
+    expect(head).toEqual(["d2 \\ d3", "0", "1", "2", "3", "4"]);
+    expect(q(".tdview-preview-caption")?.textContent).toBe("[0, 0, 0:5, 0:5] · 5 rows (dim 2)");
+    const sliders = section.element.querySelectorAll<HTMLInputElement>(".tdview-plane-slider");
+    expect(sliders).toHaveLength(2);
+    const filter = sliders[0] as HTMLInputElement;
+    filter.value = "2";
+    filter.dispatchEvent(new Event("input"));
+    filter.dispatchEvent(new Event("change"));
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({
+      plane: { rows: 2, cols: 3, at: [2, 0, 0, 0] },
+    });
+    expect(cells(section.element, ".tdview-preview-table tbody td")[0]).toBe("150"); // conv[2, 0, 0, 0]
+    const rowsOf = section.element.querySelectorAll<HTMLInputElement>(".tdview-plane-rows");
+    const channelAsRows = rowsOf[1] as HTMLInputElement;
+    channelAsRows.checked = true;
+    channelAsRows.dispatchEvent(new Event("change"));
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({
+      plane: { rows: 1, cols: 3, at: [2, 0, 0, 0] },
+    });
+    expect(cells(section.element, ".tdview-preview-table tbody th")).toEqual(["0", "1", "2"]);
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of the whole tensor: 300 values",
+    );
+  });
+
+  it("a scalar has no index to ask", async () => {
+    const { section, source, q } = await setup();
+    section.setNode(await source.node(["step"]));
+    expect(q<HTMLInputElement>(".tdview-preview-index")?.disabled).toBe(true);
+    expect(q<HTMLInputElement>(".tdview-preview-index")?.placeholder).toBe(
+      "a scalar: nothing to index",
+    );
   });
 });
