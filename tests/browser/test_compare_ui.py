@@ -510,6 +510,11 @@ def test_compare_says_values_not_compared_one_click_from_them(lab, page, artifac
     )
     assert " same\n" not in header.inner_text()  # no leaf called plainly "same"
     page.screenshot(path=str(artifacts / "compare-values-not-compared-1280x720-light.png"))
+    try:
+        settle_theme(page, "dark")
+        page.screenshot(path=str(artifacts / "compare-values-not-compared-1280x720-dark.png"))
+    finally:
+        settle_theme(page, "light")
     header.locator(".tdview-compare-unverified-values").click()
     compare.locator(".tdview-refine-done").wait_for(timeout=RUN_TIMEOUT_MS)
     header.get_by_text("values", exact=True).wait_for(timeout=TIMEOUT)
