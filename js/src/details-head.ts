@@ -57,8 +57,8 @@ export function tapPreviews(source: DataSource, onData: (data: PreviewData) => v
 /** Statistics kept for the tooltips of the rows (the latest leaves previewed). */
 const MAX_KEPT_STATS = 2000;
 
-const WIDEN = "⤢ Full width";
-const SPLIT = "⤡ Beside the tree";
+const WIDEN = "⤢ Wide";
+const SPLIT = "⤡ Split";
 
 function pathKey(path: Path): string {
   return path.join("\u0000");
@@ -78,8 +78,9 @@ export class DetailsHead {
   /** Called when a leaf's statistics are first known (its row's tooltip changed). */
   onStats: ((path: Path) => void) | null = null;
 
-  /** `rootName`: what the root is called (the checkpoint's file name). */
-  constructor(rootName = "(root)") {
+  /** `rootName`: what the root is called (the checkpoint's file name); `after`: what
+   * follows the summary on its line (the panel's facts toggle). */
+  constructor(rootName = "(root)", after: HTMLElement[] = []) {
     this.#rootName = rootName;
     this.element = el("div", "tdview-details-head");
     this.#name = el("span", "tdview-details-name");
@@ -88,8 +89,10 @@ export class DetailsHead {
     this.#widen.title =
       "Give the details and the preview the whole width of the view (the tree hides " +
       "until you press it again)";
+    this.#widen.setAttribute("aria-label", "Full width");
     this.#widen.setAttribute("aria-pressed", "false");
-    this.element.append(this.#name, this.#summary, this.#widen);
+    // the toggle floats to the right of the first line; the rest flows as text
+    this.element.append(this.#widen, this.#name, " ", this.#summary, " ", ...after);
     this.element.hidden = true;
   }
 
@@ -113,9 +116,11 @@ export class DetailsHead {
     const name = details.path.length ? (details.path[details.path.length - 1] ?? "") : "";
     this.#name.textContent = name || this.#rootName;
     this.#name.title = details.path.join(" / ") || this.#rootName;
-    this.#summary.textContent = headerSummary(
-      details,
-      this.#stats.get(pathKey(details.path)) ?? null,
+    const summary = headerSummary(details, this.#stats.get(pathKey(details.path)) ?? null);
+    // a line breaks between the parts, never inside one ("x∈[-0.125, 0.125]")
+    const parts = summary.match(/x∈\[[^\]]*\]|\S+/g) ?? [];
+    this.#summary.replaceChildren(
+      ...parts.flatMap((part, i) => [i ? " " : "", el("span", "tdview-summary-part", part)]),
     );
   }
 

@@ -277,11 +277,11 @@ export class DetailsPanel {
     this.#info.setAttribute("aria-live", "polite");
     // the root is called by the checkpoint's file name, as the tree's root row is
     const rootName = (options.source ?? "").split(/[\\/]/).filter(Boolean).pop();
-    this.head = new DetailsHead(rootName || "(root)");
-    this.head.onMaximize = (on) => this.element.classList.toggle("tdview-maximized", on);
     this.#factsToggle = button("Facts", "tdview-facts-toggle", () =>
       this.setFactsFolded(!this.#folded),
     );
+    this.head = new DetailsHead(rootName || "(root)", [this.#factsToggle]);
+    this.head.onMaximize = (on) => this.element.classList.toggle("tdview-maximized", on);
     this.#factsToggle.setAttribute("aria-controls", this.#factsId);
     this.#syncFolded(0);
     // the head reads the statistics of each preview for the summary
@@ -397,7 +397,7 @@ export class DetailsPanel {
       list.append(el("dt", "", label), dd);
     }
     this.#lock = el("div", "tdview-lock-slot");
-    this.#info.replaceChildren(this.#factsToggle, list, this.#lock);
+    this.#info.replaceChildren(list, this.#lock);
     this.#syncFolded(list.childElementCount / 2);
     this.head.show(details);
     this.#details = details;
