@@ -196,7 +196,8 @@ export class App {
     if (state.root.bytes === null && state.selected.length > 0) {
       source.node([]).then(showRootTotals, () => {});
     }
-    this.#search = new SearchBox(source, (path) => void this.reveal(path), {
+    // a folder picked shows its children; a row picked from the list hands the tree the keys
+    this.#search = new SearchBox(source, (path, how) => void this.reveal(path, how), {
       onFilter: (pattern) => void this.filter(pattern),
     });
     const left = el("div", "tdview-browser");
@@ -330,13 +331,23 @@ export class App {
     }
   }
 
-  /** Expands the ancestors of `path`, selects it and scrolls to it. */
-  async reveal(path: Path): Promise<boolean> {
-    if (!this.tree || !this.view) return false;
-    const index = await this.tree.revealPath(path);
-    if (this.#disposed) return false;
-    if (index >= 0) this.view.scrollToIndex(index);
-    return index >= 0;
+  /** Expands the ancestors of `path`, selects it and scrolls to it; with `folder`, it
+   * is expanded too and scrolled to show as many of its children as fit; with
+   * `fromList`, the tree takes the focus. */
+  async reveal(path: Path, how: { folder?: boolean; fromList?: boolean } = {}): Promise<boolean> {
+    const { tree, view } = this;
+    if (!tree || !view) return false;
+    const index = await tree.revealPath(path);
+    if (this.#disposed || index < 0) return false;
+    if (how.folder) {
+      await tree.expand(index);
+      if (this.#disposed || tree.selectedIndex !== index) return true;
+      const children = tree.row(index)?.node?.n_children ?? 0;
+      view.scrollToIndex(Math.min(index + children, tree.rowCount - 1));
+    }
+    view.scrollToIndex(index);
+    if (how.fromList) view.element.focus();
+    return true;
   }
 
   dispose(): void {

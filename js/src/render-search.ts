@@ -1,12 +1,20 @@
 /**
- * The key search box and its list of matches. Picking a match calls `onPick(path)`;
- * the widget then reveals that path in the tree.
+ * The key search box and its list of matches. Picking a match calls `onPick(path, how)`;
+ * the widget then reveals that path in the tree (a folder expanded with its children).
+ *
+ * Keys: Enter in the box picks the first match; ArrowDown goes into the list, where the
+ * arrows, Home and End move, Enter picks, Escape (or ArrowUp on the first row) goes back
+ * to the box, and typing goes on in the box. Each row is one line: its path cut in the
+ * middle (`setMiddleCut`) to the width its size and shape leave, whole in its tooltip.
+ * What the kernel did to read the pattern (a pasted key, a `module.` prefix dropped:
+ * `notes`) is said under the count.
  */
 
 import { type DataSource, isCancelled, ProtocolError } from "./data-source";
-import { pathText } from "./dom";
-import { describeShape, formatCount, humanBytes } from "./format";
+import { formatCount } from "./format";
+import { measureFor } from "./middle-cut";
 import type { NodeSummary, Path } from "./protocol";
+import { fitMatchRow, matchRow } from "./search-rows";
 
 /** What the box takes, as its placeholder says it and its tooltip spells it out. */
 export const SEARCH_PLACEHOLDER = "Search: obs/pixels, linear1.weight, *.bias, **/exp_avg";
@@ -14,6 +22,13 @@ export const SEARCH_HINT =
   "A / subpath or its end (layers/0/norm1), a dotted state_dict key or its end " +
   "(linear1.weight), a substring of any key, or a glob (*.bias, layers/*/norm1/*, " +
   "**/exp_avg). Enter picks the first match.";
+
+/** How a match was picked: `folder`, it has children (the tree shows them); `fromList`,
+ * from the list of matches (the tree takes the focus), not by Enter in the box. */
+export interface Pick {
+  folder: boolean;
+  fromList: boolean;
+}
 
 export interface SearchBoxOptions {
   debounceMs?: number;
@@ -38,17 +53,21 @@ export class SearchBox {
   readonly input: HTMLInputElement;
   readonly #results: HTMLUListElement;
   readonly #status: HTMLElement;
+  readonly #notes: HTMLElement;
   readonly #prev: HTMLButtonElement;
   readonly #next: HTMLButtonElement;
   readonly #filter: HTMLInputElement;
   readonly #onFilter: ((pattern: string | null) => void) | undefined;
   readonly #source: DataSource;
-  readonly #onPick: (path: Path) => void;
+  readonly #onPick: (path: Path, how: Pick) => void;
   readonly #debounceMs: number;
   readonly #limit: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #abort: AbortController | null = null;
   #matches: Path[] = [];
+  #nodes: NodeSummary[] = [];
+  /** Cuts each row's path to the list's width again when that width changes. */
+  readonly #resize: ResizeObserver | null = null;
   /** The pattern whose matches are on show. */
   #shown = "";
   /** The first match of the page on show, and how many matches there are in all (a
@@ -59,7 +78,11 @@ export class SearchBox {
   /** The count of a pattern's matches: asked once per pattern, shared by its pages. */
   #count: Counting | null = null;
 
-  constructor(source: DataSource, onPick: (path: Path) => void, options: SearchBoxOptions = {}) {
+  constructor(
+    source: DataSource,
+    onPick: (path: Path, how: Pick) => void,
+    options: SearchBoxOptions = {},
+  ) {
     this.#source = source;
     this.#onPick = onPick;
     this.#debounceMs = options.debounceMs ?? 200;
@@ -76,8 +99,12 @@ export class SearchBox {
     this.#status = document.createElement("span");
     this.#status.className = "tdview-search-status";
     this.#status.setAttribute("aria-live", "polite");
+    this.#notes = document.createElement("div");
+    this.#notes.className = "tdview-search-notes";
+    this.#notes.hidden = true;
     this.#results = document.createElement("ul");
     this.#results.className = "tdview-search-results";
+    this.#results.setAttribute("aria-label", "Matches");
     this.#prev = this.#pageButton("tdview-search-prev", "Previous page of matches", "‹ Previous");
     this.#next = this.#pageButton("tdview-search-next", "Next page of matches", "Next ›");
     const pager = document.createElement("div");
@@ -95,12 +122,22 @@ export class SearchBox {
     this.#filter.addEventListener("change", () => {
       this.#onFilter?.(this.#filter.checked && this.#shown !== "" ? this.#shown : null);
     });
-    this.element.append(this.input, this.#status, pager, filter, this.#results);
+    this.element.append(this.input, this.#status, pager, filter, this.#notes, this.#results);
     this.#prev.addEventListener("click", () => void this.page(-1));
     this.#next.addEventListener("click", () => void this.page(1));
     this.input.addEventListener("input", this.#onInput);
     this.input.addEventListener("keydown", this.#onKeyDown);
     this.#results.addEventListener("click", this.#onClick);
+    this.#results.addEventListener("keydown", this.#onListKeyDown);
+    if (typeof ResizeObserver !== "undefined") {
+      let width = -1;
+      this.#resize = new ResizeObserver(() => {
+        if (this.#results.clientWidth === width) return;
+        width = this.#results.clientWidth;
+        this.#fitRows();
+      });
+      this.#resize.observe(this.#results);
+    }
   }
 
   /** Runs a search now (the input debounces into this), for the page at `offset`;
@@ -125,6 +162,7 @@ export class SearchBox {
       this.#offset = 0;
       this.#total = 0;
       this.#show([], [], false, "");
+      this.#showNotes([]);
       if (this.#filter.checked) this.#onFilter?.(null);
       return undefined;
     }
@@ -146,6 +184,7 @@ export class SearchBox {
       const counting = this.#count ?? this.#startCount(pattern);
       this.#seen = result.total;
       this.#show(result.matches, result.nodes, result.truncated, "");
+      this.#showNotes(result.notes);
       this.#showCount();
       if (this.#filter.checked && offset === 0) this.#onFilter?.(pattern);
       return counting.done ?? undefined;
@@ -154,6 +193,7 @@ export class SearchBox {
       const message = error instanceof ProtocolError ? error.message : String(error);
       this.#shown = ""; // no page on show: a count that comes later leaves the message
       this.#show([], [], false, `search failed: ${message}`);
+      this.#showNotes([]);
       return undefined;
     }
   }
@@ -213,6 +253,7 @@ export class SearchBox {
   }
 
   dispose(): void {
+    this.#resize?.disconnect();
     clearTimeout(this.#timer);
     this.#abort?.abort();
     this.#count?.abort.abort();
@@ -220,28 +261,39 @@ export class SearchBox {
 
   #show(matches: Path[], nodes: NodeSummary[], truncated: boolean, status: string): void {
     this.#matches = matches;
+    this.#nodes = nodes;
     this.#status.textContent = status;
-    this.#results.replaceChildren(
-      ...matches.map((path, i) => {
-        const item = document.createElement("li");
-        const button = document.createElement("button");
-        button.type = "button";
-        button.className = "tdview-search-result";
-        button.dataset.match = String(i);
-        button.append(pathText(path.join(" / "), "tdview-search-path"));
-        const node = nodes[i];
-        const meta = node ? matchMeta(node) : "";
-        if (meta) {
-          const span = document.createElement("span");
-          span.className = "tdview-search-meta";
-          span.textContent = meta;
-          button.append(span);
-        }
-        item.append(button);
-        return item;
-      }),
-    );
+    this.#results.replaceChildren(...matches.map((path, i) => matchRow(path, nodes[i], i)));
+    this.#fitRows();
     this.#showPager(truncated);
+  }
+
+  /** Fits each row to the list's width (`fitMatchRow`); before layout (no width yet)
+   * the rows stay whole and CSS keeps each on one line. */
+  #fitRows(): void {
+    const buttons = this.#results.querySelectorAll<HTMLButtonElement>(".tdview-search-result");
+    const first = buttons[0];
+    if (!first || first.clientWidth <= 0) return;
+    const style = getComputedStyle(first);
+    const padding =
+      Number.parseFloat(style.paddingLeft) + Number.parseFloat(style.paddingRight) || 0;
+    const width = first.clientWidth - padding;
+    const measure = measureFor(first);
+    for (const button of buttons) {
+      const i = Number(button.dataset.match);
+      const path = this.#matches[i];
+      if (path) fitMatchRow(button, path, this.#nodes[i], width, measure);
+    }
+  }
+
+  /** What reading the pattern did, under the count ("" hides it). */
+  #showNotes(notes: readonly string[]): void {
+    this.#notes.textContent = notes.join("; ");
+    this.#notes.hidden = notes.length === 0;
+  }
+
+  #resultButton(i: number): HTMLButtonElement | null {
+    return this.#results.querySelector<HTMLButtonElement>(`[data-match="${i}"]`);
   }
 
   #showPager(truncated: boolean): void {
@@ -263,6 +315,9 @@ export class SearchBox {
     if (event.key === "Enter") {
       event.preventDefault();
       void this.#pickFirst();
+    } else if (event.key === "ArrowDown" && this.#matches.length > 0) {
+      event.preventDefault();
+      this.#resultButton(0)?.focus();
     } else if (event.key === "Escape" && this.input.value !== "") {
       event.preventDefault();
       this.input.value = "";
@@ -273,15 +328,62 @@ export class SearchBox {
   async #pickFirst(): Promise<void> {
     // the page only: Enter does not wait for the count
     if (this.input.value !== this.#shown) await this.#showPage(this.input.value, 0);
-    const first = this.#matches[0];
-    if (first) this.#onPick(first);
+    this.#pick(0, false);
+  }
+
+  #pick(i: number, fromList: boolean): void {
+    const path = this.#matches[i];
+    if (path) this.#onPick(path, { folder: this.#nodes[i]?.has_children === true, fromList });
   }
 
   readonly #onClick = (event: MouseEvent): void => {
     const button = event.target instanceof Element ? event.target.closest("button") : null;
-    const path = this.#matches[Number(button?.dataset.match)];
-    if (path) this.#onPick(path);
+    if (button?.dataset.match !== undefined) this.#pick(Number(button.dataset.match), true);
   };
+
+  /** The arrows move through the rows (and up from the first back to the box), Enter
+   * picks, Escape goes back to the box, and typing goes on in the box. Handled keys
+   * are not seen by JupyterLab (no cell moves or is deleted). */
+  readonly #onListKeyDown = (event: KeyboardEvent): void => {
+    const button = event.target instanceof Element ? event.target.closest("button") : null;
+    const at = Number(button?.dataset.match);
+    if (button?.dataset.match === undefined || Number.isNaN(at)) return;
+    const last = this.#matches.length - 1;
+    const moves: Record<string, number> = {
+      ArrowDown: Math.min(at + 1, last),
+      ArrowUp: at - 1,
+      Home: 0,
+      End: last,
+      PageDown: Math.min(at + 10, last),
+      PageUp: Math.max(at - 10, 0),
+    };
+    const to = moves[event.key];
+    if (to !== undefined) {
+      if (to < 0) this.input.focus();
+      else this.#resultButton(to)?.focus();
+    } else if (event.key === "Enter") {
+      this.#pick(at, true);
+    } else if (event.key === "Escape") {
+      this.input.focus();
+    } else if (event.key.length === 1 && !event.ctrlKey && !event.metaKey && !event.altKey) {
+      this.input.focus();
+      this.#typeInto(event.key);
+    } else if (event.key === "Backspace") {
+      this.input.focus();
+      this.#typeInto(null);
+    } else {
+      return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+  };
+
+  /** A character typed in the list goes to the end of the box (null: one erased). */
+  #typeInto(char: string | null): void {
+    const value = this.input.value;
+    this.input.value = char === null ? [...value].slice(0, -1).join("") : value + char;
+    this.input.dispatchEvent(new Event("input"));
+  }
 }
 
 /** "1,234 matches", or with pages "matches 51–100 of 1,234"; not counted yet (a lower
@@ -302,9 +404,4 @@ export function searchStatus(
   if (r.matches.length >= r.total) return all;
   if (r.matches.length === 0) return `${all} (none from ${formatCount(r.offset + 1)})`;
   return `matches ${first}–${last} of ${formatCount(r.total)}`;
-}
-
-/** A match's shape and dtype (or batch size) and its size: "[64, 32] float32 · 8.19 KB". */
-export function matchMeta(node: NodeSummary): string {
-  return [describeShape(node), humanBytes(node.bytes)].filter((s) => s !== "").join(" · ");
 }

@@ -1,9 +1,11 @@
 // @vitest-environment happy-dom
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ProtocolError, type SearchOptions } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
+import { measureFor } from "../src/middle-cut";
 import type { Path } from "../src/protocol";
-import { matchMeta, SearchBox, searchStatus } from "../src/render-search";
+import { type Pick, SearchBox, searchStatus } from "../src/render-search";
+import { matchMeta, matchPath, pathCut, ROW_GAP } from "../src/search-rows";
 import { sampleTree, tick, wideKey } from "./trees";
 
 function setup(limit = 50) {
@@ -33,7 +35,7 @@ describe("SearchBox", () => {
     const { box, q, paths } = setup(50);
     await box.search("wide/*");
     expect(q(".tdview-search-status")?.textContent).toBe("matches 1–50 of 120");
-    expect(paths()[0]).toBe(`wide / ${wideKey(0)}`);
+    expect(paths()[0]).toBe(`wide/${wideKey(0)}`);
     const prev = q<HTMLButtonElement>(".tdview-search-prev");
     const next = q<HTMLButtonElement>(".tdview-search-next");
     expect(prev?.hidden).toBe(false);
@@ -42,17 +44,17 @@ describe("SearchBox", () => {
     next?.click();
     await tick();
     expect(q(".tdview-search-status")?.textContent).toBe("matches 51–100 of 120");
-    expect(paths()[0]).toBe(`wide / ${wideKey(50)}`);
+    expect(paths()[0]).toBe(`wide/${wideKey(50)}`);
     next?.click();
     await tick();
     expect(q(".tdview-search-status")?.textContent).toBe("matches 101–120 of 120");
     expect(paths()).toHaveLength(20);
     expect(next?.disabled).toBe(true);
     await box.page(1); // past the end: stays
-    expect(paths()[0]).toBe(`wide / ${wideKey(100)}`);
+    expect(paths()[0]).toBe(`wide/${wideKey(100)}`);
     prev?.click();
     await tick();
-    expect(paths()[0]).toBe(`wide / ${wideKey(50)}`);
+    expect(paths()[0]).toBe(`wide/${wideKey(50)}`);
   });
 
   it("hides the pager when every match is on one page", async () => {
@@ -196,12 +198,175 @@ describe("matchMeta", () => {
 });
 
 describe("a long match path", () => {
-  it("wraps at its separators only", async () => {
+  it("wins over its shape, dtype and size, then is cut in the middle", async () => {
+    const source = new MemoryDataSource({
+      key: "",
+      children: [
+        {
+          key: "decoder",
+          children: [
+            { key: "layers.0.self_attn.in_proj_weight", shape: [768, 256], dtype: "float32" },
+          ],
+        },
+      ],
+    });
+    const box = new SearchBox(source, () => undefined, { debounceMs: 0 });
+    document.body.append(box.element);
+    // happy-dom lays nothing out: a row 200 px wide, its text measured at 12 px a char
+    const width = vi.spyOn(HTMLElement.prototype, "clientWidth", "get").mockReturnValue(200);
+    try {
+      await box.search("in_proj");
+      const path = box.element.querySelector<HTMLElement>(".tdview-search-path");
+      const whole = "decoder/layers.0.self_attn.in_proj_weight";
+      const [head, tail, ...more] = (path?.textContent ?? "").split("…");
+      expect(more).toEqual([]); // one cut, its start and its end kept
+      expect(head && whole.startsWith(head)).toBe(true);
+      expect(tail && whole.endsWith(tail) && tail.endsWith("proj_weight")).toBe(true);
+      expect(path?.title).toBe(whole);
+      const meta = box.element.querySelector(".tdview-search-meta");
+      expect(meta?.textContent).toBe(""); // everything else gave way first
+      const full = "[768, 256] float32 · 786 KB";
+      const row = box.element.querySelector<HTMLElement>(".tdview-search-result");
+      expect(row?.title).toBe(`${whole}\n${full}`);
+      // room for the path and some of the rest: the path whole, the rest shortened
+      const measure = measureFor(row as HTMLElement); // as the box measures
+      width.mockReturnValue(measure(whole) + measure("[…] · 786 KB") + 3 * ROW_GAP);
+      await box.search("in_proj_");
+      expect(path?.isConnected).toBe(false);
+      const now = box.element.querySelector<HTMLElement>(".tdview-search-path");
+      expect(now?.textContent).toBe(whole);
+      expect(now?.title).toBe("");
+      const shown = box.element.querySelector(".tdview-search-meta")?.textContent ?? "";
+      expect(shown).not.toBe("");
+      expect(shown.length).toBeLessThan(full.length);
+      expect(shown.endsWith("786 KB")).toBe(true);
+      // room for the size alone (no " · " before it): it is shown
+      width.mockReturnValue(measure(whole) + ROW_GAP + measure("786 KB") + 1);
+      await box.search("in_proj_w");
+      expect(box.element.querySelector(".tdview-search-meta")?.textContent).toBe("786 KB");
+      width.mockReturnValue(1000); // room for all
+      await box.search("in_proj");
+      expect(box.element.querySelector(".tdview-search-meta")?.textContent).toBe(full);
+      expect(box.element.querySelector(".tdview-search-result")?.hasAttribute("title")).toBe(false);
+    } finally {
+      width.mockRestore();
+    }
+  });
+
+  it("loses whole keys of its middle first, so that its end stays", () => {
+    const chars = (t: string) => [...t].length;
+    const path = "model/decoder/layers/3/multihead_attn/in_proj_weight";
+    expect(pathCut(path, 60, chars)).toBe(path);
+    expect(pathCut(path, 48, chars)).toBe("model/…layers/3/multihead_attn/in_proj_weight");
+    expect(pathCut(path, 40, chars)).toBe("model/…3/multihead_attn/in_proj_weight");
+    const flat = "state_dict/decoder.layers.3.multihead_attn.in_proj_weight";
+    expect(pathCut(flat, 46, chars)).toBe("state_dict/…3.multihead_attn.in_proj_weight");
+    // not even the first key and the last: anywhere in the middle
+    const cut = pathCut(path, 12, chars);
+    expect(chars(cut)).toBeLessThanOrEqual(12);
+    expect(cut).toContain("…");
+  });
+
+  it("is the subpath, or its keys apart where a key holds a /", () => {
+    expect(matchPath(["model", "layers.0.weight"])).toBe("model/layers.0.weight");
+    expect(matchPath(["openai/clip", "blobs"])).toBe("openai/clip / blobs");
+  });
+
+  it("is left whole where the list has no width yet", async () => {
     const { box } = setup();
     await box.search("a/y/deep");
-    const path = box.element.querySelector(".tdview-search-path");
-    expect(path?.classList.contains("tdview-path-text")).toBe(true);
-    expect(path?.textContent).toBe("a / y / deep");
-    expect(path?.querySelectorAll("wbr")).toHaveLength(2);
+    const path = box.element.querySelector<HTMLElement>(".tdview-search-path");
+    expect(path?.textContent).toBe("a/y/deep");
+    expect(path?.title).toBe("");
+  });
+});
+
+describe("the keyboard", () => {
+  function keyOn(target: Element, key: string): KeyboardEvent {
+    const event = new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true });
+    target.dispatchEvent(event);
+    return event;
+  }
+  const focusedMatch = () => (document.activeElement as HTMLElement | null)?.dataset.match;
+
+  it("goes from the box into the matches and back up", async () => {
+    const { box } = setup();
+    await box.search("wide/*");
+    box.input.focus();
+    expect(keyOn(box.input, "ArrowDown").defaultPrevented).toBe(true);
+    expect(focusedMatch()).toBe("0");
+    const down = keyOn(document.activeElement as Element, "ArrowDown");
+    expect(focusedMatch()).toBe("1");
+    expect(down.defaultPrevented).toBe(true); // JupyterLab leaves it alone
+    keyOn(document.activeElement as Element, "End");
+    expect(focusedMatch()).toBe("49");
+    keyOn(document.activeElement as Element, "ArrowDown"); // stays on the last
+    expect(focusedMatch()).toBe("49");
+    keyOn(document.activeElement as Element, "Home");
+    keyOn(document.activeElement as Element, "ArrowUp");
+    expect(document.activeElement).toBe(box.input);
+    keyOn(box.input, "ArrowDown");
+    keyOn(document.activeElement as Element, "Escape");
+    expect(document.activeElement).toBe(box.input);
+  });
+
+  it("picks the focused match with Enter, saying whether it is a folder", async () => {
+    const source = new MemoryDataSource(sampleTree(3));
+    const picked: [Path, Pick][] = [];
+    const box = new SearchBox(source, (path, how) => picked.push([path, how]), {
+      debounceMs: 0,
+    });
+    document.body.append(box.element);
+    box.input.value = "a";
+    await box.search("a");
+    const paths = [...box.element.querySelectorAll(".tdview-search-path")].map(
+      (e) => e.textContent,
+    );
+    expect(paths.slice(0, 1)).toEqual(["a"]);
+    box.input.focus();
+    keyOn(box.input, "ArrowDown");
+    keyOn(document.activeElement as Element, "Enter");
+    expect(picked).toEqual([[["a"], { folder: true, fromList: true }]]);
+    keyOn(box.input, "Enter"); // in the box: the first match, the box keeps the focus
+    await tick();
+    expect(picked[1]).toEqual([["a"], { folder: true, fromList: false }]);
+    await box.search("zeta");
+    keyOn(box.input, "ArrowDown");
+    keyOn(document.activeElement as Element, "Enter");
+    expect(picked[2]).toEqual([["zeta"], { folder: false, fromList: true }]);
+  });
+
+  it("types on in the box from the list", async () => {
+    const { box } = setup();
+    box.input.value = "ze";
+    await box.search("ze");
+    keyOn(box.input, "ArrowDown");
+    keyOn(document.activeElement as Element, "t");
+    expect(document.activeElement).toBe(box.input);
+    expect(box.input.value).toBe("zet");
+    keyOn(box.input, "ArrowDown");
+    keyOn(document.activeElement as Element, "Backspace");
+    expect(box.input.value).toBe("ze");
+  });
+});
+
+describe("what the reading of a pattern did", () => {
+  it("is said under the count, and goes with the pattern", async () => {
+    const { box, q, paths } = setup();
+    await box.search('("a", "y", "deep")');
+    expect(paths()).toEqual(["a/y/deep"]);
+    const notes = q<HTMLElement>(".tdview-search-notes");
+    expect(notes?.hidden).toBe(false);
+    expect(notes?.textContent).toBe("read as the key a/y/deep");
+    await box.search("td['a']['y']");
+    expect(notes?.textContent).toBe("read as the key a/y (td is a variable)");
+    await box.search("module.y.deep");
+    expect(notes?.textContent).toBe("matched without the module. prefix (DistributedDataParallel)");
+    expect(paths()).toEqual(["a/y/deep"]);
+    await box.search("deep");
+    expect(notes?.hidden).toBe(true);
+    await box.search("module.y");
+    await box.search("");
+    expect(notes?.hidden).toBe(true);
   });
 });

@@ -111,7 +111,7 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
     search = widget.locator(".tdview-search-input")
     search.fill("observ")
     results = widget.locator(".tdview-search-result")
-    results.filter(has_text="replay / next / observation").wait_for(timeout=TIMEOUT)
+    results.filter(has_text="replay/next/observation").wait_for(timeout=TIMEOUT)
     assert widget.locator(".tdview-search-status").inner_text().endswith("matches")
     search.press("Escape")
     assert results.count() == 0
