@@ -72,7 +72,9 @@ function factsForms(item: DiffItem): string[] {
   if (!facts) return [];
   if (facts.kind !== "leaf" || !facts.shape) return [tb || ta];
   const prefix = `${facts.dtype ?? "?"} ${facts.nested ? "nested " : ""}`;
-  return [...shapeForms(facts.shape).map((form) => prefix + form), facts.dtype ?? ""];
+  // `[…]` alone says nothing: the dtype stands alone before it all gives way
+  const forms = shapeForms(facts.shape).slice(0, facts.shape.length === 0 ? 1 : -1);
+  return [...forms.map((form) => prefix + form), facts.dtype ?? ""];
 }
 
 /** px a mark takes (1.2em, styles.css) with its gap. */

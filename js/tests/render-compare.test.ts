@@ -409,7 +409,7 @@ describe("a compare row in little room", () => {
     expect(narrow.shape).toBe("float32 [768, 256]");
     const narrower = drawn(item("weight"), 230);
     expect(narrower.key).toBe("weight");
-    expect(narrower.shape).toMatch(/^float32 \[(768, )?…\]$|^float32$/); // no number cut
+    expect(narrower.shape).toMatch(/^float32 \[768, …\]$|^float32$/); // no number cut
     expect(drawn(item("weight"), 140).key).toBe("weight"); // every annotation gone
   });
 
