@@ -290,10 +290,21 @@ _KEY = st.sampled_from(["a", "b", "A", "a.b", "a/b", "1", "_", "ab"]) | st.text(
     alphabet="ab.A/_1", min_size=1, max_size=4
 )
 _PATTERN = st.text(alphabet="ab.A/*?[]!-1 ", max_size=8)
+#: What users paste: key tuples, bracket forms, the prefixes of wrapped models.
+_PASTED = st.one_of(
+    st.lists(_KEY, min_size=1, max_size=3).map(lambda ks: f"({', '.join(map(repr, ks))},)"),
+    st.lists(_KEY, min_size=1, max_size=3).map(lambda ks: "td" + "".join(f"[{k!r}]" for k in ks)),
+    st.tuples(
+        st.sampled_from(["module.", "_orig_mod.", "/module/", "module._orig_mod."]), _PATTERN
+    ).map("".join),
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(tree=st.lists(st.lists(_KEY, min_size=1, max_size=4), max_size=12), pattern=_PATTERN)
+@given(
+    tree=st.lists(st.lists(_KEY, min_size=1, max_size=4), max_size=12),
+    pattern=_PATTERN | _PASTED,
+)
 def test_the_level_test_is_the_path_test(tree: list[list[str]], pattern: str) -> None:
     """:meth:`Matcher.keys` (split per level, with shortcuts) agrees with the whole test
     of each path, whatever the keys hold (separators included) and the pattern is."""
