@@ -21,7 +21,9 @@ export const SEARCH_PLACEHOLDER = "Search: obs/pixels, linear1.weight, *.bias, *
 export const SEARCH_HINT =
   "A / subpath or its end (layers/0/norm1), a dotted state_dict key or its end " +
   "(linear1.weight), a substring of any key, or a glob (*.bias, layers/*/norm1/*, " +
-  "**/exp_avg). Enter picks the first match.";
+  '**/exp_avg). A key pasted as a tuple ("a", "b") or from code (sd[\'a.b\']) is ' +
+  "matched whole; module. and _orig_mod. prefixes are ignored. Enter picks the first " +
+  "match, ↓ goes into the list.";
 
 /** How a match was picked: `folder`, it has children (the tree shows them); `fromList`,
  * from the list of matches (the tree takes the focus), not by Enter in the box. */

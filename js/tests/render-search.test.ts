@@ -29,6 +29,7 @@ describe("SearchBox", () => {
     expect(box.input.placeholder).toContain("*.bias");
     expect(box.input.title).toContain("state_dict key");
     expect(box.input.title).toContain("**/exp_avg");
+    expect(box.input.title).toContain("module. and _orig_mod. prefixes are ignored");
   });
 
   it("shows the true number of matches and pages through all of them", async () => {

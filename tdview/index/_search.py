@@ -363,8 +363,10 @@ def search(
     """Paths whose node matches ``pattern``: ``(matches, truncated)``.
 
     A pattern is a subpath (``model/layers/0``), a state_dict key (``linear1.weight``),
-    part of a key (``norm``) or a glob (``*.bias``, ``layers/*/norm1/*``,
-    ``**/exp_avg``), case ignored: the rules are in :mod:`tdview.index._match`. Matches
+    part of a key (``norm``), a glob (``*.bias``, ``layers/*/norm1/*``,
+    ``**/exp_avg``) or a key pasted as a tuple or from code (``("model", "layers")``,
+    ``sd['layers.0.w']``; a ``module.`` prefix dropped), case ignored: the rules are in
+    :mod:`tdview.index._match` and :mod:`tdview.index._pasted`. Matches
     come depth-first, in load order; at most ``limit``, ``truncated`` when there are
     more (it stops at the first match past ``limit``; :func:`search_page` counts them
     all and pages). On a folder of checkpoints (a :class:`~tdview.index.Collection`) it
