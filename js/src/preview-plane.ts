@@ -86,10 +86,12 @@ export function planeMapper(
       cell.append(radio);
       tr.append(cell);
     }
-    const place = el("td", "tdview-plane-position");
+    const place = el("span", "tdview-plane-position");
     if (d !== rows && d !== cols) place.append(...slider(dim, d, at, onChange, { rows, cols }));
-    else place.append(el("span", "tdview-note", "shown"));
-    tr.append(place);
+    else place.append(el("span", "tdview-note", d === rows ? "rows" : "columns"));
+    const cell = el("td");
+    cell.append(place);
+    tr.append(cell);
     tbody.append(tr);
   });
   table.append(thead, tbody);

@@ -188,7 +188,7 @@ export function renderHeatmap(
   const key = el("div", "tdview-heatmap-legend");
   key.append(
     ...legend(scale),
-    el("span", "tdview-heatmap-size", scale.diverging ? "centred on 0" : "from the least value"),
+    el("span", "tdview-heatmap-size", scale.diverging ? "signed: centred on 0" : "non-negative"),
   );
   figure.append(caption, canvas, key);
   return figure;

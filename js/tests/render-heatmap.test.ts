@@ -146,7 +146,7 @@ describe("the heatmap of a preview", () => {
     // after the table, whose pager stays beside it
     expect(section.element.querySelector(".tdview-preview-table + .tdview-heatmap")).not.toBeNull();
     expect(section.element.querySelector(".tdview-heatmap-size")?.textContent).toBe(
-      "from the least value", // non-negative: sequential
+      "non-negative", // a sequential scale
     );
     expect(section.element.innerHTML).not.toContain("invert");
   });
