@@ -262,6 +262,19 @@ _WRAP_BREAKS = """(span) => {
 }"""
 
 
+# The root's size as tensordict reads it: its tensors' bytes and its pickle file's.
+ROOT_SIZE = f"""
+import os, torch
+from tensordict import TensorDict
+from tdview._units import human_bytes
+td = TensorDict.load_memmap("{MODEL_DIR}", allow_pickle=True)
+n = sum(t.numel() * t.element_size() for t in td.values(True, True)
+        if isinstance(t, torch.Tensor))
+n += os.path.getsize("{MODEL_DIR}/note/other.pickle")
+print("ROOT", human_bytes(n), n)
+"""
+
+
 def fact(widget: Any, label: str) -> Any:
     return details(widget).locator(f"dt:text-is('{label}') + dd")
 
@@ -298,3 +311,15 @@ def test_small_things(lab, small_page, artifacts) -> None:
     for theme in ("light", "dark"):
         settle_theme(page, theme)
         details(widget).screenshot(path=str(artifacts / f"tdview-room-facts-{theme}.png"))
+
+    # the root's details give its size (its tensors' bytes and its pickle's), in the head too
+    row(page, MODEL_DIR, 1).locator(".tdview-key").click()
+    size_fact = fact(widget, "Size")
+    size_fact.wait_for(timeout=TIMEOUT)
+    out = run_cell(page, ROOT_SIZE)
+    line = next(x for x in out.splitlines() if x.startswith("ROOT "))
+    shown, total = line[5:].rsplit(" ", 1)
+    expected = f"{shown} ({int(total):,} B) in 4 tensors and 1 pickled value"
+    assert size_fact.inner_text() == expected
+    summary = details(widget).locator(".tdview-summary").inner_text()
+    assert summary == f"TensorDict · {shown} in 4 tensors and 1 pickled value", summary
