@@ -47,8 +47,9 @@ export function compareTargets<T>(
 }
 
 /** The code a tdview compare console runs first: the view, kept as `view`. */
-export function compareConsoleCode(a: string, b: string): string {
-  return `from tdview import TDView\nview = TDView(${pythonString(a)}, compare=${pythonString(b)})\nview`;
+export function compareConsoleCode(a: string, b: string, variable = 'view'): string {
+  const call = `TDView(${pythonString(a)}, compare=${pythonString(b)})`;
+  return `from tdview import TDView\n${variable} = ${call}\n${variable}`;
 }
 
 /** The name of a compare console's session (what a reload shows it again from). */

@@ -17,6 +17,7 @@ import { isTDViewConsole, TDViewConsoles } from './tdview-console';
 
 const COMMANDS = {
   open: 'tdview:open',
+  openNewKernel: 'tdview:open-new-kernel',
   insertCell: 'tdview:insert-cell',
   compare: 'tdview:compare',
   openNotebook: 'tdview:open-notebook'
@@ -74,8 +75,8 @@ function activate(
 
   const failed = (title: string) => (error: unknown) =>
     void showErrorMessage(title, error instanceof Error ? error.message : String(error));
-  const openView = (path: string): void => {
-    views.open(path).catch(failed('tdview: cannot open the checkpoint'));
+  const openView = (path: string, newKernel = false): void => {
+    views.open(path, { newKernel }).catch(failed('tdview: cannot open the checkpoint'));
   };
 
   interceptOpening(docManager, isCheckpointFile, path => {
@@ -112,7 +113,9 @@ function activate(
 
   commands.addCommand(COMMANDS.open, {
     label: 'Open in tdview',
-    caption: 'Browse the checkpoint in a tdview console on a new Python kernel',
+    caption:
+      'Browse the checkpoint in a tdview console, in the tdview kernel already running ' +
+      '(the first one starts it)',
     icon: tdviewIcon,
     isVisible: () => selectedCheckpoint() !== null,
     execute: args => {
@@ -123,9 +126,22 @@ function activate(
     }
   });
 
+  commands.addCommand(COMMANDS.openNewKernel, {
+    label: 'Open in new tdview kernel',
+    caption: 'Browse the checkpoint in a tdview console on a Python kernel of its own',
+    icon: tdviewIcon,
+    isVisible: () => selectedCheckpoint() !== null,
+    execute: args => {
+      const path = target(args);
+      if (path !== null) {
+        openView(path, true);
+      }
+    }
+  });
+
   commands.addCommand(COMMANDS.compare, {
     label: 'Compare in tdview',
-    caption: 'Compare the two selected checkpoints in a tdview console on a new Python kernel',
+    caption: 'Compare the two selected checkpoints in a tdview console (in the tdview kernel)',
     icon: tdviewIcon,
     isVisible: () => selectedPair() !== null,
     isEnabled: () => selectedPair() !== null,
@@ -184,6 +200,7 @@ function activate(
 
   const item = '.jp-DirListing-item';
   app.contextMenu.addItem({ command: COMMANDS.open, selector: item, rank: 0 });
+  app.contextMenu.addItem({ command: COMMANDS.openNewKernel, selector: item, rank: 0 });
   app.contextMenu.addItem({ command: COMMANDS.insertCell, selector: item, rank: 0 });
   app.contextMenu.addItem({ command: COMMANDS.compare, selector: item, rank: 0 });
   app.contextMenu.addItem({ command: COMMANDS.openNotebook, selector: '.tdview-console', rank: 0 });

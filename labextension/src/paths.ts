@@ -78,8 +78,21 @@ export function pythonString(text: string): string {
 }
 
 /** The code a tdview console runs first: the view, kept as `view` for later loads. */
-export function consoleCode(path: string): string {
-  return `from tdview import TDView\nview = TDView(${pythonString(path)})\nview`;
+export function consoleCode(path: string, variable = 'view'): string {
+  return `from tdview import TDView\n${variable} = TDView(${pythonString(path)})\n${variable}`;
+}
+
+/**
+ * The name a new view takes in a kernel that views already use (`taken`): `view`, then
+ * `view2`, `view3` … (several tdview consoles share one kernel, each its own view).
+ */
+export function viewVariable(taken: Iterable<string>): string {
+  const used = new Set(taken);
+  let n = 1;
+  while (used.has(n === 1 ? 'view' : `view${n}`)) {
+    n++;
+  }
+  return n === 1 ? 'view' : `view${n}`;
 }
 
 /** The code of an inserted notebook cell. */

@@ -8,7 +8,14 @@ import { UUID } from '@lumino/coreutils';
 
 import { compareConsoleCode, compareSessionName, comparisonOfSession } from './compare';
 import { tdviewIcon } from './icons';
-import { baseName, consoleCode, notebookName, parentDir, rootRelative } from './paths';
+import {
+  baseName,
+  consoleCode,
+  notebookName,
+  parentDir,
+  rootRelative,
+  viewVariable
+} from './paths';
 
 /** Session paths of tdview consoles start with this (they sit in the server root). */
 const SESSION_PREFIX = 'tdview-';
@@ -52,6 +59,14 @@ export const PANEL_CLASS = 'tdview-console';
  * given to the console's cells' area, so the view uses the panel's height. */
 export const FILL_AREA = 'tdview-fill';
 
+/** Whether a session is a tdview console's (by its name: a view or a comparison). */
+export function isTDViewSession(name: string): boolean {
+  return checkpointOfSession(name) !== null || comparisonOfSession(name) !== null;
+}
+
+/** The class of the line a tdview console shows until its view has drawn. */
+export const STATUS_CLASS = 'tdview-console-status';
+
 /** Whether `panel` is a tdview console (also one restored after a page reload). */
 export function isTDViewConsole(panel: ConsolePanel): boolean {
   return baseName(panel.sessionContext.path).startsWith(SESSION_PREFIX);
@@ -69,16 +84,37 @@ export function pythonKernel(specs: KernelSpec.ISpecModels | null): string | und
   return Object.keys(specs.kernelspecs).find(name => language(name) === 'python');
 }
 
+/** Where a new tdview console runs: the shared tdview kernel, or a new one. */
+export interface OpenOptions {
+  /** Start a kernel of its own ("Open in new tdview kernel"). */
+  newKernel?: boolean;
+}
+
 /**
- * Opens checkpoints in tdview consoles: a code console on a new Python kernel whose
- * first cell shows the `TDView` widget, so loads land in that kernel and the user can
- * go on typing there, or open a notebook on the same kernel.
+ * Opens checkpoints in tdview consoles: a code console whose first cell shows the
+ * `TDView` widget, so loads land in that kernel and the user can go on typing there, or
+ * open a notebook on the same kernel. The first console starts a Python kernel (a few
+ * seconds, said in the panel); later ones open as new views in that running kernel (one
+ * per server: a tdview console's kernel found among the server's sessions is used after
+ * a page reload too), each bound to a name of its own (`view`, `view2` …), unless the
+ * user asks for a new kernel.
  */
 export class TDViewConsoles {
   readonly #app: JupyterFrontEnd;
   readonly #docManager: IDocumentManager;
   readonly #open = new Map<string, ConsolePanel>();
   readonly #checkpoints = new WeakMap<ConsolePanel, string>();
+  /** The name each console's view is bound to in its kernel. */
+  readonly #variables = new WeakMap<ConsolePanel, string>();
+  /** The kernel later views open in, while its first console starts it. */
+  #shared: Promise<Kernel.IModel | null> | null = null;
+  /** Settles when the open before has chosen its kernel (see `#start`). */
+  #choosing: Promise<void> = Promise.resolve();
+  /** Kernels started on request ("Open in new tdview kernel"): not shared. */
+  readonly #ownKernels = new Set<string>();
+  /** The session paths of the consoles started on such kernels (known before their
+   * kernel is). */
+  readonly #ownSessions = new Set<string>();
 
   constructor(app: JupyterFrontEnd, docManager: IDocumentManager) {
     this.#app = app;
@@ -86,46 +122,142 @@ export class TDViewConsoles {
   }
 
   /** Show `path` (relative to the server root) in a tdview console, reusing an open one. */
-  async open(path: string): Promise<ConsolePanel> {
+  async open(path: string, options: OpenOptions = {}): Promise<ConsolePanel> {
     const checkpoint = rootRelative(path);
     const name = `${NAME_PREFIX}${checkpoint}`;
-    return this.#start(name, consoleCode(checkpoint), checkpoint);
+    return this.#start(name, v => consoleCode(checkpoint, v), checkpoint, options);
   }
 
   /**
    * Compare checkpoint `a` (the older) with `b` in a tdview console,
    * `TDView(a, compare=b)`, reusing an open one; its notebook goes next to `b`.
    */
-  async openCompare(a: string, b: string): Promise<ConsolePanel> {
+  async openCompare(a: string, b: string, options: OpenOptions = {}): Promise<ConsolePanel> {
     const [older, newer] = [rootRelative(a), rootRelative(b)];
     const name = compareSessionName(older, newer);
-    return this.#start(name, compareConsoleCode(older, newer), newer);
+    return this.#start(name, v => compareConsoleCode(older, newer, v), newer, options);
   }
 
-  /** A console named `name` (the key of an open one too) that runs `code` first. */
-  async #start(name: string, code: string, checkpoint: string): Promise<ConsolePanel> {
+  /**
+   * A console named `name` (the key of an open one too) that runs `code(variable)`
+   * first: in the shared tdview kernel (started by the first console) unless `options`
+   * asks for a new one. The panel says what it waits for until the view has drawn.
+   */
+  async #start(
+    name: string,
+    code: (variable: string) => string,
+    checkpoint: string,
+    options: OpenOptions
+  ): Promise<ConsolePanel> {
     const existing = this.#open.get(name);
-    if (existing && !existing.isDisposed) {
+    if (existing && !existing.isDisposed && !options.newKernel) {
       this.#app.shell.activateById(existing.id);
       return existing;
     }
+    // One open at a time chooses its kernel: a second file opened while the first
+    // console starts the shared kernel waits for it, rather than start another.
+    const turn = this.#choosing;
+    let release = () => {};
+    this.#choosing = new Promise<void>(resolve => {
+      release = resolve;
+    });
+    await turn;
+    let shared: Kernel.IModel | null = null;
+    let panel: ConsolePanel;
+    let ready: Promise<Kernel.IKernelConnection | null | undefined>;
+    try {
+      shared = options.newKernel ? null : await this.#sharedKernel();
+      panel = await this.#create(name, shared);
+      ready = panel.sessionContext.ready.then(() => panel.sessionContext.session?.kernel);
+      if (!shared) {
+        const started = ready.then(k => (k ? { id: k.id, name: k.name } : null));
+        if (options.newKernel) {
+          this.#ownSessions.add(panel.sessionContext.path);
+          void started.then(model => model && this.#ownKernels.add(model.id));
+        } else {
+          this.#shared = started.catch(() => null);
+        }
+      }
+    } finally {
+      release();
+    }
+    const status = showStatus(
+      panel,
+      shared ? `Opening ${checkpoint} in the running tdview kernel…` : 'Starting a kernel…'
+    );
+    this.decorate(panel);
+    const variable = viewVariable(this.#variablesOf(shared?.id ?? null, panel));
+    this.#track(panel, name, checkpoint, variable);
+    try {
+      const kernel = await ready;
+      commsOnMainShell(kernel);
+      status.textContent = `Opening ${checkpoint}…`;
+      await panel.console.inject(code(variable));
+    } finally {
+      status.remove();
+    }
+    return panel;
+  }
+
+  /** A console session named `name` on kernel `shared`, or on a new Python kernel. */
+  async #create(name: string, shared: Kernel.IModel | null): Promise<ConsolePanel> {
     const { kernelspecs } = this.#app.serviceManager;
     await kernelspecs.ready;
-    const kernel = pythonKernel(kernelspecs.specs);
-    const panel: ConsolePanel = await this.#app.commands.execute('console:create', {
+    const spec = pythonKernel(kernelspecs.specs);
+    const preference = shared
+      ? { id: shared.id, name: shared.name }
+      : spec
+        ? { name: spec, shouldStart: true }
+        : { language: 'python' };
+    return this.#app.commands.execute('console:create', {
       // A session path in the root: the kernel's working directory is the server root,
       // the directory the checkpoint's path is relative to.
       path: `${SESSION_PREFIX}${UUID.uuid4()}`,
       name,
-      kernelPreference: kernel ? { name: kernel, shouldStart: true } : { language: 'python' },
+      kernelPreference: preference,
       activate: true
     });
-    this.decorate(panel);
-    this.#track(panel, name, checkpoint);
-    await panel.sessionContext.ready;
-    commsOnMainShell(panel.sessionContext.session?.kernel);
-    await panel.console.inject(code);
-    return panel;
+  }
+
+  /**
+   * The kernel new views open in: the one the first console of this page started (or is
+   * starting), else the kernel of a tdview console the server runs (opened before a
+   * reload, or in another tab), else none (the next console starts it).
+   */
+  async #sharedKernel(): Promise<Kernel.IModel | null> {
+    const sessions = this.#app.serviceManager.sessions;
+    const known = this.#shared ? await this.#shared : null;
+    try {
+      await sessions.refreshRunning();
+    } catch {
+      return null; // the server cannot say: start a kernel
+    }
+    const running = [...sessions.running()];
+    const alive = (id: string) => running.some(model => model.kernel?.id === id);
+    if (known && alive(known.id)) {
+      return known;
+    }
+    const found = running.find(
+      model =>
+        model.kernel &&
+        isTDViewSession(model.name) &&
+        !this.#ownSessions.has(model.path) &&
+        !this.#ownKernels.has(model.kernel.id)
+    );
+    const kernel = found?.kernel ? { id: found.kernel.id, name: found.kernel.name } : null;
+    this.#shared = Promise.resolve(kernel);
+    return kernel;
+  }
+
+  /** The names the views of other open consoles hold in kernel `id` (null: a kernel
+   * to start, where no view is yet). */
+  #variablesOf(id: string | null, except?: ConsolePanel): string[] {
+    if (id === null) {
+      return [];
+    }
+    return [...this.#open.values()]
+      .filter(p => p !== except && !p.isDisposed && p.sessionContext.session?.kernel?.id === id)
+      .map(p => this.#variables.get(p) ?? 'view');
   }
 
   /**
@@ -138,24 +270,34 @@ export class TDViewConsoles {
     const checkpoint = checkpointOfSession(name);
     const pair = comparisonOfSession(name);
     const [code, near] = pair
-      ? [compareConsoleCode(...pair), pair[1]]
-      : [checkpoint === null ? null : consoleCode(checkpoint), checkpoint];
+      ? [(v: string) => compareConsoleCode(pair[0], pair[1], v), pair[1]]
+      : [checkpoint === null ? null : (v: string) => consoleCode(checkpoint, v), checkpoint];
     if (code === null || near === null || panel.isDisposed || this.#checkpoints.has(panel)) {
       return;
     }
-    this.#track(panel, name, near);
-    commsOnMainShell(panel.sessionContext.session?.kernel);
+    const kernel = panel.sessionContext.session?.kernel;
+    const variable = viewVariable(this.#variablesOf(kernel?.id ?? null));
+    this.#track(panel, name, near, variable);
+    commsOnMainShell(kernel);
     if (panel.console.cells.length === 0) {
-      await panel.console.inject(code);
+      await panel.console.inject(code(variable));
     }
   }
 
   /** Titles, the console's entry (by its session name; `checkpoint`: where its notebook
-   * goes), and the kernel's shutdown when the panel closes. */
-  #track(panel: ConsolePanel, name: string, checkpoint: string): void {
+   * goes; `variable`: its view's name in the kernel), and the kernel's shutdown when the
+   * last console (or notebook) on it closes. */
+  #track(panel: ConsolePanel, name: string, checkpoint: string, variable: string): void {
     this.#checkpoints.set(panel, checkpoint);
-    // The console titles its tab with the session's name after each run: the path.
+    this.#variables.set(panel, variable);
+    // The console titles its tab with the session's name after each run (the path), and
+    // "Console" while its kernel starts: the tab names the checkpoint from the start.
     panel.title.label = name;
+    panel.title.changed.connect(() => {
+      if (panel.title.label === 'Console') {
+        panel.title.label = name;
+      }
+    });
     this.#open.set(name, panel);
     // Noted while the panel lives: once it is disposed, its session connection is gone.
     let ids: { session: string; kernel: string } | null = null;
@@ -262,4 +404,24 @@ function emptyNotebook(): Record<string, unknown> {
     nbformat: 4,
     nbformat_minor: 5
   };
+}
+
+/**
+ * A line at the top of a new tdview console saying what it waits for ("Starting a
+ * kernel…", about 5 s); the caller removes it once the view has drawn.
+ */
+function showStatus(panel: ConsolePanel, text: string): HTMLElement {
+  const status = document.createElement('div');
+  status.className = STATUS_CLASS;
+  status.setAttribute('role', 'status');
+  status.textContent = text;
+  Object.assign(status.style, {
+    padding: '12px 16px',
+    color: 'var(--jp-ui-font-color2, #616161)',
+    fontSize: 'var(--jp-ui-font-size1, 13px)',
+    fontStyle: 'italic'
+  });
+  const area = panel.console.node.querySelector('.jp-CodeConsole-content');
+  (area ?? panel.console.node).prepend(status);
+  return status;
 }

@@ -10,7 +10,8 @@ import {
   parentDir,
   pythonString,
   relativeTo,
-  rootRelative
+  rootRelative,
+  viewVariable
 } from '../lib/paths.js';
 
 test('rootRelative normalizes paths inside the root', () => {
@@ -71,4 +72,12 @@ test('Python reads each quoted path back unchanged', t => {
   }
   assert.equal(done.status, 0, done.stderr);
   assert.deepEqual(JSON.parse(done.stdout), names.map(() => true));
+});
+
+test('viewVariable: view, then view2, view3 … for views sharing a kernel', () => {
+  assert.equal(viewVariable([]), 'view');
+  assert.equal(viewVariable(['view']), 'view2');
+  assert.equal(viewVariable(['view', 'view2']), 'view3');
+  assert.equal(viewVariable(['view2']), 'view'); // a closed console's name comes free
+  assert.equal(consoleCode('a.tdz', 'view2'), 'from tdview import TDView\nview2 = TDView("a.tdz")\nview2');
 });
