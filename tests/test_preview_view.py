@@ -484,6 +484,7 @@ def test_bfloat16_float16_and_complex32_leaves(tmp_path: Path) -> None:
 
 _FRESH = r"""
 import json, sys
+from tdview import TDView  # the widget's own import, as a notebook cell makes it
 from tdview.index import Checkpoint
 from tdview.protocol import Session, handle
 
@@ -517,8 +518,8 @@ print(json.dumps({
 def test_a_fresh_process_browses_and_previews_without_torch(tmp_path: Path, archive: bool) -> None:
     """The protocol's children, node, search and preview (a 2-d, a 4-d, a bfloat16, a
     bool and a nested leaf) in a fresh Python: torch and tensordict are never imported,
-    and the statistics are those torch computes. (``import tdview`` itself is kept light
-    by tdview/__init__.py; this imports the protocol directly.)"""
+    and the statistics are those torch computes. ``from tdview import TDView`` comes
+    first, as in a notebook (tdview/__init__.py and widget.py keep it light)."""
     import subprocess
     import sys
 

@@ -56,8 +56,9 @@ export function previewTable(data: PreviewData): HTMLElement {
 }
 
 /** "first 20 of 1,000 rows · 50 of 64 columns" ("… written rows" when the preview
- * covers the written rows of a torchrl storage), or "" when all is shown. */
-export function tableCaption(data: PreviewData): string {
+ * covers the written rows of a torchrl storage), or "" when all is shown; without the
+ * rows (`columnsOnly`) where a pager beside it says them. */
+export function tableCaption(data: PreviewData, columnsOnly = false): string {
   const { slice } = data;
   if (slice.shape.length === 0) return "";
   const parts: string[] = [];
@@ -83,7 +84,7 @@ export function tableCaption(data: PreviewData): string {
       parts.push(`first ${formatCount(cols)} of ${formatCount(dimSize(colDim))} columns`);
     }
   }
-  return parts.join(" · ");
+  return (columnsOnly ? parts.slice(1) : parts).join(" · ");
 }
 
 /** The rows the table shows: which dim of the leaf they are (the plane's rows), that

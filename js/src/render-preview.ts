@@ -119,7 +119,7 @@ export function renderPreview(data: PreviewData, options: RenderOptions = {}): H
   }
   if (options.mapper) box.append(options.mapper);
   const head = el("div", "tdview-preview-table-head");
-  const caption = tableCaption(data);
+  const caption = tableCaption(data, !!options.pager);
   const shown = planeIsPart(data) ? `${planeIndex(data)}${caption ? " · " : ""}` : "";
   if (shown || caption)
     head.append(el("span", "tdview-note tdview-preview-caption", `${shown}${caption}`));

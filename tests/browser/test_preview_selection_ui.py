@@ -97,7 +97,10 @@ def check_weight(page: Any, widget: Any, artifacts: Path, theme: str) -> None:
     assert sum(int(t.rsplit(": ", 1)[1].replace(",", "")) for t in counts) == 64
     values = preview.locator(".tdview-preview-table tbody td").all_inner_texts()
     assert all(close(t, float(v)) for t, v in zip(values, weight[5][:20], strict=True))
+    preview.locator(".tdview-preview-scope").scroll_into_view_if_needed()
     shoot(widget, artifacts, "row5", theme)
+    preview.locator(".tdview-preview-table").scroll_into_view_if_needed()
+    shoot(widget, artifacts, "row5-table", theme)
 
     enter(preview, "[0, 0, 0]")
     error = preview.locator(".tdview-preview-index-error")
@@ -172,6 +175,8 @@ def check_conv(page: Any, widget: Any, artifacts: Path, theme: str) -> None:
     assert caption.inner_text().startswith("Heatmap of the plane [12, 1, 0:7, 0:7]: 7 × 7 values")
     preview.locator(".tdview-plane").scroll_into_view_if_needed()
     shoot(widget, artifacts, "conv-mapper", theme)
+    preview.locator(".tdview-heatmap").scroll_into_view_if_needed()
+    shoot(widget, artifacts, "conv-heatmap", theme)
 
 
 def check_sequential(page: Any, widget: Any, artifacts: Path, theme: str) -> None:
