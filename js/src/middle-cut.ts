@@ -21,8 +21,9 @@ export const ELLIPSIS = "…";
 const SEPARATORS = new Set([".", "/"]);
 /** Share of the kept characters that goes to the start (the rest keeps the end). */
 const HEAD_SHARE = 0.4;
-/** A snap to a separator may drop at most this share of one side. */
-const SNAP_SHARE = 1 / 3;
+/** A snap to a separator may drop at most this share of the end, or of the start. */
+const SNAP_TAIL = 1 / 3;
+const SNAP_HEAD = 1 / 2;
 
 /**
  * A measure of `charEm` em a character (0.6 em: a monospace font's advance), for tests
@@ -88,6 +89,11 @@ export function middleCut(text: string, width: number, measure: Measure): string
   tail = snapTail(chars, tail);
   while (head + tail + 1 < n && fits(head + 1, tail)) head++;
   head = snapHead(chars, head);
+  // the room the snap freed: whole parts more of the end, where they fit
+  for (let more = partBefore(chars, head, tail); more !== null && fits(head, more); ) {
+    tail = more;
+    more = partBefore(chars, head, tail);
+  }
   return cut(head, tail);
 }
 
@@ -96,7 +102,7 @@ function snapTail(chars: string[], tail: number): number {
   const n = chars.length;
   const start = n - tail;
   if (tail === 0 || SEPARATORS.has(chars[start - 1] ?? "")) return tail;
-  const limit = Math.min(n - 1, start + Math.floor(tail * SNAP_SHARE));
+  const limit = Math.min(n - 1, start + Math.floor(tail * SNAP_TAIL));
   for (let i = start; i < limit; i++) {
     if (SEPARATORS.has(chars[i] ?? "")) return n - i - 1;
   }
@@ -107,11 +113,22 @@ function snapTail(chars: string[], tail: number): number {
 function snapHead(chars: string[], head: number): number {
   const atEdge = SEPARATORS.has(chars[head - 1] ?? "") || SEPARATORS.has(chars[head] ?? "");
   if (head === 0 || atEdge) return head;
-  const limit = head - Math.floor(head * SNAP_SHARE);
+  const limit = head - Math.floor(head * SNAP_HEAD);
   for (let i = head - 2; i >= Math.max(0, limit - 1); i--) {
     if (SEPARATORS.has(chars[i] ?? "")) return i + 1;
   }
   return head;
+}
+
+/** The kept end with the whole part before it (up to a separator after the start), or
+ * null when there is none. */
+function partBefore(chars: string[], head: number, tail: number): number | null {
+  const start = chars.length - tail;
+  if (!SEPARATORS.has(chars[start - 1] ?? "")) return null;
+  for (let i = start - 2; i >= head; i--) {
+    if (SEPARATORS.has(chars[i] ?? "")) return chars.length - i - 1;
+  }
+  return null;
 }
 
 /**

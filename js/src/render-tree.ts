@@ -102,7 +102,9 @@ function annotations(node: NodeSummary, inline: string, room: RowRoom) {
       ? described && node.kind !== "leaf"
         ? [described]
         : []
-      : shapeForms(dims).map((f) => (node.kind === "leaf" ? f : `batch ${f}`));
+      : shapeForms(dims) // `[…]` alone says nothing: the shape hides before it
+          .slice(0, dims.length === 0 ? 1 : -1)
+          .map((f) => (node.kind === "leaf" ? f : `batch ${f}`));
   const parts: FitPart[] = [
     { forms: inline ? [inline] : [], measure: code, maxWidth: INLINE_MAX },
     { forms: [nodeLabel(node)], measure: badge, pad: BADGE_PAD },

@@ -22,6 +22,11 @@ describe("middleCut", () => {
   it("cuts in the middle at dots and keeps the end", () => {
     expect(middleCut(KEY, 32, chars)).toBe("decoder.layers.0.…in_proj_weight");
     expect(middleCut(KEY, 24, chars)).toBe("decoder.…in_proj_weight");
+    // a start snapped back to its dot leaves room for a whole part more of the end
+    expect(middleCut("decoder.layers.1.norm1.bias", 22, chars)).toBe("decoder.…1.norm1.bias");
+    expect(middleCut("decoder.layers.1.multihead_attn.out_proj.weight", 28, chars)).toBe(
+      "decoder.…out_proj.weight",
+    );
   });
 
   it("never exceeds the width and keeps the end", () => {
