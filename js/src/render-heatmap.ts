@@ -171,8 +171,9 @@ export function renderHeatmap(
   );
   const box = themed instanceof HTMLElement && themed.clientWidth > 0 ? themed.clientWidth - 16 : 0;
   const size = canvasSize(rows, cols, box || FALLBACK_WIDTH);
+  // the width, and the height from it: a narrower panel (max-width) keeps the shape
   canvas.style.width = `${size.width}px`;
-  canvas.style.height = `${size.height}px`;
+  canvas.style.aspectRatio = `${size.width} / ${size.height}`;
   const scale = colorScale(heatmap.min ?? 0, heatmap.max ?? 0, themed);
   const context = w > 0 && h > 0 ? canvas.getContext?.("2d") : null;
   if (context && heatmap.min !== null && heatmap.max !== null) {
