@@ -18,7 +18,7 @@ import type { TreeSource } from "./tree-model";
 
 /** The most keys of one level that are grouped (each is fetched to group them). */
 export const GROUP_CAP = 5000;
-/** Keys fetched in one request while a level is read whole. */
+/** Keys fetched in one request while a level is read whole (after a first page). */
 const PAGE = 2000;
 /** Kinds of a folder of checkpoints: their dots are file extensions. */
 const FILE_KINDS = new Set<NodeKind>(["collection", "folder", "checkpoint", "json", "pickle"]);
@@ -54,8 +54,9 @@ export class DotGroupedSource implements TreeSource {
   readonly #source: TreeSource;
   readonly #enabled: boolean;
   readonly #onGroupable: (() => void) | undefined;
-  /** Per real path: the rows of the level (null: paged through as it is). */
-  readonly #levels = new Map<string, Promise<NodeSummary[] | null>>();
+  /** Per real path: the rows of the level, or its first page when it is paged through
+   * as it is (too many keys, files of a folder). */
+  readonly #levels = new Map<string, Promise<NodeSummary[] | ChildrenResult>>();
   /** Per group path (the very array): its rows. */
   readonly #inGroup = new WeakMap<Path, NodeSummary[]>();
 
@@ -75,34 +76,47 @@ export class DotGroupedSource implements TreeSource {
     limit: number,
     opts: TotalsOptions = {},
   ): Promise<ChildrenResult> {
-    const rows = this.#inGroup.get(path) ?? (await this.#level(path, opts));
-    if (!rows) return this.#source.children(path, offset, limit, opts);
-    return { path, offset, total: rows.length, children: rows.slice(offset, offset + limit) };
+    const rows = this.#inGroup.get(path) ?? (await this.#level(path, limit, opts));
+    if (Array.isArray(rows)) {
+      return { path, offset, total: rows.length, children: rows.slice(offset, offset + limit) };
+    }
+    const first = rows; // a level paged through: its first page once, the others asked
+    const inFirst = offset + limit <= first.children.length || offset + limit >= first.total;
+    if (offset === 0 && inFirst && opts.totals === false) {
+      return { ...first, path, children: first.children.slice(0, limit) };
+    }
+    return this.#source.children(path, offset, limit, opts);
   }
 
-  #level(path: Path, opts: TotalsOptions): Promise<NodeSummary[] | null> {
+  #level(path: Path, limit: number, opts: TotalsOptions): Promise<NodeSummary[] | ChildrenResult> {
     const key = JSON.stringify(path);
     let level = this.#levels.get(key);
     if (!level) {
-      level = this.#read(path, opts);
+      level = this.#read(path, limit, opts);
       this.#levels.set(key, level);
       level.catch(() => this.#levels.delete(key)); // asked again next time
     }
     return level;
   }
 
-  /** The whole level, grouped; null when it is not to be grouped. */
-  async #read(path: Path, opts: TotalsOptions): Promise<NodeSummary[] | null> {
+  /** The whole level, grouped; its first page when it is not to be grouped. */
+  async #read(
+    path: Path,
+    limit: number,
+    opts: TotalsOptions,
+  ): Promise<NodeSummary[] | ChildrenResult> {
     const call = { signal: opts.signal, totals: false } as TotalsOptions;
-    const first = await this.#source.children(path, 0, PAGE, call);
-    if (first.total > GROUP_CAP) return null;
+    const first = await this.#source.children(path, 0, limit, call);
+    if (first.total > GROUP_CAP || first.children.some((n) => FILE_KINDS.has(n.kind))) {
+      return first;
+    }
     const nodes = [...first.children];
     while (nodes.length < first.total) {
       const page = await this.#source.children(path, nodes.length, PAGE, call);
       if (page.children.length === 0) break;
       nodes.push(...page.children);
     }
-    if (nodes.some((n) => FILE_KINDS.has(n.kind))) return nodes;
+    if (nodes.some((n) => FILE_KINDS.has(n.kind))) return { ...first, children: nodes };
     const rows = this.#group(
       path,
       nodes.map((node) => ({ node, rest: node.key })),

@@ -114,3 +114,25 @@ describe("dotted keys grouped by .", () => {
     }
   });
 });
+
+describe("a level too large to group", () => {
+  it("is paged as it is, its first page asked once", async () => {
+    const memory = new MemoryDataSource({
+      key: "",
+      children: Array.from({ length: 6000 }, (_, i) => ({
+        key: `blocks.${i}.weight`,
+        shape: [1],
+        dtype: "float32",
+      })),
+    });
+    let groupable = false;
+    const source = new DotGroupedSource(memory, { onGroupable: () => (groupable = true) });
+    const tree = new TreeModel(source, memory.root);
+    await tree.expand(0);
+    expect(tree.rowCount).toBe(6001);
+    expect(tree.row(1)?.label).toBe("blocks.0.weight");
+    const asked = memory.log.filter((e) => e.method === "children").map((e) => e.params);
+    expect(asked).toEqual([{ path: [], offset: 0, limit: 200, totals: false }]);
+    expect(groupable).toBe(false);
+  });
+});
