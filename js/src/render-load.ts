@@ -76,12 +76,14 @@ export function loadRefusal(node: NodeDetails): string | null {
   }
 }
 
-/** What the memory line says: needed bytes against the device's free memory. */
+/** What the memory line says: needed bytes against the device's free memory (`asking`:
+ * the kernel's first device list is on its way: it imports torch, a second or two). */
 export function memoryFit(
   bytes: number | null,
   device: DeviceInfo | undefined,
   mode: Mode,
   pending = false,
+  asking = false,
 ): { text: string; warning: string | null } {
   const name = device?.name ?? "";
   if (name === "meta")
@@ -90,6 +92,7 @@ export function memoryFit(
   if (bytes === null) return { text: "No tensor data", warning: null };
   const need = `Needs ${humanBytes(bytes)}`;
   const free = device?.free_bytes ?? null;
+  if (free === null && asking) return { text: `${need} · reading the devices…`, warning: null };
   if (free === null)
     return { text: `${need} · free memory of ${name || "the device"} unknown`, warning: null };
   const total = device?.total_bytes;
@@ -326,6 +329,7 @@ export class LoadPanel {
     this.#devicesAbort?.abort();
     const abort = new AbortController();
     this.#devicesAbort = abort;
+    this.#update();
     try {
       const { devices } = await this.#data.devices({ signal: abort.signal });
       if (abort.signal.aborted) return;
@@ -466,7 +470,8 @@ export class LoadPanel {
     };
     // a collection whose subtree totals the details have not brought yet
     const pending = node !== null && bytes === null && node.has_children && node.rollup === null;
-    const fit = memoryFit(bytes, device, this.#args().mode, pending);
+    const asking = this.#devicesAbort !== null && this.#devices.length === 0;
+    const fit = memoryFit(bytes, device, this.#args().mode, pending, asking);
     this.#memory.replaceChildren(el("span", "", fit.text));
     if (fit.warning) this.#memory.append(alertBox(`⚠ ${fit.warning}`, "tdview-warning"));
     this.#refusal.textContent = refusal ?? "";

@@ -97,6 +97,14 @@ describe("memoryFit", () => {
     expect(memoryFit(null, cpu, "r").text).toBe("No tensor data");
   });
 
+  it("says the devices are being read while the kernel's first list is on its way", () => {
+    const unknown = { name: "cpu", free_bytes: null, total_bytes: null };
+    expect(memoryFit(GB, unknown, "r", false, true).text).toBe(
+      "Needs 1.00 GB · reading the devices…",
+    );
+    expect(memoryFit(GB, unknown, "r").text).toBe("Needs 1.00 GB · free memory of cpu unknown");
+  });
+
   const cuda = DEVICES[1];
 
   it("compares the bytes with the device's free memory", () => {
@@ -219,6 +227,18 @@ describe("LoadPanel", () => {
     );
     expect(q<HTMLButtonElement>(".tdview-cancel-button").hidden).toBe(true);
     expect(source.calls("devices").length).toBeGreaterThanOrEqual(2); // free memory refreshed
+  });
+
+  it("reads the devices when it opens, and says so until they come", async () => {
+    const { q, node } = setup({ latencyMs: 30, open: false });
+    await tick(40);
+    await node("x");
+    q<HTMLButtonElement>(".tdview-disclosure").click();
+    expect(q(".tdview-memory").textContent).toMatch(/· reading the devices…$/);
+    for (let i = 0; i < 10 && /reading/.test(q(".tdview-memory").textContent ?? ""); i++) {
+      await tick(10);
+    }
+    expect(q(".tdview-memory").textContent).toMatch(/· cpu: 16.0 GB free of 32.0 GB$/);
   });
 
   it("shows no progress for a load shorter than the delay, and progress for a longer one", async () => {
