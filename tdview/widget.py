@@ -83,7 +83,7 @@ class TDView(anywidget.AnyWidget):
     height : int, optional
         The view's height in pixels, from ``MIN_HEIGHT`` (240) to ``MAX_HEIGHT``
         (4000); None (the default) keeps the compact height in a notebook cell and the
-        panel's height in the tdview panel. The handle below the view sets it too (a
+        panel's height in the tdview panel. The handle at the view's bottom sets it (a
         double click on the handle gives back the default), and the notebook keeps it.
 
     Attributes

@@ -86,8 +86,8 @@ function traitHeight(model: HeightModel): number | null {
 }
 
 /**
- * The view takes the `height` trait's height (`TDView(..., height=)`), and a handle
- * below it (a horizontal separator: drag it, or Arrow Up/Down on it; a double click
+ * The view takes the `height` trait's height (`TDView(..., height=)`), and a handle at
+ * its bottom (a horizontal separator: drag it, or Arrow Up/Down on it; a double click
  * gives the view its own height back) sets the trait, so the kernel and the saved
  * notebook keep the user's choice. Returns the function that stops.
  */
@@ -137,10 +137,17 @@ export function followHeight(view: HTMLElement, model: HeightModel): () => void 
     event.preventDefault();
     commit(clampHeight(view.getBoundingClientRect().height + step));
   });
-  view.after(handle);
+  // The view's content is replaced as it is rebuilt: the handle goes back to its end.
+  const keepLast = () => {
+    if (view.lastElementChild !== handle) view.append(handle);
+  };
+  const moved = typeof MutationObserver === "undefined" ? null : new MutationObserver(keepLast);
+  moved?.observe(view, { childList: true });
+  keepLast();
   onTrait();
   model.on("change:height", onTrait);
   return () => {
+    moved?.disconnect();
     model.off("change:height", onTrait);
     handle.remove();
     setViewHeight(view, null);

@@ -76,7 +76,7 @@ function render({ model, el }: RenderProps): () => void {
   el.append(container);
   // in the tdview console panel the view takes the panel's height; in a cell it is compact
   const stopFilling = followFillArea(container);
-  // or the height the user chose (`TDView(..., height=)`, the handle below the view)
+  // or the height the user chose (`TDView(..., height=)`, the handle at its bottom)
   const stopSizing = followHeight(container, model);
   let app: App | CompareApp | null = null;
   const fallback = new StaticFallback(model, () => model.get("_static_html"), {

@@ -97,7 +97,7 @@ describe("the height the user chose", () => {
     let shown = 440;
     view.getBoundingClientRect = () => ({ height: shown }) as DOMRect;
     const stop = followHeight(view, model);
-    const handle = host.querySelector<HTMLElement>(".tdview-resize-handle");
+    const handle = view.querySelector<HTMLElement>(".tdview-resize-handle");
     if (!handle) throw new Error("no handle");
     const resize = (px: number) => {
       shown = px;
@@ -119,7 +119,7 @@ describe("the height the user chose", () => {
     expect(view.style.getPropertyValue("--tdview-height")).toBe("600px");
     expect(handle.getAttribute("role")).toBe("separator");
     expect(handle.getAttribute("aria-valuenow")).toBe("600");
-    expect(handle.previousElementSibling).toBe(view); // right below the view
+    expect(view.lastElementChild).toBe(handle); // at the bottom of the view
     model.change("height", 800);
     expect(view.style.getPropertyValue("--tdview-height")).toBe("800px");
     model.change("height", null);
@@ -155,6 +155,18 @@ describe("the height the user chose", () => {
     handle.dispatchEvent(new MouseEvent("dblclick"));
     expect(model.get("height")).toBeNull();
     expect(view.classList.contains(SIZED)).toBe(false);
+  });
+
+  it("stays at the bottom of the view as its content is replaced", async () => {
+    const { view, handle } = setup(null);
+    view.replaceChildren(document.createElement("main"));
+    await Promise.resolve(); // the mutation observer's turn
+    expect([...view.children].map((c) => c.tagName)).toEqual(["MAIN", "DIV"]);
+    expect(view.lastElementChild).toBe(handle);
+    view.prepend(document.createElement("aside"));
+    view.append(document.createElement("footer"));
+    await Promise.resolve();
+    expect(view.lastElementChild).toBe(handle);
   });
 
   it("stops: the handle goes, the trait is no longer followed", () => {
