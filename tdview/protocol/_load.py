@@ -82,6 +82,15 @@ def warm_loader() -> None:
             _warming[0].start()
 
 
+def _warmed() -> None:
+    """Wait for the loader's import on its thread, if one runs: two threads importing
+    tensordict's modules at once can meet in a cycle (Python's import deadlock error)."""
+    with _warming_lock:
+        thread = _warming[0] if _warming else None
+    if thread is not None:
+        thread.join()
+
+
 def _import_loader() -> None:
     try:
         from ..loader import _build, _walk  # noqa: F401
@@ -327,6 +336,7 @@ def load(
             owner = getattr(bind, "__self__", None)  # the view whose ``_loaded`` binds
             what = bound_to(namespace[variable], owner)
             raise VariableBoundError(f"`{variable}` is already bound to {what}")
+    _warmed()
     value, leaf = load_value(
         ckpt,
         path,
