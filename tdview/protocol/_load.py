@@ -262,6 +262,7 @@ def load_value(
     is a leaf: a tensor leaf's tensor (``Checkpoint.load_leaf``), any other node's
     subtree (:func:`load_subtree`). ``progress`` as there. In a folder of checkpoints,
     a member's node is loaded from that member."""
+    _warmed()  # TDView.load calls here too, from the kernel's own thread
     if isinstance(ckpt, Collection):
         owner, _, inner = ckpt.locate(path)
         if owner is not ckpt:
@@ -336,7 +337,6 @@ def load(
             owner = getattr(bind, "__self__", None)  # the view whose ``_loaded`` binds
             what = bound_to(namespace[variable], owner)
             raise VariableBoundError(f"`{variable}` is already bound to {what}")
-    _warmed()
     value, leaf = load_value(
         ckpt,
         path,
