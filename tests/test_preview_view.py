@@ -126,7 +126,13 @@ def test_a_cube_shows_a_plane_of_its_selection(replay: Session) -> None:
     of the whole selection."""
     result, buffers = ask(replay, "preview", path=["cube"], rows=2, index="[1:, :, 2:]")
     cube = np.arange(4 * 5 * 6).reshape(4, 5, 6)
-    assert result["plane"] == {"rows": 1, "cols": 2, "at": [0, None, None], "offset": 0}
+    assert result["plane"] == {
+        "rows": 1,
+        "cols": 2,
+        "at": [0, None, None],
+        "offset": 0,
+        "col_offset": 0,
+    }
     assert result["slice"]["shape"] == [2, 4]
     assert decode(result["slice"], buffers).tolist() == cube[1, :2, 2:].tolist()
     assert result["stats"]["count"] == 3 * 5 * 4
@@ -142,7 +148,13 @@ def test_a_cube_shows_a_plane_of_its_selection(replay: Session) -> None:
     )
     # rows: dim 2 of the leaf from the selection's position 1 (leaf index 3); columns:
     # dim 0 (leaf indices 1, 2, 3); dim 1 at position 3
-    assert slid["plane"] == {"rows": 2, "cols": 0, "at": [None, 3, None], "offset": 1}
+    assert slid["plane"] == {
+        "rows": 2,
+        "cols": 0,
+        "at": [None, 3, None],
+        "offset": 1,
+        "col_offset": 0,
+    }
     assert decode(slid["slice"], buffers).tolist() == cube[1:, 3, 3:].T.tolist()
     assert slid["stats"] == result["stats"]  # the same selection
 
@@ -168,6 +180,11 @@ def test_statistics_describe_the_selection(tmp_path: Path) -> None:
     whole, _ = ask(session, "preview", path=["weight"], rows=20)
     assert whole["stats"]["count"] == 256 * 64
     assert whole["stats"]["min"] == pytest.approx(float(weight.min()))
+    # the columns past the first 50: a page of the table, the statistics unchanged
+    right, buffers = ask(session, "preview", path=["weight"], rows=3, col_offset=50)
+    assert right["plane"]["col_offset"] == 50 and right["slice"]["shape"] == [3, 14]
+    assert decode(right["slice"], buffers).tolist() == weight[:3, 50:].tolist()
+    assert right["stats"] == whole["stats"]
     last, buffers = ask(session, "preview", path=["weight"], rows=20, index="[..., -1]")
     assert last["selection"]["index"] == "[0:256, 63]" and last["stats"]["count"] == 256
     assert decode(last["slice"], buffers).tolist() == weight[:20, -1].tolist()
@@ -182,7 +199,13 @@ def test_a_conv_weight_shows_its_kernels(tmp_path: Path) -> None:
     shown, buffers = ask(
         session, "preview", path=["conv"], rows=20, heatmap={"rows": 64, "cols": 64}
     )
-    assert shown["plane"] == {"rows": 2, "cols": 3, "at": [0, 0, None, None], "offset": 0}
+    assert shown["plane"] == {
+        "rows": 2,
+        "cols": 3,
+        "at": [0, 0, None, None],
+        "offset": 0,
+        "col_offset": 0,
+    }
     assert decode(shown["slice"], buffers).tolist() == conv[0, 0].tolist()
     assert shown["heatmap"]["of"] == [7, 7] and shown["stats"]["count"] == 9408
     other, buffers = ask(

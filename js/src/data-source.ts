@@ -94,6 +94,8 @@ export interface PreviewOptions extends CallOptions {
   index?: string;
   /** The table's first row of the plane shown (the pager). */
   offset?: number;
+  /** The table's first column of the plane shown. */
+  colOffset?: number;
   /** The dims shown as rows and columns and the positions of the others. */
   plane?: PlaneParams;
   /** false: statistics only when the kernel knows them already (a page of a leaf
@@ -136,6 +138,7 @@ export function previewParams(
   if (opts?.stats === false) params.stats = false;
   if (opts?.heatmap !== undefined) params.heatmap = opts.heatmap;
   if (opts?.plane !== undefined) params.plane = opts.plane;
+  if (opts?.colOffset) params.col_offset = opts.colOffset;
   return params;
 }
 

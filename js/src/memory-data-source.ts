@@ -288,7 +288,8 @@ export class MemoryDataSource implements DataSource {
       const picked = selected(values, leafShape, dims);
       const plane = planeValues(picked.values, dims, shown);
       const offset = opts?.offset ?? 0;
-      const table = tableOf(plane.values, plane.shape, rows, offset);
+      const colOffset = opts?.colOffset ?? 0;
+      const table = tableOf(plane.values, plane.shape, rows, offset, colOffset);
       const dtype = summary.dtype ?? "float32";
       const display = DISPLAY_DTYPES[dtype] ?? "float64";
       const known = `${JSON.stringify(path)} ${leafShape[0] ?? ""} ${indexText(dims)}`;
@@ -301,7 +302,7 @@ export class MemoryDataSource implements DataSource {
         display_dtype: display,
         slice: { dtype: display, shape: table.shape, data: typedArray(display, table.values) },
         selection: { index: indexText(dims), dims, shape: picked.shape },
-        plane: { ...shown, offset },
+        plane: { ...shown, offset, col_offset: colOffset },
         stats: stats ? statsOf(picked.values, dtype) : null,
         histogram: stats ? histogramOf(picked.values, dtype) : null,
         heatmap: opts?.heatmap ? heatmapOf(plane.values, plane.shape, opts.heatmap) : null,

@@ -164,23 +164,25 @@ export function selected(
   };
 }
 
-/** Rows `offset` to `offset + rows` and the first `MAX_COLS` columns of a plane (0-d,
- * 1-d or 2-d) as the kernel's table. */
+/** Rows `offset` to `offset + rows` and `MAX_COLS` columns from `colOffset` of a plane
+ * (0-d, 1-d or 2-d) as the kernel's table. */
 export function tableOf(
   values: readonly number[],
   shape: readonly number[],
   rows: number,
   offset = 0,
+  colOffset = 0,
 ) {
   if (shape.length === 0) return { values: values.slice(0, 1), shape: [] as number[] };
   const first = Math.min(offset, shape[0] ?? 0);
   const nRows = Math.max(0, Math.min(rows, (shape[0] ?? 0) - first));
   if (shape.length === 1) return { values: values.slice(first, first + nRows), shape: [nRows] };
   const width = shape[1] ?? 0;
-  const cols = Math.min(width, MAX_COLS);
+  const from = Math.min(colOffset, width);
+  const cols = Math.min(width - from, MAX_COLS);
   const cells: number[] = [];
   for (let r = first; r < first + nRows; r++) {
-    cells.push(...values.slice(r * width, r * width + cols));
+    cells.push(...values.slice(r * width + from, r * width + from + cols));
   }
   return { values: cells, shape: [nRows, cols] };
 }
@@ -229,7 +231,7 @@ export function planeOf(
   dims: readonly PreviewDim[],
   asked: PlaneParams | undefined,
   shape: readonly number[],
-): Omit<PreviewPlane, "offset"> {
+): Omit<PreviewPlane, "offset" | "col_offset"> {
   const kept = dims.flatMap((d, i) => (d.kept ? [i] : []));
   if (!asked || kept.length < 2) {
     const rows = kept.length >= 2 ? (kept.at(-2) as number) : (kept[0] ?? null);
@@ -274,7 +276,7 @@ export function planeOf(
 export function planeValues(
   values: readonly number[],
   dims: readonly PreviewDim[],
-  plane: Omit<PreviewPlane, "offset">,
+  plane: Omit<PreviewPlane, "offset" | "col_offset">,
 ): { values: number[]; shape: number[] } {
   const kept = dims.flatMap((d, i) => (d.kept ? [i] : []));
   const sizes = kept.map((d) => dimSize(dims[d] as PreviewDim));

@@ -35,7 +35,8 @@ export function previewTable(data: PreviewData): HTMLElement {
     corner.title = `rows: dim ${data.plane.rows}, columns: dim ${data.plane.cols}`;
   head.append(corner);
   for (let j = 0; j < nCols; j++) {
-    const label = slice.shape.length >= 2 && colDim ? String(leafIndex(colDim, j)) : "value";
+    const at = data.plane.col_offset + j;
+    const label = slice.shape.length >= 2 && colDim ? String(leafIndex(colDim, at)) : "value";
     head.append(el("th", "", label));
   }
   const thead = el("thead");
@@ -80,8 +81,13 @@ export function tableCaption(data: PreviewData, columnsOnly = false): string {
   const colDim = data.plane.cols === null ? null : data.selection.dims[data.plane.cols];
   if (slice.shape.length >= 2 && colDim) {
     const cols = slice.shape[1] ?? 0;
-    if (cols < dimSize(colDim)) {
-      parts.push(`first ${formatCount(cols)} of ${formatCount(dimSize(colDim))} columns`);
+    const from = data.plane.col_offset;
+    const all = formatCount(dimSize(colDim));
+    if (from > 0) {
+      const [a, b] = [leafIndex(colDim, from), leafIndex(colDim, from + cols)];
+      parts.push(`columns ${formatCount(a)}–${formatCount(b)} of ${all}`);
+    } else if (cols < dimSize(colDim)) {
+      parts.push(`first ${formatCount(cols)} of ${all} columns`);
     }
   }
   return (columnsOnly ? parts.slice(1) : parts).join(" · ");
@@ -119,6 +125,17 @@ export function rowsText(r: TableRows): string {
   const step = r.dim.step === 1 ? "" : ` (every ${formatCount(r.dim.step)})`;
   const dim = r.axis > 0 ? ` (dim ${r.axis})` : "";
   return `rows ${formatCount(r.first)}–${formatCount(end)} of ${formatCount(r.total)}${step}${dim}`;
+}
+
+/** The table's first column of the columns before (-1) or after (1) the ones shown, or
+ * null past either end (or for a table of one column). */
+export function pageColumns(data: PreviewData, step: -1 | 1): number | null {
+  const { cols, col_offset: from } = data.plane;
+  const dim = cols === null ? undefined : data.selection.dims[cols];
+  if (!dim || data.slice.shape.length < 2) return null;
+  const shown = data.slice.shape[1] ?? 0;
+  if (step > 0) return from + shown < dimSize(dim) ? from + shown : null;
+  return from > 0 ? Math.max(0, from - shown) : null;
 }
 
 /** The table's first row (`offset` in the selection) of the page of `rows` rows before

@@ -302,12 +302,13 @@ export interface PlaneParams {
 }
 /** The plane shown: `rows`/`cols` null where the selection keeps fewer dims; `at[d]`
  * the position within the selection of a dim kept and not shown, else null; `offset`
- * the table's first row of the plane. */
+ * and `col_offset` the table's first row and column of the plane. */
 export interface PreviewPlane {
   rows: number | null;
   cols: number | null;
   at: (number | null)[];
   offset: number;
+  col_offset: number;
 }
 export interface PreviewParams {
   path: Path;
@@ -319,6 +320,8 @@ export interface PreviewParams {
   index?: string | null;
   /** The table's first row of the plane shown (the pager). */
   offset?: number;
+  /** The table's first column of the plane shown. */
+  col_offset?: number;
   /** The dims of the leaf shown as rows and columns and the position of each other dim
    * the selection keeps (null: its last two dims, the others at 0). */
   plane?: PlaneParams | null;
@@ -665,6 +668,8 @@ function decodePreviewView(v: unknown, at: string, params: PreviewParams): Previ
     }
   }
   if (offset !== undefined) params.offset = count(offset, `${at}.offset`);
+  const colOffset = optional(v, "col_offset");
+  if (colOffset !== undefined) params.col_offset = count(colOffset, `${at}.col_offset`);
   const stats = optional(v, "stats");
   if (stats !== undefined) params.stats = bool(stats, `${at}.stats`);
   const heatmap = optional(v, "heatmap");
@@ -711,6 +716,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
       cols: nullable(count),
       at: array(nullable(count)),
       offset: count,
+      col_offset: count,
     }),
     stats: nullable(
       object({

@@ -19,6 +19,7 @@ import { exampleIndex, parseIndex, selectIndex } from "./preview-index";
 import { planeIndex, planeIsPart, planeMapper, SLIDE_DELAY_MS } from "./preview-plane";
 import { dtypeNote, histogram, statsScope, statsTable } from "./preview-stats";
 import {
+  pageColumns,
   pageOffset,
   previewTable,
   rowsText,
@@ -99,6 +100,8 @@ export interface RenderOptions {
   mapper?: HTMLElement | null;
   /** The pager, put beside the table's caption. */
   pager?: HTMLElement | null;
+  /** The pager says the rows shown: the caption does not. */
+  rowsPaged?: boolean;
   /** The heatmap, put after the table. */
   heatmap?: HTMLElement | null;
 }
@@ -119,7 +122,7 @@ export function renderPreview(data: PreviewData, options: RenderOptions = {}): H
   }
   if (options.mapper) box.append(options.mapper);
   const head = el("div", "tdview-preview-table-head");
-  const caption = tableCaption(data, !!options.pager);
+  const caption = tableCaption(data, !!options.rowsPaged);
   const shown = planeIsPart(data) ? `${planeIndex(data)}${caption ? " · " : ""}` : "";
   if (shown || caption)
     head.append(el("span", "tdview-note tdview-preview-caption", `${shown}${caption}`));
@@ -153,6 +156,7 @@ export class PreviewSection {
   /** The plane asked for (undefined: the default) and the table's first row in it. */
   #plane: PlaneParams | undefined;
   #offset = 0;
+  #colOffset = 0;
   /** The index and plane of the preview shown (an answer in place goes back to them). */
   #shownView: { index: string | undefined; plane: PlaneParams | undefined } = {
     index: undefined,
@@ -263,6 +267,7 @@ export class PreviewSection {
     this.#index = trimmed === "" ? undefined : trimmed;
     this.#plane = undefined;
     this.#offset = 0;
+    this.#colOffset = 0;
     this.#open = true;
     this.#syncOpen();
     void this.run();
@@ -295,11 +300,14 @@ export class PreviewSection {
     const heatmap = renderHeatmap(data, this.element, what);
     if (heatmap && !this.#unwatchTheme) this.#unwatchTheme = watchTheme(() => this.#redraw());
     const rows = tableRows(data);
+    const pagedRows = rows !== null && rows.shown < rows.count ? rows : null;
+    const pagedCols = pageColumns(data, 1) !== null || pageColumns(data, -1) !== null;
     return renderPreview(data, {
       log: this.#logInput.checked,
       heatmap,
       mapper: planeMapper(data, (plane, live) => this.#setPlane(plane, live)),
-      pager: rows && rows.shown < rows.count ? this.#pager(data, rows) : null,
+      pager: pagedRows || pagedCols ? this.#pager(data, pagedRows, pagedCols) : null,
+      rowsPaged: pagedRows !== null,
     });
   }
 
@@ -307,6 +315,7 @@ export class PreviewSection {
   #setPlane(plane: PlaneParams, live: boolean): void {
     this.#plane = plane;
     this.#offset = 0;
+    this.#colOffset = 0;
     if (this.#slide !== null) clearTimeout(this.#slide);
     this.#slide = null;
     if (!live) {
@@ -319,7 +328,9 @@ export class PreviewSection {
     }, SLIDE_DELAY_MS);
   }
 
-  #pager(data: PreviewData, rows: TableRows): HTMLElement {
+  /** Buttons for the rows before and after (with the rows shown), and for the columns
+   * when not all are shown: pages of the table, the selection unchanged. */
+  #pager(data: PreviewData, rows: TableRows | null, cols: boolean): HTMLElement {
     const pager = el("div", "tdview-preview-pager");
     const go = (step: -1 | 1) => {
       const offset = pageOffset(data, this.#rows, step);
@@ -327,13 +338,30 @@ export class PreviewSection {
       this.#offset = offset;
       void this.run();
     };
-    const prev = button("‹ Previous", "tdview-preview-prev", () => go(-1));
-    const next = button("Next ›", "tdview-preview-next", () => go(1));
-    prev.title = `The ${this.#rows} rows before`;
-    next.title = `The next ${this.#rows} rows`;
-    prev.disabled = pageOffset(data, this.#rows, -1) === null;
-    next.disabled = pageOffset(data, this.#rows, 1) === null;
-    pager.append(prev, el("span", "tdview-preview-rows", rowsText(rows)), next);
+    if (rows) {
+      const prev = button("‹ Previous", "tdview-preview-prev", () => go(-1));
+      const next = button("Next ›", "tdview-preview-next", () => go(1));
+      prev.title = `The ${this.#rows} rows before`;
+      next.title = `The next ${this.#rows} rows`;
+      prev.disabled = pageOffset(data, this.#rows, -1) === null;
+      next.disabled = pageOffset(data, this.#rows, 1) === null;
+      pager.append(prev, el("span", "tdview-preview-rows", rowsText(rows)), next);
+    }
+    if (cols) {
+      const side = (step: -1 | 1) => {
+        const at = pageColumns(data, step);
+        if (at === null) return;
+        this.#colOffset = at;
+        void this.run();
+      };
+      const left = button("‹ Columns", "tdview-preview-cols-prev", () => side(-1));
+      const right = button("Columns ›", "tdview-preview-cols-next", () => side(1));
+      left.title = "The columns before";
+      right.title = "The next columns";
+      left.disabled = pageColumns(data, -1) === null;
+      right.disabled = pageColumns(data, 1) === null;
+      pager.append(left, right);
+    }
     return pager;
   }
 
@@ -349,6 +377,7 @@ export class PreviewSection {
       this.#index = undefined;
       this.#plane = undefined;
       this.#offset = 0;
+      this.#colOffset = 0;
       this.#shownView = { index: undefined, plane: undefined };
       this.#indexInput.value = "";
       this.#indexError.textContent = "";
@@ -398,6 +427,7 @@ export class PreviewSection {
         ...(this.#index === undefined ? {} : { index: this.#index }),
         ...(this.#plane === undefined ? {} : { plane: this.#plane }),
         ...(this.#offset ? { offset: this.#offset } : {}),
+        ...(this.#colOffset ? { colOffset: this.#colOffset } : {}),
         ...(this.#wantsHeatmap() ? { heatmap: { ...HEATMAP_CELLS } } : {}),
       });
       if (abort.signal.aborted) return;

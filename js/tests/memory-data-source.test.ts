@@ -101,7 +101,7 @@ describe("MemoryDataSource", () => {
     expect(picked.stats).toMatchObject({ count: 3, min: 23, max: 31 }); // of the selection
     const paged = await tree.preview(["m"], 2, { offset: 9 });
     expect([...paged.slice.data]).toEqual([36, 37, 38, 39]);
-    expect(paged.plane).toEqual({ rows: 0, cols: 1, at: [null, null], offset: 9 });
+    expect(paged.plane).toEqual({ rows: 0, cols: 1, at: [null, null], offset: 9, col_offset: 0 });
     expect(paged.stats?.count).toBe(40);
     const fresh = new MemoryDataSource({ key: "", children: [{ key: "m", shape: [10, 4], data }] });
     const cold = await fresh.preview(["m"], 2, { stats: false });
@@ -131,7 +131,7 @@ describe("MemoryDataSource", () => {
       ],
     });
     const table = await tree.preview(["t"], 20);
-    expect(table.plane).toEqual({ rows: 1, cols: 2, at: [0, null, null], offset: 0 });
+    expect(table.plane).toEqual({ rows: 1, cols: 2, at: [0, null, null], offset: 0, col_offset: 0 });
     expect(table.slice.shape).toEqual([2, 3]);
     expect([...table.slice.data]).toEqual([0, 1, 2, 3, 4, 5]);
     expect(table.stats?.count).toBe(12);

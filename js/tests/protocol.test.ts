@@ -52,6 +52,7 @@ const OPTIONAL_PARAMS = new Set([
   "stats",
   "heatmap",
   "plane",
+  "col_offset",
   "rows_scope",
   "replace",
 ]);

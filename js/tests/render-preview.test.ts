@@ -225,7 +225,7 @@ describe("the preview of the golden bfloat16 leaf", () => {
       display_dtype: "bool",
       slice: { dtype: "bool", shape: [3], data: Uint8Array.from([1, 0, 1]) },
       selection: { index: "[0:3]", dims: [{ start: 0, stop: 3, step: 1, kept: true }], shape: [3] },
-      plane: { rows: 0, cols: null, at: [null], offset: 0 },
+      plane: { rows: 0, cols: null, at: [null], offset: 0, col_offset: 0 },
     });
     expect(cells(column, "thead th")).toEqual(["row", "value"]);
     expect(cells(column, "tbody td")).toEqual(["True", "False", "True"]);
@@ -242,7 +242,7 @@ describe("the preview of the golden bfloat16 leaf", () => {
         dims: [64, 3, 7, 7].map(all),
         shape: [64, 3, 7, 7],
       },
-      plane: { rows: 2, cols: 3, at: [12, 1, null, null], offset: 5 },
+      plane: { rows: 2, cols: 3, at: [12, 1, null, null], offset: 5, col_offset: 0 },
     };
     expect(tableCaption(conv)).toBe("rows 5–7 of 7 (dim 2)");
     const head = cells(previewTable(conv), "thead th");
@@ -254,7 +254,7 @@ describe("the preview of the golden bfloat16 leaf", () => {
       shape: [1000, 84],
       slice: { dtype: "float32", shape: [2, 50], data: new Float32Array(100) },
       selection: { index: "[0:1000, 0:84]", dims: [all(1000), all(84)], shape: [1000, 84] },
-      plane: { rows: 0, cols: 1, at: [null, null], offset: 0 },
+      plane: { rows: 0, cols: 1, at: [null, null], offset: 0, col_offset: 0 },
     };
     expect(tableCaption(wide)).toBe("first 2 of 1,000 rows · first 50 of 84 columns");
     const row = {
@@ -587,6 +587,26 @@ describe("PreviewSection, what it describes", () => {
     expect(cells(section.element, ".tdview-preview-table tbody th")).toEqual(["0", "1", "2"]);
     expect(q(".tdview-preview-scope")?.textContent).toBe(
       "Statistics of the whole tensor: 300 values",
+    );
+  });
+
+  it("pages the columns past the first 50, the statistics unchanged", async () => {
+    const { section, source, q } = await setup();
+    section.setNode(await source.node(["weight"]));
+    section.openPreview();
+    await tick();
+    expect(q(".tdview-preview-caption")?.textContent).toBe("first 50 of 64 columns");
+    expect(q<HTMLButtonElement>(".tdview-preview-cols-prev")?.disabled).toBe(true);
+    q<HTMLButtonElement>(".tdview-preview-cols-next")?.click();
+    await tick();
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({ col_offset: 50 });
+    expect(q(".tdview-preview-caption")?.textContent).toBe("columns 50–64 of 64");
+    const head = cells(section.element, ".tdview-preview-table thead th");
+    expect(head.slice(0, 3)).toEqual(["row", "50", "51"]);
+    expect(cells(section.element, ".tdview-preview-table tbody td")[0]).toBe("50");
+    expect(q<HTMLButtonElement>(".tdview-preview-cols-next")?.disabled).toBe(true);
+    expect(q(".tdview-preview-scope")?.textContent).toBe(
+      "Statistics of the whole tensor: 16,384 values",
     );
   });
 

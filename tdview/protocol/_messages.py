@@ -185,9 +185,9 @@ def _rows_scope(params: dict[str, Any]) -> str:
 def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
     """The optional view params of ``preview``: ``index`` (an index expression, see
     :mod:`._selection`; null: none), ``plane`` (the dims shown, see
-    :func:`._selection.plane_params`; null: the default), ``offset`` (the table's first
-    row of the plane), ``stats`` (default true: false sends the statistics only when
-    known already) and ``heatmap`` (``{rows, cols}``, each 1 to
+    :func:`._selection.plane_params`; null: the default), ``offset`` and ``col_offset``
+    (the table's first row and column of the plane), ``stats`` (default true: false
+    sends the statistics only when known already) and ``heatmap`` (``{rows, cols}``, each 1 to
     :data:`MAX_HEATMAP_CELLS`; null: none)."""
     where = "preview params"
     index = _text(params, "index", "preview", nullable=True) if "index" in params else None
@@ -205,6 +205,7 @@ def _preview_view(params: dict[str, Any]) -> dict[str, Any]:
         "stats": _bool(params, "stats", "preview") if "stats" in params else True,
         "heatmap": heatmap,
         "plane": plane_params(params.get("plane")),
+        "col_offset": _count(params, "col_offset", "preview") if "col_offset" in params else 0,
     }
 
 

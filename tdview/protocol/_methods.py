@@ -133,6 +133,7 @@ def _preview_answer(call: Call) -> Reply:
         stats=p["stats"],
         heatmap=p["heatmap"],
         plane=p["plane"],
+        col_offset=p["col_offset"],
     )
 
 

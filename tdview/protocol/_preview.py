@@ -28,8 +28,8 @@ conv weight ``[64, 3, 7, 7]`` shows the 7 x 7 kernel of ``[0, 0]`` (its statisti
 all 9,408 values), never columns of flattened dims.
 
 **The table** (``slice``) is ``rows`` (at most 100) rows of the plane from its row
-``offset``, and its first :data:`MAX_COLS` columns: a 0-d selection is its single value,
-a 1-d one a column of values. Row ``i`` of the table is the leaf's index ``start +
+``offset``, and :data:`MAX_COLS` of its columns from ``col_offset``: a 0-d selection is
+its single value, a 1-d one a column of values. Row ``i`` of the table is the leaf's index ``start +
 (offset + i) * step`` in the plane's rows dim (``selection.dims``). A nested (ragged)
 leaf is previewed as the concatenation of its flattened components (1-d; the reply's
 ``shape`` is then that of the concatenation).
@@ -158,15 +158,15 @@ def _chosen(
     return chosen, dims, plane, (view.T if plane.transposed else view)
 
 
-def _table(view: Any, offset: int, rows: int, display: Display) -> np.ndarray:
-    """Rows ``offset`` to ``offset + rows`` and the first :data:`MAX_COLS` columns of
-    the plane, read now and shown as ``display`` says."""
+def _table(view: Any, offset: int, rows: int, display: Display, col_offset: int = 0) -> np.ndarray:
+    """Rows ``offset`` to ``offset + rows`` and :data:`MAX_COLS` columns from
+    ``col_offset`` of the plane, read now and shown as ``display`` says."""
     if len(view.shape) == 0:
         cut = view
     elif len(view.shape) == 1:
         cut = view[offset : offset + rows]
     else:
-        cut = view[offset : offset + rows, :MAX_COLS]
+        cut = view[offset : offset + rows, col_offset : col_offset + MAX_COLS]
     return np.array(display.decode(read(cut)))  # a copy, 0-d stays 0-d
 
 
@@ -205,6 +205,7 @@ def preview(
     stats: bool = True,
     heatmap: tuple[int, int] | None = None,
     plane: Plane | None = None,
+    col_offset: int = 0,
 ) -> tuple[dict[str, Any], list[bytes]]:
     """``PreviewResult`` of the leaf at ``path`` and its buffers: ``[slice, edges, counts,
     values?, heatmap?]`` (the reply's ``BufferRef`` objects say which is which).
@@ -230,6 +231,8 @@ def preview(
     plane : Plane, optional
         The dims shown as rows and columns and the positions of the others
         (:func:`~._selection.plane_params`); None: the last two dims kept.
+    col_offset : int
+        The first column of the plane in the table (0 by default).
 
     Raises
     ------
@@ -267,7 +270,7 @@ def preview(
         values = values[: written.written]
     chosen, dims, shown, view = _chosen(values, index, plane)
     check()
-    table = _table(view, offset or 0, rows, display)
+    table = _table(view, offset or 0, rows, display, col_offset)
     covered = values.shape[0] if values.shape else None
     found, histogram = _kept_stats(
         ckpt, (tuple(path), covered, index_text(dims)), chosen, stats, check, display
@@ -287,7 +290,7 @@ def preview(
             "dims": [d.as_json() for d in dims],
             "shape": list(chosen.shape),
         },
-        "plane": {**shown.as_json(), "offset": offset or 0},
+        "plane": {**shown.as_json(), "offset": offset or 0, "col_offset": col_offset},
         "stats": found,
         "histogram": _histogram_json(histogram, buffers),
         "heatmap": _heatmap_json(cells, buffers),

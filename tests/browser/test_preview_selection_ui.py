@@ -139,6 +139,13 @@ def check_weight(page: Any, widget: Any, artifacts: Path, theme: str) -> None:
     assert page.locator(SCOPE).inner_text() == "Statistics of the whole tensor: 16,384 values"
     preview.locator(".tdview-preview-table").scroll_into_view_if_needed()
     shoot(widget, artifacts, "pager", theme)
+    head.locator(".tdview-preview-cols-next").click()
+    wait_text(page, ".tdview-root .tdview-preview-caption", "columns 50–64 of 64")
+    columns = preview.locator(".tdview-preview-table thead th").all_inner_texts()
+    assert columns[1] == "50" and len(columns) == 15, columns
+    first = preview.locator(".tdview-preview-table tbody td").first.inner_text()
+    assert close(first, float(weight[20, 50]))  # rows 20-40 still: a page, not a selection
+    assert page.locator(SCOPE).inner_text() == "Statistics of the whole tensor: 16,384 values"
     preview.locator(".tdview-heatmap").scroll_into_view_if_needed()
     shoot(widget, artifacts, "heatmap-diverging", theme)
 
