@@ -345,7 +345,9 @@ export class PreviewSection {
       next.title = `The next ${this.#rows} rows`;
       prev.disabled = pageOffset(data, this.#rows, -1) === null;
       next.disabled = pageOffset(data, this.#rows, 1) === null;
-      pager.append(prev, el("span", "tdview-preview-rows", rowsText(rows)), next);
+      const group = el("span", "tdview-preview-pager-group");
+      group.append(prev, el("span", "tdview-preview-rows", rowsText(rows)), next);
+      pager.append(group);
     }
     if (cols) {
       const side = (step: -1 | 1) => {
@@ -360,7 +362,9 @@ export class PreviewSection {
       right.title = "The next columns";
       left.disabled = pageColumns(data, -1) === null;
       right.disabled = pageColumns(data, 1) === null;
-      pager.append(left, right);
+      const group = el("span", "tdview-preview-pager-group");
+      group.append(left, right);
+      pager.append(group);
     }
     return pager;
   }
