@@ -175,6 +175,8 @@ def test_flat_state_dict_grouped_whole_names_divider(lab, small_page, artifacts)
     details.locator(".tdview-copy-text").get_by_text(key_tuple, exact=True).wait_for(
         state="attached", timeout=TIMEOUT
     )
+    details.locator(".tdview-copy-key button").click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == key_tuple
     form = widget.locator(".tdview-load")
     form.locator(".tdview-disclosure").click()
     load_through_form(widget, "w")
