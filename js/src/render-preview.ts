@@ -35,6 +35,11 @@ import { watchTheme } from "./theme-watch";
  * cap of MAX_HEATMAP_CELLS a side. */
 export const HEATMAP_CELLS = { rows: 128, cols: 256 } as const;
 
+const INDEX_HELP =
+  "Which values the preview describes (statistics, histogram, heatmap and table): an " +
+  "integer (negative: from the end) or a start:stop:step slice per dim, and '...' for " +
+  "the dims between; Enter applies it, an empty index takes the whole tensor";
+
 export interface PreviewSectionOptions {
   /** Rows of the table asked for (the kernel caps it at 100). */
   rows?: number;
@@ -202,10 +207,7 @@ export class PreviewSection {
     this.#indexInput.placeholder = "";
     this.#indexInput.spellcheck = false;
     this.#indexInput.setAttribute("aria-label", "Index expression");
-    this.#indexInput.title =
-      "Which values the preview describes (statistics, histogram, heatmap and table): an " +
-      "integer (negative: from the end) or a start:stop:step slice per dim, and '...' " +
-      "for the dims between; Enter applies it, an empty index takes the whole tensor";
+    this.#indexInput.title = INDEX_HELP;
     this.#indexInput.addEventListener("keydown", (event) => {
       if (event.key !== "Enter") return;
       event.preventDefault();
@@ -391,9 +393,10 @@ export class PreviewSection {
     this.#shownKey = path === null ? null : path.join("\u0000");
     this.#shape = node?.shape ?? null;
     const example = this.#shape ? exampleIndex(this.#shape) : "";
-    this.#indexInput.placeholder = example
-      ? `e.g. ${example}  (shape [${this.#shape?.join(", ")}])`
-      : "a scalar: nothing to index";
+    this.#indexInput.placeholder = example ? `e.g. ${example}` : "a scalar: nothing to index";
+    this.#indexInput.title = this.#shape
+      ? `${INDEX_HELP}. The shape of this tensor is [${this.#shape.join(", ")}].`
+      : INDEX_HELP;
     this.#indexInput.disabled = this.#shape !== null && this.#shape.length === 0;
     this.#heatmapLabel.hidden = (this.#shape?.length ?? 0) < 2;
     this.element.hidden = this.#path === null;

@@ -427,7 +427,8 @@ describe("PreviewSection, open from leaf to leaf", () => {
     section.setNode(await details("buffer"));
     const input = q<HTMLInputElement>(".tdview-preview-index");
     if (!input) throw new Error("no index input");
-    expect(input.placeholder).toBe("e.g. [50000:50020, :3]  (shape [100000, 3])");
+    expect(input.placeholder).toBe("e.g. [50000:50020, :3]"); // fits [100000, 3]
+    expect(input.title).toContain("The shape of this tensor is [100000, 3].");
     input.value = "[50000:50020, :8, 1]";
     input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
     expect(q(".tdview-preview-index-error")?.textContent).toBe(

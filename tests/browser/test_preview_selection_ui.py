@@ -82,7 +82,8 @@ def check_weight(page: Any, widget: Any, artifacts: Path, theme: str) -> None:
         preview.locator(".tdview-preview-button").click()
     wait_text(page, SCOPE, "Statistics of the whole tensor: 16,384 values")
     index = preview.locator(".tdview-preview-index")
-    assert index.get_attribute("placeholder") == "e.g. [128:148, :8]  (shape [256, 64])"
+    assert index.get_attribute("placeholder") == "e.g. [128:148, :8]"  # fits [256, 64]
+    assert "The shape of this tensor is [256, 64]." in (index.get_attribute("title") or "")
     assert close(stat(preview, "min"), float(weight.min()))
     shoot(widget, artifacts, "whole", theme)
 
