@@ -572,3 +572,44 @@ def test_a_fresh_process_browses_and_previews_without_torch(tmp_path: Path, arch
     assert flags["count"] == 50 and flags["max"] == 1.0
     assert ragged["count"] == 18 and ragged["mean"] == pytest.approx(6 / 18)
     assert row5["count"] == 64 and row5["max"] == float(model["weight"][5].max())
+
+
+class _BytesStore:
+    """Only what a ranged view asks of a store: ``read_ranges`` over bytes in memory,
+    each span recorded."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.spans = data, []
+
+    def read_ranges(self, key: str, spans: list, dest: memoryview) -> None:
+        at = 0
+        for start, end in spans:
+            self.spans.append((start, end))
+            dest[at : at + end - start] = self.data[start:end]
+            at += end - start
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (slice(3, 9), slice(None, None, 2)),
+        (5,),
+        (slice(None), 2, slice(1, 4)),
+        (-1, slice(None, None, 3), 0),
+        (slice(7, 7),),
+    ],
+)
+def test_a_ranged_view_reads_what_numpy_indexes(key: tuple) -> None:
+    """A remote leaf's view (integers, slices, steps, a plane's rows and columns swapped)
+    reads the values numpy's indexing gives, by the ranges its runs need."""
+    from tdview.protocol._preview_ranged import RangedView, read
+
+    values = np.arange(10 * 6 * 5, dtype=np.float32).reshape(10, 6, 5)
+    store = _BytesStore(values.tobytes())
+    view = RangedView.of_leaf(store, "x", np.dtype(np.float32), values.shape)[key]  # type: ignore[arg-type]
+    want = values[key]
+    assert view.shape == want.shape
+    np.testing.assert_array_equal(read(view), want)
+    assert sum(b - a for a, b in store.spans) <= values.nbytes  # never more than the leaf
+    if len(view.shape) == 2:
+        np.testing.assert_array_equal(read(view.T), want.T)
