@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type PreviewData, resolvePreview } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
+import { SLIDE_DELAY_MS } from "../src/preview-plane";
 import type { NodeDetails } from "../src/protocol";
 import { parseResult } from "../src/protocol";
 import {
@@ -589,6 +590,28 @@ describe("PreviewSection, what it describes", () => {
     expect(q(".tdview-preview-scope")?.textContent).toBe(
       "Statistics of the whole tensor: 300 values",
     );
+  });
+
+  it("sends a moving slider's position once it rests", async () => {
+    const { section, source } = await setup();
+    section.setNode(await source.node(["conv"]));
+    section.openPreview();
+    await tick();
+    const before = source.calls("preview").length;
+    const slider = section.element.querySelector<HTMLInputElement>(".tdview-plane-slider");
+    if (!slider) throw new Error("no slider");
+    for (const at of ["1", "2", "3"]) {
+      slider.value = at;
+      slider.dispatchEvent(new Event("input"));
+    }
+    expect(section.element.querySelector(".tdview-plane-at")?.textContent).toBe("3");
+    expect(source.calls("preview")).toHaveLength(before); // not yet
+    await new Promise((done) => setTimeout(done, SLIDE_DELAY_MS + 50));
+    await tick();
+    expect(source.calls("preview")).toHaveLength(before + 1);
+    expect(source.calls("preview").at(-1)?.params).toMatchObject({
+      plane: { rows: 2, cols: 3, at: [3, 0, 0, 0] },
+    });
   });
 
   it("pages the columns past the first 50, the statistics unchanged", async () => {
