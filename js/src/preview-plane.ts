@@ -88,7 +88,7 @@ export function planeMapper(
     }
     const place = el("span", "tdview-plane-position");
     if (d !== rows && d !== cols) place.append(...slider(dim, d, at, onChange, { rows, cols }));
-    else place.append(el("span", "tdview-note", d === rows ? "rows" : "columns"));
+    else place.append(el("span", "tdview-plane-as", d === rows ? "rows" : "columns"));
     const cell = el("td");
     cell.append(place);
     tr.append(cell);
