@@ -485,6 +485,7 @@ export class PreviewSection {
 
   #setScope(scope: RowsScope): void {
     this.#scope = scope;
+    this.#offset = 0; // the other scope may have fewer rows
     void this.run();
   }
 
