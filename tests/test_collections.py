@@ -22,9 +22,8 @@ from tdview.index import Checkpoint, Collection, search
 from tdview.index import _collection as collection_module
 from tdview.protocol import Session, handle
 
+from ._optional import require_module
 from .compare import assert_same
-
-TORCHRL_SKIP = "torchrl 0.14.1 is installed by `make test` (scripts/bootstrap.sh); not here"
 
 
 def _model(seed: int) -> TensorDict:
@@ -278,7 +277,7 @@ def test_protocol_routes_into_members_and_back(run: Path) -> None:
 
 
 def test_torchrl_replay_buffer_dump(tmp_path: Path) -> None:
-    pytest.importorskip("torchrl", reason=TORCHRL_SKIP)
+    require_module("torchrl.data", "its replay buffer writes the dump")
     from torchrl.data import LazyMemmapStorage, TensorDictReplayBuffer
 
     buffer = TensorDictReplayBuffer(storage=LazyMemmapStorage(100))
@@ -330,7 +329,7 @@ def test_prioritized_sampler_arrays_are_typed_by_their_json(tmp_path: Path) -> N
 
 
 def test_torchrl_checkpoint_folder(tmp_path: Path) -> None:
-    pytest.importorskip("torchrl", reason=TORCHRL_SKIP)
+    require_module("torchrl.checkpoint", "its Checkpoint writes the folder")
     from torchrl.checkpoint import Checkpoint as TorchRLCheckpoint
 
     policy = torch.nn.Linear(4, 3)

@@ -25,6 +25,8 @@ from tensordict import (
 
 from tdview.index import LEAF, TENSORCLASS, Checkpoint, rollup, search, stack_schema, walk
 
+from ._optional import require_module
+
 CONTAINERS = ["dir", "tdz"]
 
 
@@ -101,10 +103,9 @@ def test_tensorclass_over_a_lazy_stack_shows_its_members(tmp_path: Path, contain
 
 
 def _history() -> type:
-    torchrl = pytest.importorskip(
+    torchrl = require_module(
         "torchrl.data.llm.history",
-        reason="torchrl is not installed: its History is the tensorclass-over-a-lazy-stack "
-        "that real LLM checkpoints hold (the Episode tests cover the layout)",
+        "its History is the tensorclass-over-a-lazy-stack that real LLM checkpoints hold",
     )
     return torchrl.History
 
@@ -224,9 +225,8 @@ def test_a_pickled_optimizer_state_counts_in_the_rollups(tmp_path: Path, contain
     """A torchrl trainer's optimizer part (``_state_dict_to_td(optimizer.state_dict())``):
     its pickled Adam state adds its file's bytes to the rollups, as a pickle, not a leaf
     (it showed "0 B in 0 leaves")."""
-    trainers = pytest.importorskip(
-        "torchrl.trainers.trainers",
-        reason="torchrl is not installed: its Trainer writes the optimizer part this way",
+    trainers = require_module(
+        "torchrl.trainers.trainers", "its Trainer writes the optimizer part this way"
     )
     from tdview._units import human_bytes
     from tdview.protocol._summaries import details, summary

@@ -22,6 +22,7 @@ from tdview.errors import CheckpointFormatError, LeafDataError
 from tdview.loader import _leaves, _mapping
 from tdview.storage import ArchiveStore
 
+from ._optional import needs_cuda
 from .compare import assert_same
 
 COMPRESSIONS = ["deflate", "bzip2", "lzma"]
@@ -418,7 +419,7 @@ def test_only_metadata_is_read_through_the_store(ckpt_tdz: Path, monkeypatch) ->
     assert set(decompressed) <= {"meta.json", "sub/meta.json"}
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_cuda
 def test_cuda_device(ckpt_tdz: Path) -> None:
     loaded = tdview.load_memmap(ckpt_tdz, device="cuda")
     assert loaded.device.type == "cuda" and loaded["sub"].device.type == "cuda"

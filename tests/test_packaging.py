@@ -4,13 +4,14 @@ JupyterLab extension, and works installed alone where Node is absent."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from ._optional import require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = "tdview-jupyterlab"
@@ -20,8 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("npm") is None:
-        pytest.skip("building the wheel needs npm (Node 20)")
+    require_tool("npm", "building the wheel needs npm: install Node 20")
     out = tmp_path_factory.mktemp("dist")
     # sdist first, then the wheel from the unpacked sdist: the path a user's build takes.
     done = subprocess.run(

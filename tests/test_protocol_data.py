@@ -15,6 +15,7 @@ from tensordict import TensorDict
 from tdview.index import Checkpoint
 from tdview.protocol import Dispatcher, Session, _preview, _stats, handle, load_code, statistics
 
+from ._optional import needs_cuda
 from .test_protocol_golden import check_buffers, golden, same_shape
 
 NUMPY = {
@@ -460,7 +461,7 @@ def test_preview_refuses_to_decompress_beyond_the_free_memory(
         assert preview(Session(ckpt, "d"), ["big"], rows=4)[0]["stats"]["count"] == 4096
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_cuda
 def test_load_to_cuda(session: Session, reference: TensorDict) -> None:
     reply, _ = call(session, "load", **load_params(["replay"], "on_gpu", device="cuda:0"))
     assert reply["ok"], reply.get("error")

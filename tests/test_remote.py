@@ -19,9 +19,10 @@ import tdview
 from tdview.errors import RemoteModeError, RemoteReadError
 from tdview.storage import ArchiveStore, open_store
 
+from ._optional import require_module
 from .remote_servers import LoggedMotoServer, RangeServer, Request, start_s3
 
-pytest.importorskip("aiohttp")
+require_module("aiohttp", "tdview's HTTP reads go through it")
 
 
 def _tree() -> TensorDict:
@@ -84,9 +85,8 @@ def http_server(remote_root: Path):
 @pytest.fixture(scope="session")
 def s3(remote_root: Path):
     """moto's S3 server (ThreadedMotoServer, port 0), with the checkpoints uploaded."""
-    pytest.importorskip("moto")
-    pytest.importorskip("s3fs")
-    import s3fs
+    require_module("moto", "the S3 server")
+    s3fs = require_module("s3fs", "the S3 client")
 
     server, options = start_s3("ckpts")
     fs = s3fs.S3FileSystem(**options)
@@ -270,7 +270,6 @@ def test_cli_tree_takes_a_url(http_server: RangeServer, capsys: pytest.CaptureFi
 
 
 def test_widget_takes_a_url(http_server: RangeServer) -> None:
-    pytest.importorskip("anywidget")
     view = tdview.TDView(f"{http_server.url}/tree.tdz")
     assert view.error == "" and view.root is not None
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 import zipfile
 from pathlib import Path
 
@@ -26,26 +25,15 @@ from tdview.protocol import Session, handle, parse_request
 from tdview.protocol._preview import statistics
 from tdview.views._tree import describe
 
+from ._optional import require_module
 from .test_protocol_golden import golden, same_shape
 
 ROWS, CAPACITY = 20, 100
 
 
 def _torchrl():
-    """torchrl, or a skip that says why it is not here (a failure under ``CI=true``)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import torchrl.data as data
-    except Exception as error:  # noqa: BLE001 - a broken install skips as a missing one
-        message = (
-            f"torchrl does not import ({type(error).__name__}: {error}); "
-            "scripts/bootstrap.sh installs it with pip install --no-deps torchrl==0.14.1"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + ". Under CI=true a missing torchrl is a failure.")
-        pytest.skip(message)
-    return data
+    """torchrl.data, or a skip that says why it is not here (a failure under ``CI=true``)."""
+    return require_module("torchrl.data", "the buffers here are written by torchrl itself")
 
 
 def request(method: str, **params) -> dict:

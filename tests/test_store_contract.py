@@ -33,6 +33,7 @@ import tdview
 from tdview.errors import ArchiveError, LimitExceededError, UnsafeCheckpointError
 from tdview.storage import Payload, Store, open_store
 
+from ._optional import require_module
 from .remote_servers import RangeServer, start_s3
 
 #: store kind -> (Store.kind, its payloads are archive entries, they can be mapped)
@@ -86,7 +87,7 @@ def contract_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def contract_http(contract_root: Path) -> Iterator[RangeServer]:
-    pytest.importorskip("aiohttp")
+    require_module("aiohttp", "the HTTP store reads through it")
     server = RangeServer(str(contract_root))
     yield server
     server.stop()
@@ -94,9 +95,8 @@ def contract_http(contract_root: Path) -> Iterator[RangeServer]:
 
 @pytest.fixture(scope="session")
 def contract_s3(contract_root: Path) -> Iterator[dict]:
-    pytest.importorskip("moto")
-    pytest.importorskip("s3fs")
-    import s3fs
+    require_module("moto", "the S3 server")
+    s3fs = require_module("s3fs", "the S3 client")
 
     server, options = start_s3(BUCKET)
     s3fs.S3FileSystem(**options).put(str(contract_root / "ckpt"), f"{BUCKET}/ckpt", recursive=True)

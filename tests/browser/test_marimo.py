@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from .._optional import require_module
 from .marimo_app import MarimoApp, start_marimo
 
-pytest.importorskip("marimo")
+require_module("marimo", "these tests run the widget in a marimo app")
 
 TIMEOUT = 60_000
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tdview import TDView
+
+from .._optional import require
 
 STATIC = Path(__file__).resolve().parents[2] / "tdview" / "static"
 ORIGIN = "http://tdview.test"
@@ -43,8 +43,8 @@ def _saved_traits(archive: Path) -> dict[str, Any]:
 
 
 def test_saved_state_without_a_kernel_shows_the_static_tree(page, demo_paths) -> None:
-    if not (STATIC / "widget.js").is_file():
-        pytest.skip("tdview/static/widget.js is not built: cd js && npm run build")
+    built = (STATIC / "widget.js").is_file()
+    require(built, "tdview/static/widget.js is not built: cd js && npm run build")
     traits = json.dumps(_saved_traits(demo_paths["archive"])).replace("</", "<\\/")
     files = {
         "/": ("text/html", PAGE.replace("TRAITS", traits)),
