@@ -1,7 +1,9 @@
 """``python -m bench [--quick]``: every case, both sides, ratios, machine facts.
 
-Prints a table and writes the same as JSON to ``bench/results/`` (``latest.json`` and a
-dated copy; ``latest-quick.json`` in quick mode).
+Prints a table and writes the same as JSON to ``bench/results/`` (``latest.json``;
+``latest-quick.json`` in quick mode); a full run also writes ``bench/RESULTS.md`` (the
+goals, the tables and the machine facts), which ``--report-only`` writes again from
+``latest.json`` without measuring.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from . import _modules as md
 from ._harness import Result
 from ._machine import machine_facts
 from ._memory import measure
-from ._report import render_markdown
+from ._report import render_markdown, render_results
 from .cases import (
     FULL,
     QUICK,
@@ -72,16 +74,14 @@ def memory_cases(root: Path, leaves: int, rows: int, module_leaves: int) -> list
     return rows_out
 
 
-README = Path(__file__).parents[1] / "README.md"
-START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+RESULTS_MD = Path(__file__).parent / "RESULTS.md"
 
 
-def update_readme(report: dict) -> None:
-    """Replace the table between the bench markers of README.md."""
-    text = README.read_text()
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    README.write_text(f"{head}{START}\n{render_markdown(report)}\n{END}{tail}")
+def write_results_md(results: Path, markdown: Path) -> None:
+    """``markdown`` from the reports in ``results`` (``latest.json`` and the rest)."""
+    report = json.loads((results / "latest.json").read_text())
+    markdown.write_text(render_results(report, results))
+    print(f"wrote {markdown}")
 
 
 def main() -> None:
@@ -96,13 +96,16 @@ def main() -> None:
         "million-leaf case of issue 18: 14 GB of disk)",
     )
     parser.add_argument(
-        "--readme",
+        "--report-only",
         action="store_true",
-        help="only put the table of results/latest.json into README.md",
+        help="measure nothing: write --markdown from the JSON reports of --out",
+    )
+    parser.add_argument(
+        "--markdown", type=Path, default=RESULTS_MD, help="where a full run writes its tables"
     )
     args = parser.parse_args()
-    if args.readme:
-        update_readme(json.loads((RESULTS / "latest.json").read_text()))
+    if args.report_only:
+        write_results_md(args.out, args.markdown)
         return
     sizes = QUICK if args.quick else FULL
     only = set(args.only.split(",")) if args.only else None
@@ -147,6 +150,8 @@ def main() -> None:
     name = "latest-quick.json" if args.quick else "latest.json"
     (args.out / name).write_text(json.dumps(report, indent=1))
     print(render_markdown(report))
+    if not args.quick and only is None:  # a partial run would leave cases out of the file
+        write_results_md(args.out, args.markdown)
 
 
 if __name__ == "__main__":
