@@ -264,16 +264,16 @@ def test_a_level_of_more_folders_than_the_listing_budget_is_listed_once(
     """The listings kept are bounded; the parent of the folder being listed must stay
     among them, or a level holding more names than the budget is listed again for each
     of its sub-folders (quadratic: a level of 100,000 folders never finished)."""
-    from tdview.storage import _directory
+    from tdview.storage import _names
 
     RefTensorDict({f"m{i:03d}": RefTensorDict(w=torch.ones(1)) for i in range(200)}).memmap(
         tmp_path / "ck"
     )
-    monkeypatch.setattr(_directory, "_HELD_NAMES", 50)  # fewer names than the level holds
+    monkeypatch.setattr(_names, "_HELD_NAMES", 50)  # fewer names than the level holds
     scans: list[str] = []
-    real_scan = _directory._scan
+    real_scan = _names.scan
     monkeypatch.setattr(
-        _directory, "_scan", lambda real, dirkey: scans.append(dirkey) or real_scan(real, dirkey)
+        _names, "scan", lambda real, dirkey: scans.append(dirkey) or real_scan(real, dirkey)
     )
     with Checkpoint(tmp_path / "ck") as ckpt:
         assert rollup(ckpt, ckpt.root).leaves == 200

@@ -20,7 +20,7 @@ from tensordict import TensorDict
 import tdview
 from tdview.index import Checkpoint, _checkpoint
 from tdview.loader import _api, _context
-from tdview.storage import _directory
+from tdview.storage import _names
 
 from .compare import assert_same
 
@@ -46,7 +46,7 @@ def _modules(path: Path, layers: int = 12) -> Path:
 @pytest.fixture
 def small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_checkpoint, "_ONE_LOAD_METAS", BOUND)
-    monkeypatch.setattr(_directory, "_HELD_PROBES", BOUND)
+    monkeypatch.setattr(_names, "_HELD_PROBES", BOUND)
     monkeypatch.setattr(_context, "_MAX_PREFIXES", BOUND)
 
 

@@ -31,7 +31,7 @@ from tdview.storage import (
     open_store,
 )
 from tdview.storage._base import check_key, name_problem
-from tdview.storage._directory import open_dir
+from tdview.storage._probe import open_dir
 
 from .test_storage_zipcraft import craft_zip, zip_dir
 
@@ -552,9 +552,9 @@ def test_a_folder_and_its_meta_json_are_read_in_one_call_only_where_plain(
 def test_a_walk_past_the_bound_of_folders_held_keeps_their_parents(tmp_path: Path) -> None:
     """More sub-folders than a store keeps (dropped all at once beyond its bound): a load
     of such a tree reads every one as tensordict does."""
-    from tdview.storage import _directory
+    from tdview.storage import _names
 
-    count = _directory._HELD_PROBES + 50
+    count = _names._HELD_PROBES + 50
     tree = TensorDict(
         {"group": {f"m{index}": {"w": torch.full((2,), float(index))} for index in range(count)}}
     )

@@ -27,7 +27,7 @@ from tdview import Checkpoint
 from tdview.errors import LinkWriteError, UnsafeCheckpointError, UntrustedLinkError
 from tdview.index import leaf_storage
 from tdview.storage import TRUSTED_PATHS_ENV, DirectoryStore
-from tdview.storage._directory import up_to_blobs
+from tdview.storage._link_paths import up_to_blobs
 
 from .compare import assert_same
 

@@ -7,8 +7,9 @@ import stat
 
 from ._archive import META, ArchiveStore
 from ._base import Store, not_found
-from ._directory import DirectoryStore, open_dir
+from ._directory import DirectoryStore
 from ._mapfile import map_file, not_a_checkpoint
+from ._probe import open_dir
 from ._remote import is_remote, open_remote
 from ._zip import parse_central_directory
 
