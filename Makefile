@@ -2,19 +2,26 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+# Two stamps: what the demo needs (tdview with JupyterLab, the front end), and what the
+# tests add (scripts/bootstrap.sh demo|test).
+DEMO_STAMP := $(VENV)/.tdview-demo
 STAMP := $(VENV)/.tdview-installed
 DEMO_DIR := notebooks/demo
 HOST ?= 127.0.0.1
 PORT ?= 8888
 
-.PHONY: demo test test-python test-js env lint bench bench-quick clean
+.PHONY: demo test test-python test-js test-gpu env env-demo lint bench bench-quick bench-report clean
 
-$(STAMP): pyproject.toml js/package.json js/package-lock.json scripts/bootstrap.sh
-	./scripts/bootstrap.sh
+$(DEMO_STAMP): pyproject.toml js/package.json js/package-lock.json scripts/bootstrap.sh
+	./scripts/bootstrap.sh demo
+	touch $(DEMO_STAMP)
+$(DEMO_STAMP): labextension/package.json labextension/package-lock.json
+
+$(STAMP): $(DEMO_STAMP) tests/browser/html-manager/package.json tests/browser/html-manager/package-lock.json
+	./scripts/bootstrap.sh test
 	touch $(STAMP)
-$(STAMP): labextension/package.json labextension/package-lock.json
-$(STAMP): tests/browser/html-manager/package.json tests/browser/html-manager/package-lock.json
 
+env-demo: $(DEMO_STAMP)
 env: $(STAMP)
 
 # No news pop-up on the tour ("Would you like to get notified about official Jupyter
@@ -24,7 +31,7 @@ env: $(STAMP)
 DEMO_LAB_FLAGS := --LabApp.app_settings_dir=$(CURDIR)/scripts/demo-lab-settings --LabApp.news_url=None
 
 # Main job: write the demo checkpoint and serve the tour notebook on loopback (JupyterLab).
-demo: env
+demo: env-demo
 	cd js && npm run --silent build
 	$(PY) -m tdview demo --out $(DEMO_DIR)
 	@echo "Starting JupyterLab on http://$(HOST):$(PORT)/ (open the URL printed below)"
@@ -51,11 +58,23 @@ lint: env
 	cd js && npm run --silent lint
 	cd labextension && npm run --silent lint
 
+# Every case, both sides; writes bench/results/latest.json and bench/RESULTS.md.
 bench: env
 	$(PY) -m bench
 
 bench-quick: env
 	$(PY) -m bench --quick
+
+# bench/RESULTS.md again from bench/results/latest.json, nothing measured.
+bench-report: env-demo
+	$(PY) -m bench --report-only
+
+# On a machine with a CUDA device: the tests marked `cuda`, then loads of a 1 GB checkpoint
+# to the device (bench/gpu_cases.py). Stops at once, in one line, without a CUDA device.
+test-gpu: env
+	@$(PY) -m bench.gpu_cases --check
+	$(PY) -m pytest -m cuda -q
+	$(PY) -m bench.gpu_cases
 
 clean:
 	rm -rf $(VENV) js/node_modules tdview/static dist build $(DEMO_DIR)
