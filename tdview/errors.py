@@ -80,6 +80,15 @@ class LeafDataError(TDViewError, RuntimeError):
     """A leaf's payload is missing, too short, or fails its checksum."""
 
 
+class LeafNotAFileError(LeafDataError, IsADirectoryError):
+    """A leaf's data file (``<key>.memmap``) is a folder."""
+
+
+class MapRefusedError(TDViewError, OSError):
+    """The system refused to map a checkpoint file (``mmap(2)``): most often a
+    copy-on-write mapping (``mode="r"``) larger than the memory commit limit."""
+
+
 class PickleRefusedError(TDViewError, RuntimeError):
     """Pickled data was found and the caller did not allow unpickling."""
 

@@ -111,3 +111,54 @@ def test_leaves_mapped_unprobed_refuse_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(leaf)
     with pytest.raises(tdview.errors.UnsafeCheckpointError, match=r"weight\.memmap"):
         tdview.load_memmap(path)
+
+
+def test_a_terabyte_leaf_mapped_copy_on_write_says_why_it_cannot_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leaf of 1 TiB (a sparse file: its meta.json and file damaged to say so) loaded
+    with ``mode="r"``: Linux refuses a copy-on-write mapping larger than the memory
+    commit limit (ENOMEM); the error names the file, its size, and the shared modes that
+    map it. Where this machine does not refuse it (overcommit allowed), the ENOMEM is
+    simulated at the ``mmap`` call (monkeypatched), and the same error is asserted. The
+    shared mapping (``mode="r+"``) loads it either way."""
+    import ctypes
+    import errno
+    import json
+
+    from tdview.loader import _fdmap
+
+    path = tmp_path / "ckpt"
+    TensorDict(a=torch.zeros(3), sub=TensorDict(x=torch.ones(4))).memmap(path)
+    meta = json.loads((path / "sub" / "meta.json").read_text())
+    meta["x"]["shape"] = [1 << 38]  # float32: 1 TiB
+    (path / "sub" / "meta.json").write_text(json.dumps(meta))
+    leaf = path / "sub" / "x.memmap"
+    os.truncate(leaf, 1 << 40)
+    shared = tdview.load_memmap(path, mode="r+")
+    assert shared["sub", "x"].shape == (1 << 38,) and float(shared["sub", "x"][3]) == 1.0
+    del shared
+    try:
+        loaded = tdview.load_memmap(path, mode="r")
+    except tdview.errors.MapRefusedError as refused:
+        error = refused
+    else:  # this machine maps it: refuse as Linux does under its commit limit
+        del loaded
+
+        real_mmap = _fdmap._mmap
+
+        def refuse(addr: object, length: int, *args: object) -> int | None:
+            if length < 1 << 40:
+                return real_mmap(addr, length, *args)
+            ctypes.set_errno(errno.ENOMEM)
+            return _fdmap._FAILED
+
+        monkeypatch.setattr(_fdmap, "_mmap", refuse)
+        with pytest.raises(tdview.errors.MapRefusedError) as caught:
+            tdview.load_memmap(path, mode="r")
+        error = caught.value
+    assert isinstance(error, OSError) and error.errno == errno.ENOMEM
+    message = str(error)
+    assert str(leaf) in message and "1.10 TB" in message, message
+    assert "copy-on-write" in message and "commit limit" in message, message
+    assert "mode='r+'" in message and "shared" in message, message

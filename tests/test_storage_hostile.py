@@ -601,3 +601,27 @@ def test_an_archive_overwritten_in_place_is_refused_not_a_crash(tmp_path: Path) 
     assert all(
         f"{big} changed since it was opened: it is now {size} bytes" in line for line in lines
     )
+
+
+@pytest.mark.parametrize("device", [None, "meta"])
+@pytest.mark.parametrize("mode", [None, "r", "r+"])
+def test_a_leaf_file_that_is_a_folder(tmp_path: Path, mode: str | None, device: str | None) -> None:
+    """A leaf's ``.memmap`` swapped for a folder: a tdview error (still the
+    ``IsADirectoryError`` it was) naming the leaf's key and its file, for a whole load and
+    for the leaf alone."""
+    import torch
+    from tensordict import TensorDict
+
+    import tdview
+    from tdview.errors import LeafNotAFileError
+    from tdview.index import Checkpoint
+
+    root = tmp_path / "ckpt"
+    TensorDict(a=torch.zeros(3), sub=TensorDict(x=torch.ones(4))).memmap(root)
+    (root / "sub" / "x.memmap").unlink()
+    (root / "sub" / "x.memmap").mkdir()
+    where = re.escape(str(root / "sub" / "x.memmap"))
+    with pytest.raises(LeafNotAFileError, match=f"leaf 'sub/x' of .*{where} is a directory"):
+        tdview.load_memmap(root, mode=mode, device=device)
+    with Checkpoint(root) as ckpt, pytest.raises(IsADirectoryError, match=f"'sub/x'.*{where}"):
+        ckpt.load_leaf("sub/x", mode=mode)

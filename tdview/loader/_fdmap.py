@@ -21,12 +21,16 @@ maps by path.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import sys
 from typing import Any
 
 import torch
+
+from .._units import human_bytes
+from ..errors import MapRefusedError
 
 __all__ = ["AVAILABLE", "map_descriptor"]
 
@@ -87,13 +91,39 @@ def map_descriptor(fd: int, dtype: torch.dtype, numel: int, *, shared: bool) -> 
 
     Raises
     ------
-    OSError
-        ``mmap(2)`` refused (the descriptor's mode does not allow it, no memory...).
+    MapRefusedError
+        ``mmap(2)`` refused (the descriptor's mode does not allow it, no memory...): an
+        ``OSError`` naming the file and its size.
     """
     nbytes = numel * dtype.itemsize
     addr = _mmap(None, nbytes, _PROT, _SHARED if shared else _PRIVATE, fd, 0)
     if addr is None or addr == _FAILED:
-        code = ctypes.get_errno()
-        raise OSError(code, f"cannot map the file: {os.strerror(code)}")
+        raise _refused(ctypes.get_errno(), fd, nbytes, shared)
     _SIZES[addr] = nbytes  # the window unmaps it when freed (also if frombuffer raises)
     return torch.frombuffer(_Mapped.from_address(addr), dtype=dtype, count=numel)
+
+
+def _refused(code: int, fd: int, nbytes: int, shared: bool) -> MapRefusedError:
+    """The error of a mapping refused with ``errno`` ``code``, naming the file open at
+    ``fd`` (as ``/proc/self/fd`` names it) and its size. A copy-on-write mapping is
+    writable memory the kernel may have to back: it counts against the commit limit
+    (RAM plus swap, ``vm.overcommit_memory``), a shared one does not."""
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        path = f"the file open at descriptor {fd}"
+    try:
+        size = human_bytes(os.fstat(fd).st_size)
+    except OSError:
+        size = "unknown size"
+    how = "shared" if shared else "copy-on-write"
+    message = f"cannot map {human_bytes(nbytes)} of {path} (a file of {size}) {how}: "
+    message += os.strerror(code)
+    if code == errno.ENOMEM and not shared:
+        message += (
+            ". A copy-on-write mapping (mode='r', or mode=None on a file this process "
+            "cannot write) counts against the memory commit limit (RAM plus swap), which "
+            "this one exceeds; mode=None on a writable file and mode='r+' map it shared, "
+            "which does not count (in-place writes then reach the file)"
+        )
+    return MapRefusedError(code, message + ".")

@@ -31,7 +31,13 @@ from math import prod
 import torch
 from tensordict import MemoryMappedTensor
 
-from ..errors import ArchiveModeError, LeafDataError, LinkWriteError, UnsafeCheckpointError
+from ..errors import (
+    ArchiveModeError,
+    LeafDataError,
+    LeafNotAFileError,
+    LinkWriteError,
+    UnsafeCheckpointError,
+)
 from ..format import LeafRecord, torch_dtype
 from ..index import Node, show_path
 from ..index._facts import refusal
@@ -169,9 +175,10 @@ def _missing(
     assert record is not None
     refused = refusal(node)
     if refused is not None:
-        raise type(refused.error)(
-            f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {refused}."
-        ) from refused.error
+        error = refused.error
+        # a folder in place of the file: a tdview error (still an IsADirectoryError)
+        kind = LeafNotAFileError if type(error) is IsADirectoryError else type(error)
+        raise kind(f"leaf {show_path(node.path)!r} of {ctx.ckpt.path}: {refused}.") from error
     if record.is_nested and node.sizes_file is not None:
         # tensordict writes the sizes but no data file when every element is empty
         if not ctx.read_data:
