@@ -52,13 +52,12 @@ def activate(page: Any, name: str) -> Any:
 
 
 def answers(page: Any, panel: Any, key: str = "replay") -> None:
-    """The panel's kernel answers a new request: the details of a row it had not shown."""
+    """The panel's kernel answers a new request: the details of a row it had not shown
+    (each wait raises past ANSWER_MS: a deaf panel fails, however fast this machine is)."""
     row(panel, key, 2).locator(".tdview-key").click()
     dl = panel.locator(".tdview-details dl")
-    start = time.monotonic()
     dl.get_by_text("Subpath", exact=True).first.wait_for(timeout=ANSWER_MS)
     panel.locator(".tdview-details").get_by_text(key, exact=True).first.wait_for(timeout=ANSWER_MS)
-    assert time.monotonic() - start < ANSWER_MS / 1000
 
 
 def kernel_ids(page: Any) -> list[str]:
