@@ -32,7 +32,7 @@ def module_cases(root: Path, sizes: object) -> list[Result]:
     module-shaped tree (``sizes.moe_leaves`` leaves, as the MoE case of case 1), with
     floor rows for reading and parsing every ``meta.json``; then the directory loads with
     :data:`LATENCY` added to every open, stat and listing."""
-    from .cases import reference_load  # noqa: PLC0415 - cases imports this module's peers
+    from .cases import reference_load  # cases imports this module's peers
 
     leaves = sizes.moe_leaves  # type: ignore[attr-defined]
     reps = sizes.reps  # type: ignore[attr-defined]
@@ -140,7 +140,7 @@ def _walk_floor(directory: Path) -> dict[str, Callable[[], object]]:
     bytes parsed once) and building each TensorDict with meta leaves, nothing checked:
     what a meta load costs in Python before any of its checks, bounds and fallbacks
     (the collector paused, as a load pauses it)."""
-    from tensordict import TensorDict  # noqa: PLC0415 - only this floor uses it
+    from tensordict import TensorDict  # only this floor uses it
 
     parsed: dict[bytes, dict] = {}
     dtypes: dict[str, torch.dtype] = {}

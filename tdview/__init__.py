@@ -17,7 +17,7 @@ from ._version import __version__
 # Eager, and light (its own names are lazy): the subpackage ``tdview.diff`` is an
 # attribute of this module once anything imports it, which would hide a lazy ``diff``
 # function behind the module. ``tdview.load`` is the function (no subpackage of that name).
-from .diff import diff  # noqa: E402  isort: skip
+from .diff import diff  # isort: skip
 
 if TYPE_CHECKING:
     from .index import Checkpoint

@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TDViewError, OSError, ValueError, RuntimeError) as error:
         print(f"tdview: {error_text(error)}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 - a bug: said as one, never a raw traceback
+    except Exception as error:  # a bug: said as one, never a raw traceback
         if os.environ.get("TDVIEW_DEBUG"):
             raise
         print(

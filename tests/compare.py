@@ -80,7 +80,7 @@ def assert_same(got: Any, ref: Any, *, values: bool = True, storage: bool = True
         _compare_storage(pairs)
 
 
-def _compare(got: Any, ref: Any, where: str, pairs: list, values: bool) -> None:  # noqa: C901
+def _compare(got: Any, ref: Any, where: str, pairs: list, values: bool) -> None:
     assert type(got) is type(ref), f"{where}: {type(got)} != {type(ref)}"
     if isinstance(ref, torch.Tensor):
         _compare_tensor(got, ref, where, values)

@@ -46,7 +46,7 @@ def same_value(a: object, b: object) -> bool:
     return a == b
 
 
-def assert_matches(ckpt: Checkpoint, node, obj) -> None:  # noqa: C901 - one branch per kind
+def assert_matches(ckpt: Checkpoint, node, obj) -> None:  # one branch per kind
     where = "/".join(node.path) or "<root>"
     if isinstance(obj, torch.Tensor):
         assert node.kind == LEAF, where

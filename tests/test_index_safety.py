@@ -212,7 +212,7 @@ def test_archive_entry_with_a_bad_local_header_is_a_leaf_problem(tmp_path: Path)
     path = tmp_path / "x.tdz"
     TensorDict(a=torch.zeros(4), b=torch.ones(4)).save(str(path))
     with ArchiveStore(path) as store:
-        at = store._central("a.memmap").header_offset  # noqa: SLF001 - test-only peek
+        at = store._central("a.memmap").header_offset  # test-only peek
     data = bytearray(path.read_bytes())
     data[at : at + 4] = b"XXXX"
     path.write_bytes(bytes(data))

@@ -114,7 +114,7 @@ def test_a_slow_file_system_reads_ahead_and_loads_the_same(
     path = model_checkpoint(tmp_path / "ckpt")
     monkeypatch.delenv(ENV, raising=False)
     with Checkpoint(path) as ckpt:
-        assert ckpt._ahead is not None  # noqa: SLF001 - the switch, seen from the index
+        assert ckpt._ahead is not None  # the switch, seen from the index
     slow_calls.clear()
     got = _load(path, device=device)
     assert slow_calls["worker meta.json"] > 2 * slow_calls["main meta.json"], slow_calls
@@ -128,7 +128,7 @@ def test_off_by_default_reads_nothing_in_threads(
     path = model_checkpoint(tmp_path / "ckpt")
     monkeypatch.setenv(ENV, "0")
     with Checkpoint(path) as ckpt:
-        assert ckpt._ahead is None  # noqa: SLF001
+        assert ckpt._ahead is None
         ckpt.load()
 
 
@@ -231,4 +231,4 @@ def test_one_slow_read_is_a_hiccup_not_a_slow_file_system(
     monkeypatch.setattr(os, "open", hiccup)
     with Checkpoint(path) as ckpt:
         assert not slow_once[0]  # the slow read happened
-        assert ckpt._ahead is None  # noqa: SLF001
+        assert ckpt._ahead is None

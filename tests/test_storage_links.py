@@ -504,7 +504,7 @@ def test_a_blob_swapped_for_a_symlink_after_it_was_checked(
     # resolves the key and stats it (a store where folders cannot be held takes that)
     _swap_after(store, "_probe_link" if when == "after the stat" else "_stat", swap, monkeypatch)
     if when == "after resolving":
-        monkeypatch.setattr(store._folders, "fd", lambda where: -1)  # noqa: SLF001
+        monkeypatch.setattr(store._folders, "fd", lambda where: -1)
     with pytest.raises(
         UnsafeCheckpointError, match=f"became a symlink after it was checked|resolves to {secret}"
     ):
@@ -532,11 +532,11 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
         blobs.symlink_to(decoy)
 
     if when == "once held":
-        _swap_after(store._folders, "fd", swap, monkeypatch)  # noqa: SLF001
+        _swap_after(store._folders, "fd", swap, monkeypatch)
         assert store.read_bytes("meta.json", 1 << 20) == original
         return
     if when == "before it is held":
-        resolved = store._link_at  # noqa: SLF001 - test-only hook into the race window
+        resolved = store._link_at  # test-only hook into the race window
 
         def swap_then_hold(
             folder: str, name: str, target: str | None = None, key: str | None = None
@@ -548,7 +548,7 @@ def test_a_folder_swapped_for_a_symlink_after_it_was_checked(
         with pytest.raises(UnsafeCheckpointError, match="outside|changed|symlink"):
             store.read_bytes("meta.json", 1 << 20)
         return
-    monkeypatch.setattr(store._folders, "fd", lambda where: -1)  # noqa: SLF001
+    monkeypatch.setattr(store._folders, "fd", lambda where: -1)
     _swap_after(store, "_stat", swap, monkeypatch)
     with pytest.raises(UnsafeCheckpointError, match="a folder on its path changed"):
         store.read_bytes("meta.json", 1 << 20)
@@ -588,7 +588,7 @@ def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
             assert loaded["a"].shape == (2, 3)
             del loaded
     store = DirectoryStore(root)
-    assert store.link("a.memmap") is not None and store._folders.fds  # noqa: SLF001
+    assert store.link("a.memmap") is not None and store._folders.fds
     store.close()
     assert open_fds() == before
 

@@ -23,7 +23,7 @@ import zlib
 
 from ..errors import LeafDataError
 from ..storage import Payload, Store
-from ..storage._codecs import METHODS, _decompressor  # noqa: PLC2701 - the codec's own parser
+from ..storage._codecs import METHODS, _decompressor  # the codec's own parser
 
 _METHOD_NUMBERS = {name: number for number, name in METHODS.items()}
 # Compressed input fed to the decompressor per call.

@@ -264,7 +264,7 @@ def scan_pickle(data: bytes, where: str, limits: ScanLimits | None = None) -> Pi
     while True:
         try:
             item = next(ops, None)
-        except Exception as exc:  # genops raises ValueError and friends on bad input
+        except Exception as exc:  # noqa: BLE001 - genops raises ValueError and friends on bad input
             raise CheckpointFormatError(f"{where}: malformed pickle: {exc}") from None
         if item is None:
             break

@@ -87,7 +87,7 @@ class _Pool:
                 continue  # cancelled: the walk read it itself
             try:
                 future.set_result(call())
-            except BaseException as error:  # the walk raises it where it asks
+            except BaseException as error:  # noqa: BLE001 - the walk raises it where it asks
                 future.set_exception(error)
 
 
@@ -196,12 +196,12 @@ class ReadAhead:
             if not future.cancel():
                 try:
                     future.exception()  # waits; its error is nobody's now
-                except BaseException:  # noqa: S110 - cancelled meanwhile
+                except BaseException:  # noqa: BLE001, S110 - cancelled meanwhile
                     pass
 
 
 def _probe(is_file: Callable[[str], bool], key: str) -> bool:
     try:
         return is_file(key)
-    except Exception:  # the walk probes it again and reports what it finds
+    except Exception:  # noqa: BLE001 - the walk probes it again and reports what it finds
         return False

@@ -47,8 +47,8 @@ class Prefetcher:
                 try:
                     # read the local header here, so that the threads only decompress
                     located = store.locate(key)
-                except Exception:
-                    continue  # the loader meets (and raises) the problem if it needs the leaf
+                except Exception:  # noqa: BLE001 - the loader meets it if it needs the leaf
+                    continue
                 if located.error is not None:
                     continue
                 self._futures[key] = self._executor.submit(
