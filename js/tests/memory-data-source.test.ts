@@ -131,7 +131,13 @@ describe("MemoryDataSource", () => {
       ],
     });
     const table = await tree.preview(["t"], 20);
-    expect(table.plane).toEqual({ rows: 1, cols: 2, at: [0, null, null], offset: 0, col_offset: 0 });
+    expect(table.plane).toEqual({
+      rows: 1,
+      cols: 2,
+      at: [0, null, null],
+      offset: 0,
+      col_offset: 0,
+    });
     expect(table.slice.shape).toEqual([2, 3]);
     expect([...table.slice.data]).toEqual([0, 1, 2, 3, 4, 5]);
     expect(table.stats?.count).toBe(12);
