@@ -18,9 +18,8 @@ import traitlets
 from ._compare_widget import compare_state, open_comparison, static_html, static_text
 from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
-from .protocol import PROTOCOL_VERSION, Dispatcher, Session, root_summary
+from .protocol import MODES, PROTOCOL_VERSION, Dispatcher, Session, root_summary
 from .protocol._load import check_device, load_value
-from .protocol._messages import MODES
 from .views import _html
 from .views._collection import holds_checkpoints, nothing_found
 

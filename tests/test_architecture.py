@@ -196,3 +196,96 @@ def test_a_root_module_of_no_layer_fails(tmp_path: Path) -> None:
     )
     (copy / "_helper.py").write_text('"""A new module at the package root."""\n')
     assert violations(copy) == ["tdview/_helper.py: in no layer: name its layer in ROOT_LAYER"]
+
+
+def import_graph(folder: Path, root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports, read with :mod:`ast`: at
+    module level, inside functions and under ``if TYPE_CHECKING:`` alike (``from . import
+    _x`` names ``_x``; the package's ``__init__`` is a module of it too)."""
+    files = {module_name(path, root): path for path in sorted(folder.glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        graph[module] = {
+            target
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for target in imported(node, module, path.name == "__init__.py")
+            if target in files
+        }
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of ``graph``: its strongly connected components of more than one
+    module, or of one that imports itself, each sorted (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in graph[module]:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return found
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "protocol",
+        pytest.param(
+            "index",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="index/ has a circle (_checkpoint, _collection, _dims, _rollup, _search): "
+                "being restructured in issue 33; take this mark off when they are gone",
+            ),
+        ),
+    ],
+)
+def test_no_circle_of_imports_inside_a_package(package: str) -> None:
+    """No module of ``protocol/`` or ``index/`` imports, however indirectly, one that
+    imports it back (a circle of 8 files made a request go round protocol/'s dispatcher,
+    table and messages four times)."""
+    assert cycles(import_graph(PACKAGE / package)) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # at module level, in a function, and for the type checker only: each is a circle
+        ("from ._params import load_params", "_params"),
+        ("def f():\n    from . import _diff_params\n", "_diff_params"),
+        ("if TYPE_CHECKING:\n    from ._messages import Request\n", "_messages"),
+    ],
+)
+def test_a_circle_of_imports_fails(tmp_path: Path, line: str, expected: str) -> None:
+    """The check itself: a copy of protocol/ whose shared checks import back a module
+    that stands on them has one circle, naming both."""
+    copy = tmp_path / "tdview" / "protocol"
+    shutil.copytree(PACKAGE / "protocol", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "_checks.py"
+    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
+    found = cycles(import_graph(copy, tmp_path / "tdview"))
+    assert len(found) == 1, found
+    assert found[0] == sorted(["tdview.protocol._checks", f"tdview.protocol.{expected}"])

@@ -21,31 +21,24 @@ is converted for display (complex leaves are shown by magnitude).
 
 from __future__ import annotations
 
+from ..errors import Cancelled, NoCheckpointError, RequestError
+from ._checks import MAX_PAGE, MAX_ROWS, MODES
 from ._collection import root_summary
-from ._dispatch import Cancelled, Dispatcher, NoCheckpointError, Session, handle
+from ._dispatch import Dispatcher, handle
 from ._json import json_safe
 from ._load import devices, load, load_code
-from ._messages import (
-    MAX_PAGE,
-    MAX_ROWS,
-    METHODS,
-    PROTOCOL_VERSION,
-    Request,
-    RequestError,
-    parse_cancel,
-    parse_request,
-    progress,
-    reply_error,
-    reply_ok,
-)
+from ._messages import PROTOCOL_VERSION, Request, parse_cancel, progress, reply_error, reply_ok
+from ._methods import METHODS, parse_request
 from ._preview import PreviewUnsupportedError, preview, statistics
 from ._search import search_result
+from ._session import Session
 from ._summaries import children_page, details, summary
 
 __all__ = [
     "MAX_PAGE",
     "MAX_ROWS",
     "METHODS",
+    "MODES",
     "PROTOCOL_VERSION",
     "Cancelled",
     "Dispatcher",

@@ -1,11 +1,13 @@
-"""The compare view's requests, as the dispatcher runs them: a :class:`Comparison` is what
-a :class:`~._dispatch.Session` holds (``session.diff``) when its widget compares two
+"""The compare view's requests: a :class:`Comparison` is what a
+:class:`~._session.Session` holds (``session.diff``) when its widget compares two
 checkpoints (``TDView(a, compare=b)``).
 
-Pages, details and previews come from :mod:`._diff`; ``diff_load`` loads a subtree of one
-side as ``load`` does (its code line names that side's checkpoint, as the user spelled
-it). ``devices`` is answered too, for the load form. Requests read the rows under the
-view's lock, so a page asked while a refine replaces rows sees them before or after.
+The table of methods (:mod:`._methods`) sends a compare view's requests to the answers
+here (and ``devices``, for the load form, to the one checkpoint's). Pages, details and
+previews come from :mod:`._diff`; ``diff_load`` loads a subtree of one side as ``load``
+does (its code line names that side's checkpoint, as the user spelled it). Requests read
+the rows under the view's lock, so a page asked while a refine replaces rows sees them
+before or after.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NoCheckpointError
 from ..index import Checkpoint, Collection
 from . import _collection, _diff, _load
-from ._messages import Request
 
 if TYPE_CHECKING:
     from ._diff import DiffView
@@ -65,48 +65,7 @@ class CompareCall:
     bind: Callable[[Any], None] | None
 
 
-def run(
-    comparison: Comparison | None,
-    request: Request,
-    check: Callable[[], None],
-    progress_fn: ProgressFn | None,
-    namespace: MutableMapping[str, Any] | None = None,
-    bind: Callable[[Any], None] | None = None,
-) -> Reply:
-    """Answer one checked request of a session that compares checkpoints: the method's
-    ``compare`` answer in the protocol's table (the ``diff_*`` methods and ``devices``;
-    the others are refused).
-
-    Raises
-    ------
-    NoCheckpointError
-        A ``diff_*`` request to a view of one checkpoint, or another request to a
-        compare view (which has no one checkpoint to browse).
-    """
-    from ._methods import TABLE  # the table names the answers below
-
-    method = request.method
-    if comparison is None:
-        raise NoCheckpointError(
-            f"{method}: this view compares no checkpoints (open one with TDView(a, compare=b))"
-        )
-    answer = TABLE[method].compare
-    if answer is None:
-        raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
-
-    def report(done: int, total: int, label: str) -> None:
-        check()
-        if progress_fn is not None:
-            progress_fn(done, total, label)
-
-    return answer(CompareCall(comparison, request.params, check, report, namespace, bind))
-
-
-# -- the answers (the table's ``compare`` column) ---------------------------------------
-
-
-def devices(call: CompareCall) -> Reply:
-    return _load.devices(), []
+# -- the answers (the ``compare`` column of the table of methods, :mod:`._methods`) ----
 
 
 def children(call: CompareCall) -> Reply:

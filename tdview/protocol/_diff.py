@@ -22,8 +22,8 @@ values, value_equal, note, problem, has_children, rollup, unverified, scalars}``
 ``null`` for a leaf in a page; ``unverified``: the same by metadata alone, its values not
 compared; ``scalars``: ``[a, b]``, the number a one-element leaf holds on each side,
 ``null`` for other keys or at the metadata level). Every number is finite: a statistic
-without a finite value is ``null``. See :func:`handle` for the dispatch, which the
-widget's dispatcher calls for these methods.
+without a finite value is ``null``. The table of methods (:mod:`._methods`) checks their
+params (:mod:`._diff_params`) and answers them through :mod:`._compare`.
 """
 
 from __future__ import annotations
@@ -37,10 +37,9 @@ from typing import Any
 from ..diff import LEVELS, Diff, DiffRollup, Row, ValueStats, diff
 from ..errors import RequestError, SubpathError
 from ..index import Checkpoint, NestedPath, show_path
+from ._checks import MAX_PAGE, MAX_ROWS
 from ._json import bounded_value
-from ._messages import MAX_PAGE, MAX_ROWS, _fail
 
-DIFF_METHODS = ("diff_children", "diff_node", "diff_refine", "diff_preview")
 Progress = Callable[[int, int, str], None]
 
 
@@ -266,48 +265,6 @@ def preview_pair(
         out[side] = _renumber(result, len(buffers))
         buffers.extend(more)
     return out, buffers
-
-
-def handle(
-    view: DiffView,
-    method: str,
-    params: object,
-    progress: Progress | None = None,
-    check: Callable[[], None] = lambda: None,
-) -> tuple[dict[str, Any], list[bytes]]:
-    """Answer one compare-view request's ``params`` (checked here): ``(result, buffers)``.
-
-    Raises
-    ------
-    RequestError
-        An unknown method or a wrong parameter (the message says which).
-    SubpathError
-        No key at ``path`` in the diff.
-    """
-    from ._diff_params import diff_params
-
-    if method not in DIFF_METHODS:
-        raise _fail("message.method", f"one of {', '.join(DIFF_METHODS)}", method)
-    if not isinstance(params, dict):
-        raise _fail(f"{method} params", "an object", params)
-    p = diff_params(method, params)
-    path = p["path"]
-    if method == "diff_children":
-        return children_page(view, path, p["offset"], p["limit"], p["only_changed"]), []
-    if method == "diff_node":
-        return details(view, path), []
-    if method == "diff_preview":
-        return preview_pair(view, path, p["rows"], check)
-    return refine(
-        view,
-        path,
-        p["level"],
-        rtol=p["rtol"],
-        atol=p["atol"],
-        allow_pickle=p["allow_pickle"],
-        progress=progress,
-        check=check,
-    ), []
 
 
 def _row(view: DiffView, path: NestedPath) -> Row:

@@ -5,182 +5,43 @@
 :data:`LANES`), so that no slow request freezes browsing: ``children`` and ``node``
 without totals (what a click asks) have threads of their own; searches and requests
 with totals (which may walk a whole subtree) have theirs; a preview and a load have one
-each. A cancel marks the request's id; a request that sees the mark (before it starts,
-at every node of a walk, between chunks or leaves, or when it is done) answers
-``Cancelled`` instead of its result, and a cancelled load binds nothing. Every reply is
-bounded (:func:`~._messages.bound_reply`).
+each. The table of methods (:mod:`._methods`) checks a request's params, names its
+lane and answers it. A cancel marks the request's id; a request that sees the mark
+(before it starts, at every node of a walk, between chunks or leaves, or when it is
+done) answers ``Cancelled`` instead of its result, and a cancelled load binds nothing.
+Every reply is bounded (:func:`~._messages.bound_reply`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._text import error_text
-from ..errors import Cancelled, NoCheckpointError, TDViewError
-from ..index import Checkpoint, Collection, cancellable
-from . import _collection
+from ..errors import NoCheckpointError, RequestError, TDViewError
+from ..index import cancellable
 from ._messages import (
     CANCEL,
     Request,
-    RequestError,
     bound_reply,
     message_id,
     parse_cancel,
-    parse_request,
     progress,
     reply_error,
     reply_ok,
 )
-from ._methods import TABLE, Call
-
-if TYPE_CHECKING:
-    from ._compare import Comparison
+from ._methods import LANES, answer, lane, parse_request
+from ._session import Session
 
 log = logging.getLogger("tdview.protocol")
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
-_MAX_MARKS = 4096
-#: Worker threads per lane. ``browse``: children and node without totals (a click);
-#: ``walk``: search, and children and node with totals (a subtree's walk); ``preview``;
-#: ``load``. Two walks and a slow click (a pickle scan of a few seconds) leave a thread
-#: for the next click.
-LANES = {"browse": 2, "walk": 2, "preview": 1, "load": 1}
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-@dataclass
-class Session:
-    """What the dispatcher needs besides the message: the open checkpoint (None when it
-    could not be opened, with ``error`` saying why), the source path as the user spelled
-    it, the namespace loads bind into, and the cancel marks.
-
-    Examples
-    --------
-    >>> session = Session(Checkpoint("demo_ckpt"), "demo_ckpt", namespace={})  # doctest: +SKIP
-    """
-
-    ckpt: Checkpoint | None
-    source: str
-    namespace: MutableMapping[str, Any] | None = None
-    error: str = ""
-    on_load: Callable[[Any], None] | None = None
-    #: The compare view (``TDView(a, compare=b)``): the ``diff_*`` methods answer from it.
-    diff: Comparison | None = None
-    _marks: OrderedDict[int, None] = field(default_factory=OrderedDict, repr=False)
-    _pending: dict[int, int] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def expect(self, request_id: int) -> None:
-        """Note a request received and not answered yet: only such a request can be
-        cancelled (a cancel of another id must not stop a later request that reuses it)."""
-        with self._lock:
-            self._pending[request_id] = self._pending.get(request_id, 0) + 1
-
-    def cancel(self, request_id: int) -> None:
-        """Mark ``request_id`` cancelled if it is pending (the oldest marks are dropped
-        past 4096)."""
-        with self._lock:
-            if request_id not in self._pending:
-                return
-            self._marks[request_id] = None
-            while len(self._marks) > _MAX_MARKS:
-                self._marks.popitem(last=False)
-
-    def is_cancelled(self, request_id: int) -> bool:
-        with self._lock:
-            return request_id in self._marks
-
-    def check(self, request_id: int) -> None:
-        """Raise :class:`Cancelled` when the request was cancelled."""
-        if self.is_cancelled(request_id):
-            raise Cancelled(f"request {request_id} was cancelled")
-
-    def forget(self, request_id: int) -> None:
-        """A request answered: its mark goes with the last pending request of its id."""
-        with self._lock:
-            left = self._pending.get(request_id, 1) - 1
-            if left > 0:
-                self._pending[request_id] = left
-                return
-            self._pending.pop(request_id, None)
-            self._marks.pop(request_id, None)
-
-
-def _run(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
-    if session.diff is not None or request.method.startswith("diff_"):
-        from . import _compare
-
-        return _compare.run(
-            session.diff,
-            request,
-            lambda: session.check(request.id),
-            progress_fn,
-            session.namespace,
-            session.on_load,
-        )
-    ckpt = session.ckpt
-    assert ckpt is not None
-    if isinstance(ckpt, Collection):
-        return _run_collection(session, ckpt, request, progress_fn)
-    return _run_on(session, ckpt, session.source, request, progress_fn)
-
-
-def _run_collection(
-    session: Session, coll: Collection, request: Request, progress_fn: ProgressFn | None
-) -> Reply:
-    """A request on a folder of checkpoints: its own nodes answered here, a member's
-    by the member (see :mod:`._collection` and the table's ``own``/``at_mount``)."""
-    method, params = TABLE[request.method], request.params
-    if "path" not in params:  # search (Collection.search reaches into members), devices
-        return _run_on(session, coll, session.source, request, progress_fn)
-    owner, prefix, inner = coll.locate(params["path"])
-    if owner is coll:
-        if method.own is None:
-            return _run_on(session, coll, session.source, request, progress_fn)
-        call = _call(session, coll, session.source, request, progress_fn)
-        return method.own(coll, coll.node(inner), call)
-    mount = coll.own_node(prefix)
-    assert mount is not None
-    if method.at_mount and not inner:
-        return _collection.details(coll, mount, session.source, totals=params["totals"]), []
-    member = _collection.member_info(session.source, mount)
-    inside = Request(request.id, request.method, {**params, "path": inner})
-    result, out = _run_on(session, owner, member["source"], inside, progress_fn)
-    assert result is not None
-    return _collection.put_under(result, prefix, member), out
-
-
-def _call(
-    session: Session,
-    ckpt: Checkpoint,
-    source: str,
-    request: Request,
-    progress_fn: ProgressFn | None,
-) -> Call:
-    return Call(
-        session, ckpt, source, request.params, lambda: session.check(request.id), progress_fn
-    )
-
-
-def _run_on(
-    session: Session,
-    ckpt: Checkpoint,
-    source: str,
-    request: Request,
-    progress_fn: ProgressFn | None,
-) -> Reply:
-    answer = TABLE[request.method].answer
-    assert answer is not None  # the compare view's methods went to _compare
-    return answer(_call(session, ckpt, source, request, progress_fn))
 
 
 def handle(
@@ -241,7 +102,7 @@ def handle(
             raise NoCheckpointError(session.error or f"{session.source}: no checkpoint is open")
         session.check(request.id)
         with cancellable(lambda: session.check(request.id)):
-            result, out = _run(session, request, progress_fn)
+            result, out = answer(session, request, progress_fn)
         if request.method != "load":  # a load checks before it binds: after, it is done
             session.check(request.id)
         assert result is not None
@@ -264,24 +125,6 @@ def _error_reply(
         return bound_reply(reply, [], request.method)[0]
     except Exception:  # noqa: BLE001 - the last resort: a reply that says only the type
         return reply_error(request.id, type(error).__name__, type(error).__name__, None)
-
-
-def lane(message: object) -> str:
-    """The lane (:data:`LANES`) a message is answered in; one not yet checked goes to
-    ``browse``, which answers its error at once.
-
-    Examples
-    --------
-    >>> lane({"method": "node", "params": {"path": [], "totals": False}})
-    'browse'
-    >>> lane({"method": "children", "params": {"path": []}})   # totals by default
-    'walk'
-    """
-    if not isinstance(message, dict):
-        return "browse"
-    method = message.get("method")
-    found = TABLE.get(method) if isinstance(method, str) else None
-    return "browse" if found is None else found.lane(message.get("params"))  # type: ignore[arg-type]
 
 
 class Dispatcher:
@@ -362,7 +205,7 @@ class Dispatcher:
                 # a lone surrogate (a key of a hostile meta.json) has no UTF-8 form: send
                 # it as U+FFFD rather than leave the request unanswered
                 self._send(_utf8_safe(content), buffers)
-        except Exception:  # noqa: BLE001 - a closed comm must not kill the worker
+        except Exception:  # a closed comm must not kill the worker
             log.exception("tdview: could not send a message")
 
 

@@ -11,9 +11,8 @@ from types import ModuleType
 from typing import Any
 
 from .._units import dtype_text, shape_text
-from ..errors import VariableBoundError
+from ..errors import RequestError, VariableBoundError
 from ..index import Checkpoint, Collection, rollup
-from ._messages import RequestError
 
 #: Longest ``summary`` text of a load reply.
 MAX_SUMMARY_CHARS = 4000

@@ -1,16 +1,16 @@
-"""The protocol's methods in one table: for each, how its params are checked, the lane
-the dispatcher answers it in, how it is answered on one checkpoint, and how a folder of
-checkpoints routes it.
+"""The protocol's methods in one table, and the three things read from it: a request's
+checked params (:func:`parse_request`), its lane (:func:`lane`) and its answer
+(:func:`answer`). The dispatcher (:mod:`._dispatch`) asks these and nothing else.
 
 A :class:`Method` has
 
-* ``parse``: the checked, typed params (:mod:`._messages`, :mod:`._diff_params`), raising
+* ``parse``: the checked, typed params (:mod:`._params`, :mod:`._diff_params`), raising
   :class:`~tdview.errors.RequestError` that names the key and the value;
-* ``lane(params)``: the lane (:data:`~._dispatch.LANES`) from the message's raw params,
-  before they are checked (a bad one is answered at once, in ``browse``);
-* ``answer(call)``: the reply on one checkpoint, or None for the compare view's
-  methods; ``compare(call)``: the reply on a compare view (:mod:`._compare`), or None
-  for a method a compare view refuses;
+* ``lane(params)``: the lane (:data:`LANES`) from the message's raw params, before they
+  are checked (a bad one is answered at once, in ``browse``);
+* ``answer(call)``: the reply on one checkpoint (:mod:`._answers`), or None for the
+  compare view's methods; ``compare(call)``: the reply on a compare view
+  (:mod:`._compare`), or None for a method a compare view refuses;
 * in a folder of checkpoints (:class:`~tdview.index.Collection`), a method without a
   ``path`` param is answered by the folder as a whole; otherwise the node's owner
   answers, the member with its own path; ``own(coll, node, call)`` answers a node of
@@ -25,14 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..errors import NoCheckpointError
 from ..index import Checkpoint, Collection, Node
-from . import _collection, _compare, _load, _preview, _search, _summaries
+from . import _answers, _collection, _compare
+from ._answers import Call
+from ._checks import fail
 from ._diff_params import diff_params
-from ._messages import (
-    DIFF_METHODS,
-    METHODS,
+from ._messages import REQUEST, Request, check_bounds, envelope
+from ._params import (
     children_params,
     devices_params,
     load_params,
@@ -40,28 +42,17 @@ from ._messages import (
     preview_params,
     search_params,
 )
+from ._session import Session
 
-if TYPE_CHECKING:
-    from ._dispatch import Session
-
-__all__ = ["TABLE", "Call", "Method"]
+__all__ = ["DIFF_METHODS", "LANES", "METHODS", "TABLE", "Method", "answer", "lane"]
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request to answer on one checkpoint: its session, the checkpoint (a member's,
-    in a folder of checkpoints) and the source that names it in code lines, the checked
-    params, the cancel check and the progress callback."""
-
-    session: Session
-    ckpt: Checkpoint
-    source: str
-    params: dict[str, Any]
-    check: Callable[[], None]
-    progress: ProgressFn | None
+#: Worker threads per lane. ``browse``: children and node without totals (a click);
+#: ``walk``: search, and children and node with totals (a subtree's walk); ``preview``;
+#: ``load``. Two walks and a slow click (a pickle scan of a few seconds) leave a thread
+#: for the next click.
+LANES = {"browse": 2, "walk": 2, "preview": 1, "load": 1}
 
 
 @dataclass(frozen=True)
@@ -89,93 +80,6 @@ def _lane(name: str) -> Callable[[dict[str, Any]], str]:
     return lambda params: name
 
 
-# -- answers on one checkpoint ----------------------------------------------------------
-
-
-def _children(call: Call) -> Reply:
-    p = call.params
-    return _summaries.children_page(
-        call.ckpt, p["path"], p["offset"], p["limit"], totals=p["totals"]
-    ), []
-
-
-def _node(call: Call) -> Reply:
-    p = call.params
-    return _summaries.details(call.ckpt, call.ckpt.node(p["path"]), totals=p["totals"]), []
-
-
-def _search_answer(call: Call) -> Reply:
-    p = call.params
-    return _search.search_result(
-        call.ckpt,
-        p["pattern"],
-        p["limit"],
-        offset=p["offset"],
-        source=call.source,
-        count=p["count"],
-    ), []
-
-
-def _devices(call: Call) -> Reply:
-    return _load.devices(), []
-
-
-def _preview_answer(call: Call) -> Reply:
-    p = call.params
-    return _preview.preview(
-        call.ckpt,
-        p["path"],
-        p["rows"],
-        call.check,
-        rows_scope=p["rows_scope"],
-        index=p["index"],
-        offset=p["offset"],
-        stats=p["stats"],
-        heatmap=p["heatmap"],
-        plane=p["plane"],
-        col_offset=p["col_offset"],
-    )
-
-
-def _load_answer(call: Call) -> Reply:
-    check, progress = call.check, call.progress
-
-    def report(done: int, total: int, label: str) -> None:
-        check()
-        if progress is not None:
-            progress(done, total, label)
-
-    session = call.session
-    return _load.load(
-        call.ckpt,
-        call.source,
-        call.params,
-        session.namespace,
-        report,
-        bind=session.on_load,
-        check=check,
-    ), []
-
-
-# -- a folder of checkpoints' own nodes -------------------------------------------------
-
-
-def _children_own(coll: Collection, node: Node, call: Call) -> Reply:
-    p = call.params
-    return _collection.children_page(
-        coll, node, call.source, p["offset"], p["limit"], totals=p["totals"]
-    ), []
-
-
-def _node_own(coll: Collection, node: Node, call: Call) -> Reply:
-    return _collection.details(coll, node, call.source, totals=call.params["totals"]), []
-
-
-def _load_own(coll: Collection, node: Node, call: Call) -> Reply:
-    _collection.refuse_load(coll, node)  # a folder or a side file: a clear SubpathError
-    return _load_answer(call)
-
-
 def _diff(name: str, lane: str, compare: Callable[[_compare.CompareCall], Reply]) -> Method:
     return Method(name, lambda params: diff_params(name, params), _lane(lane), compare=compare)
 
@@ -183,12 +87,14 @@ def _diff(name: str, lane: str, compare: Callable[[_compare.CompareCall], Reply]
 TABLE: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("children", children_params, _by_totals, _children, _children_own),
-        Method("node", node_params, _by_totals, _node, _node_own, at_mount=True),
-        Method("search", search_params, _lane("walk"), _search_answer),
-        Method("preview", preview_params, _lane("preview"), _preview_answer),
-        Method("devices", devices_params, _lane("browse"), _devices, compare=_compare.devices),
-        Method("load", load_params, _lane("load"), _load_answer, _load_own),
+        Method("children", children_params, _by_totals, _answers.children, _answers.children_own),
+        Method("node", node_params, _by_totals, _answers.node, _answers.node_own, at_mount=True),
+        Method("search", search_params, _lane("walk"), _answers.search),
+        Method("preview", preview_params, _lane("preview"), _answers.preview),
+        Method(
+            "devices", devices_params, _lane("browse"), _answers.devices, compare=_answers.devices
+        ),
+        Method("load", load_params, _lane("load"), _answers.load, _answers.load_own),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
         _diff("diff_children", "browse", _compare.children),
         _diff("diff_node", "browse", _compare.node),
@@ -197,6 +103,158 @@ TABLE: dict[str, Method] = {
         _diff("diff_load", "load", _compare.load),
     )
 }
-assert tuple(TABLE) == METHODS and all(
-    TABLE[m].answer is None and TABLE[m].compare is not None for m in DIFF_METHODS
-)
+METHODS = tuple(TABLE)
+#: The compare view's methods (params checked in :mod:`._diff_params`).
+DIFF_METHODS = tuple(name for name, m in TABLE.items() if m.answer is None)
+assert all(TABLE[name].compare is not None for name in DIFF_METHODS)
+
+
+def parse_request(message: object) -> Request:
+    """Check a ``tdview:request`` message and return its typed parameters.
+
+    Parameters
+    ----------
+    message : object
+        The JSON content of a custom message.
+
+    Returns
+    -------
+    Request
+        ``id``, ``method`` and ``params`` (paths as tuples; limits clamped to the caps).
+
+    Raises
+    ------
+    RequestError
+        The message is nested too deep or too large (:func:`~._messages.check_bounds`),
+        or the envelope, the method or a parameter is wrong; the message says which.
+
+    Examples
+    --------
+    >>> parse_request({"kind": "tdview:request", "v": 1, "id": 7, "method": "node",
+    ...                "params": {"path": ["obs"]}})
+    Request(id=7, method='node', params={'path': ('obs',), 'totals': True})
+    """
+    check_bounds(message)
+    found = envelope(message, REQUEST)
+    method = found.get("method")
+    if method not in METHODS:  # a tuple: a method of any type (a list) is refused
+        raise fail("message.method", f"one of {', '.join(METHODS)}", method)
+    params = found.get("params")
+    if not isinstance(params, dict):
+        raise fail(f"{method} params", "an object", params)
+    return Request(int(found["id"]), method, TABLE[method].parse(params))
+
+
+def lane(message: object) -> str:
+    """The lane (:data:`LANES`) a message is answered in; one not yet checked goes to
+    ``browse``, which answers its error at once.
+
+    Examples
+    --------
+    >>> lane({"method": "node", "params": {"path": [], "totals": False}})
+    'browse'
+    >>> lane({"method": "children", "params": {"path": []}})   # totals by default
+    'walk'
+    """
+    if not isinstance(message, dict):
+        return "browse"
+    method = message.get("method")
+    found = TABLE.get(method) if isinstance(method, str) else None
+    return "browse" if found is None else found.lane(message.get("params"))  # type: ignore[arg-type]
+
+
+def answer(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
+    """The reply to a checked request: from the compare view, a folder of checkpoints
+    (routed to the node's owner) or the one checkpoint."""
+    if session.diff is not None or request.method.startswith("diff_"):
+        return _on_comparison(session, request, progress_fn)
+    ckpt = session.ckpt
+    assert ckpt is not None
+    if isinstance(ckpt, Collection):
+        return _on_collection(session, ckpt, request, progress_fn)
+    return _on(session, ckpt, session.source, request, progress_fn)
+
+
+def _on_comparison(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:
+    """A request of a session that compares checkpoints: the method's ``compare`` answer
+    (the ``diff_*`` methods and ``devices``; the others are refused).
+
+    Raises
+    ------
+    NoCheckpointError
+        A ``diff_*`` request to a view of one checkpoint, or another request to a
+        compare view (which has no one checkpoint to browse).
+    """
+    method, comparison = request.method, session.diff
+    if comparison is None:
+        raise NoCheckpointError(
+            f"{method}: this view compares no checkpoints (open one with TDView(a, compare=b))"
+        )
+    compare = TABLE[method].compare
+    if compare is None:
+        raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
+
+    def check() -> None:
+        session.check(request.id)
+
+    def report(done: int, total: int, label: str) -> None:
+        check()
+        if progress_fn is not None:
+            progress_fn(done, total, label)
+
+    call = _compare.CompareCall(
+        comparison, request.params, check, report, session.namespace, session.on_load
+    )
+    return compare(call)
+
+
+def _on_collection(
+    session: Session, coll: Collection, request: Request, progress_fn: ProgressFn | None
+) -> Reply:
+    """A request on a folder of checkpoints: its own nodes answered here, a member's
+    by the member (see :mod:`._collection` and the table's ``own``/``at_mount``)."""
+    method, params = TABLE[request.method], request.params
+    if "path" not in params:  # search (Collection.search reaches into members), devices
+        return _on(session, coll, session.source, request, progress_fn)
+    owner, prefix, inner = coll.locate(params["path"])
+    if owner is coll:
+        if method.own is None:
+            return _on(session, coll, session.source, request, progress_fn)
+        call = _call(session, coll, session.source, request, progress_fn)
+        return method.own(coll, coll.node(inner), call)
+    mount = coll.own_node(prefix)
+    assert mount is not None
+    if method.at_mount and not inner:
+        return _collection.details(coll, mount, session.source, totals=params["totals"]), []
+    member = _collection.member_info(session.source, mount)
+    inside = Request(request.id, request.method, {**params, "path": inner})
+    result, out = _on(session, owner, member["source"], inside, progress_fn)
+    assert result is not None
+    return _collection.put_under(result, prefix, member), out
+
+
+def _call(
+    session: Session,
+    ckpt: Checkpoint,
+    source: str,
+    request: Request,
+    progress_fn: ProgressFn | None,
+) -> Call:
+    def check() -> None:
+        session.check(request.id)
+
+    return Call(
+        ckpt, source, request.params, check, progress_fn, session.namespace, session.on_load
+    )
+
+
+def _on(
+    session: Session,
+    ckpt: Checkpoint,
+    source: str,
+    request: Request,
+    progress_fn: ProgressFn | None,
+) -> Reply:
+    answer_on = TABLE[request.method].answer
+    assert answer_on is not None  # the compare view's methods went to _on_comparison
+    return answer_on(_call(session, ckpt, source, request, progress_fn))
