@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import zipfile
 import zlib
@@ -33,6 +32,7 @@ from tdview.storage import (
 from tdview.storage._base import check_key, name_problem
 from tdview.storage._probe import open_dir
 
+from ._optional import require_tool
 from .test_storage_zipcraft import craft_zip, zip_dir
 
 LIMIT = 1 << 20
@@ -110,8 +110,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(params=KINDS)
 def case(request: pytest.FixtureRequest, written: dict[str, Path]):
     """``(store, reference directory)`` for each kind of store."""
-    if request.param == "zip-cli" and shutil.which("zip") is None:
-        pytest.skip("the zip command line tool is not installed")
+    if request.param == "zip-cli":
+        require_tool("zip")
     store = open_store(written[request.param])
     yield store, written["ref"]
     store.close()
@@ -286,8 +286,8 @@ ARCHIVES = [k for k in KINDS if k != "directory"]
 
 @pytest.mark.parametrize("kind", ARCHIVES)
 def test_archive_payloads_equal_files(written: dict[str, Path], kind: str) -> None:
-    if kind == "zip-cli" and shutil.which("zip") is None:
-        pytest.skip("the zip command line tool is not installed")
+    if kind == "zip-cli":
+        require_tool("zip")
     ref = written["ref"]
     with ArchiveStore(written[kind]) as store:
         assert is_archive(written[kind])
@@ -356,8 +356,7 @@ def test_close_keeps_handed_out_views_valid(written: dict[str, Path]) -> None:
 
 def test_zip_cli_raw_utf8_name_is_found(written: dict[str, Path]) -> None:
     """Info-ZIP writes raw UTF-8 without flag 0x800; tdview still finds the real name."""
-    if shutil.which("zip") is None:
-        pytest.skip("the zip command line tool is not installed")
+    require_tool("zip")
     path = written["zip-cli"]
     with zipfile.ZipFile(path) as zf:
         (info,) = [
