@@ -455,13 +455,15 @@ def test_plain_folders_are_built_without_nodes(
     tree.memmap(path)
     shutil.rmtree(path / "gone")
     made: list[tuple[str, ...]] = []
-    make = tdview.Checkpoint.make_collection
+    from tdview.index import LoadAccess
+
+    make = LoadAccess.make_collection
 
     def counted(self: Any, node_path: Any, *args: Any, **kwargs: Any) -> Any:
         made.append(tuple(node_path))
         return make(self, node_path, *args, **kwargs)
 
-    monkeypatch.setattr(tdview.Checkpoint, "make_collection", counted)
+    monkeypatch.setattr(LoadAccess, "make_collection", counted)
     with pytest.warns(UserWarning, match="'gone'.*folder"):
         got = tdview.load_memmap(path, device=device)
     assert_same(got, reference(path, device=device))

@@ -1,9 +1,9 @@
 """The metadata tier: both indexes walked in step, by key, in load order.
 
-A plain TensorDict folder is read through :meth:`Checkpoint.load_items`, so a plain leaf
-is its :class:`~tdview.index.LeafFile` and no node is built for it. Nothing here reads a payload
-byte: facts come from ``meta.json`` and the store's entries (a nested leaf's data size, a
-pickle's size).
+A plain TensorDict folder is read through :meth:`~tdview.index.LoadAccess.load_items`, so
+a plain leaf is its :class:`~tdview.index.LeafFile` and no node is built for it. Nothing
+here reads a payload byte: facts come from ``meta.json`` and the store's entries (a nested
+leaf's data size, a pickle's size).
 """
 
 from __future__ import annotations
@@ -15,7 +15,16 @@ from typing import Any
 from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import LeafRecord
-from ..index import LEAF, Checkpoint, LeafFile, LoadItem, NestedPath, Node, needs_unpickling
+from ..index import (
+    LEAF,
+    Checkpoint,
+    LeafFile,
+    LoadItem,
+    NestedPath,
+    Node,
+    load_access,
+    needs_unpickling,
+)
 from ..index._facts import leaf_entry, pickle_key
 from ._result import ADDED, REMOVED, SAME, Facts, Row
 from ._sides import Side
@@ -97,7 +106,7 @@ def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
 def children(ckpt: Checkpoint, item: Item | None) -> list[Item]:
     if item is None or isinstance(item, LeafFile) or item.is_leaf:
         return []
-    return list(ckpt.load_items(item))
+    return list(load_access(ckpt).load_items(item))
 
 
 def compare_facts(row: Row, fa: Facts, fb: Facts) -> None:

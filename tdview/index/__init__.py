@@ -7,7 +7,7 @@ unpickles, never imports a module named in a checkpoint, and never writes.
 from __future__ import annotations
 
 from ._cancel import cancel_point, cancellable
-from ._checkpoint import Checkpoint, Page
+from ._checkpoint import Checkpoint, Page, load_access
 from ._collection import Collection, is_collection_folder
 from ._dims import range_problem
 from ._facts import (
@@ -18,6 +18,7 @@ from ._facts import (
     pickle_info,
     size_problems,
 )
+from ._loading import LoadAccess
 from ._match import Matcher, compile_pattern, path_matcher
 from ._node import (
     LAZY_STACK,
@@ -50,6 +51,7 @@ __all__ = [
     "Collection",
     "LeafFile",
     "LeafStorage",
+    "LoadAccess",
     "LoadItem",
     "Matcher",
     "NestedPath",
@@ -68,6 +70,7 @@ __all__ = [
     "is_collection_folder",
     "iter_matches",
     "leaf_storage",
+    "load_access",
     "needs_unpickling",
     "normalize_subpath",
     "path_matcher",

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, Literal, cast, overload
+from typing import Any, cast
 
 from .._gc import gc_paused
 from .._text import echo
 from ..errors import SubpathError, TDViewError
 from ..format import (
     MAX_META_BYTES,
-    CollectionRecord,
-    LeafRecord,
     NodeMeta,
     NonTensorDataNode,
-    NonTensorStackNode,
     TensorclassNode,
     TensorDictNode,
     ViewNode,
-    ancestor_entry,
     parse_meta_json,
     parse_node,
 )
@@ -29,23 +24,18 @@ from ..storage import Store, open_store
 from . import _children as ch
 from ._ahead import SLOW_READ_S, ReadAhead, read_ahead_wanted
 from ._dims import nested_batch_problems, range_problem
+from ._loading import LoadAccess
 from ._node import (
     LAZY_STACK,
     NON_TENSOR_STACK,
-    TENSORDICT,
     VIEW,
-    LoadItem,
     Node,
-    PlainFolder,
-    index_kind,
 )
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
 _SHARED_META_BYTES = 16384
-# Decoded meta.json of the folders a subpath went through (see descend): how many.
-_PASSED = 64
 # Parsed meta.json files kept by a checkpoint opened for one load (all dropped beyond)
 _ONE_LOAD_METAS = 4096
 # Kinds whose numbers are checked against their members' or source's batch dims.
@@ -145,13 +135,14 @@ class Checkpoint:
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
         self._metas_bound = _ONE_LOAD_METAS if one_load else None  # see one_load
         self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
-        self._passed: dict[str, dict] = {}  # see descend
         #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
         self.meta_bytes_read = 0
         #: the cached rollup of each folder totalled so far (see :func:`~tdview.index.rollup`):
         #: a folder is one node's, so its totals hold whichever node object asks
         self.folder_rollups: dict[str, Any] = {}
-        self.root = self.make_collection((), "", None)
+        #: the doors of the loader and of the index's walks (see :func:`load_access`)
+        self._loading = LoadAccess(self)
+        self.root = self._loading.make_collection((), "", None)
 
     @property
     def path(self) -> str:
@@ -203,37 +194,6 @@ class Checkpoint:
             raise found
         return found
 
-    def read_folder(self, dirkey: str) -> NodeMeta | None:
-        """:meth:`read_meta` of a sub-folder met in a walk, and whether it is a plain
-        folder, in one call to the store (:meth:`~tdview.storage.Store.read_folder_meta`);
-        None where the store has no shorter way for it, or it is not a plain folder with a
-        readable ``meta.json``: the caller then probes it and asks :meth:`read_meta`,
-        which answer (and raise) as ever."""
-        if self._ahead is not None or dirkey in self._metas:
-            return None
-        data = self.store.read_folder_meta(dirkey, MAX_META_BYTES)
-        return None if data is None else self.folder_meta(dirkey, data)
-
-    def kept_meta(self, dirkey: str) -> NodeMeta | TDViewError | OSError | None:
-        """What :meth:`read_meta` keeps for folder ``dirkey``: its parsed ``meta.json``,
-        the error reading it raised, or None when it has not been read (or was dropped
-        from the bounded cache)."""
-        return self._metas.get(dirkey)
-
-    def folder_meta(self, dirkey: str, data: bytes) -> NodeMeta | None:
-        """The parsed ``meta.json`` of folder ``dirkey`` from its bytes, read by the caller
-        (a walk through descriptors: :meth:`~tdview.storage.Store.folder_walk`), kept as
-        :meth:`read_meta` keeps it; None when it does not parse (the error is kept:
-        :meth:`read_meta` and the folder's node raise and record it)."""
-        try:
-            found: NodeMeta | TDViewError | OSError = self._decode(
-                dirkey + "/meta.json", data, None
-            )
-        except (TDViewError, OSError) as error:
-            found = error
-        self._keep(dirkey, found)
-        return None if isinstance(found, Exception) else found
-
     def _decode(self, key: str, data: bytes, parsed: object) -> NodeMeta:
         """The node of the ``meta.json`` bytes read at ``key`` (or parsed ahead)."""
         self.meta_bytes_read += len(data)
@@ -263,52 +223,6 @@ class Checkpoint:
             if len(self._parsed) >= _SHARED_METAS:
                 self._parsed.clear()
             self._parsed[data] = meta
-
-    def make_collection(
-        self, path: NestedPath, dirkey: str | None, type_hint: str | None, *, walking: bool = False
-    ) -> Node:
-        """The node of a sub-folder; reading problems are recorded on it, not raised.
-        ``walking``: see :meth:`read_meta`."""
-        node = Node(path=path, kind=TENSORDICT, dirkey=dirkey, type_hint=type_hint)
-        if dirkey is None:
-            node.problems.append(f"the folder of {show_path(path)!r} is missing")
-            return node
-        try:
-            node.meta = meta = self.read_meta(dirkey, walking=walking)
-        except (TDViewError, OSError) as error:
-            node.problems.append(str(error))
-            return node
-        if type(meta) is TensorDictNode:  # the common node: nothing more to look at
-            return node
-        node.kind = index_kind(meta)
-        if isinstance(node.meta, NonTensorDataNode) and node.meta.data_present:
-            node.value, node.has_value = node.meta.data, True
-        if isinstance(node.meta, NonTensorStackNode) and node.meta.data is not None:
-            node.value, node.has_value = node.meta.data, True
-        if isinstance(node.meta, TensorclassNode) and self.inner(node) is None:
-            node.problems.append(
-                f"the {ch.TENSORCLASS_INNER} folder of tensorclass {node.class_name} "
-                f"is missing in {self.store.display(dirkey)}"
-            )
-        return node
-
-    def inner(self, node: Node) -> Node | None:
-        """The ``_tensordict`` TensorDict node of a tensorclass (None if it has none).
-
-        NonTensorData nodes have none since tensordict 0.4, but older ones may.
-        """
-        if not node.inner_known:
-            node.inner_cache = self._read_inner(node)
-            node.inner_known = True
-        return node.inner_cache
-
-    def _read_inner(self, node: Node) -> Node | None:
-        if not isinstance(node.meta, (TensorclassNode, NonTensorDataNode)) or node.dirkey is None:
-            return None
-        folder = join_key(node.dirkey, ch.TENSORCLASS_INNER)
-        if not self.store.is_dir(folder):
-            return None
-        return self.make_collection(node.path + (ch.TENSORCLASS_INNER,), folder, None)
 
     # -- navigation -----------------------------------------------------------------
 
@@ -353,123 +267,6 @@ class Checkpoint:
         if self._ahead is not None:
             self._ahead.below(dirkey, meta, probes=probes)
 
-    @overload
-    def load_items(
-        self, node: Node, *, unprobed: bool = False, folders: Literal[False] = False
-    ) -> Iterable[LoadItem]: ...
-    @overload
-    def load_items(
-        self, node: Node, *, unprobed: bool = False, folders: bool
-    ) -> Iterable[LoadItem | PlainFolder]: ...
-    def load_items(
-        self, node: Node, *, unprobed: bool = False, folders: bool = False
-    ) -> Iterable[LoadItem | PlainFolder]:
-        """The children of ``node`` as a loader needs them, in load order: a plain leaf
-        whose file exists may come as a :class:`LeafFile` instead of a node, so that
-        loading a large tree builds (and keeps) no node per leaf. ``unprobed``: the
-        caller maps each leaf file (the store's ``map`` tells if it is absent, and the
-        caller then asks :meth:`leaf_node`), so a store that
-        :attr:`~tdview.storage.Store.maps_unprobed` looks for none first. ``folders``: a
-        sub-folder holding a TensorDict node may come as a :class:`PlainFolder` (see
-        :meth:`folder_items`)."""
-        meta = node.meta
-        if (
-            node.children_cache is not None
-            or type(meta) is not TensorDictNode
-            or node.dirkey is None
-            or meta.legacy_no_collection_records
-        ):
-            return self.children(node)
-        return self.folder_items(node.path, node.dirkey, meta, unprobed=unprobed, folders=folders)
-
-    def folder_items(
-        self,
-        path: NestedPath,
-        dirkey: str,
-        meta: TensorDictNode,
-        *,
-        unprobed: bool = False,
-        folders: bool = True,
-    ) -> Iterator[LoadItem | PlainFolder]:
-        """:meth:`load_items` of the TensorDict folder ``dirkey`` at ``path``, whose parsed
-        ``meta.json`` is ``meta`` (one that records its collections), without a node: for a
-        :class:`~tdview.index.PlainFolder` it gave. A sub-folder that holds such a node
-        comes as a :class:`~tdview.index.PlainFolder` too (a load builds no node per
-        folder); any other as its node (every one with ``folders=False``)."""
-        if self._ahead is not None:
-            self.read_ahead(dirkey, meta)
-        return ch.tensordict_children(
-            self.store,
-            path,
-            dirkey,
-            meta,
-            self.make_collection,
-            robust=self.robust,
-            files_only=True,
-            unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
-            read=self.read_meta if folders else None,
-            read_folder=self.read_folder,
-        )
-
-    @property
-    def walks_folders(self) -> bool:
-        """Whether a load may read this checkpoint folder by folder through descriptors
-        (:meth:`~tdview.storage.Store.folder_walk`): not while reading ahead (a slow file
-        system, whose reads the threads of :mod:`._ahead` make)."""
-        return self._ahead is None
-
-    def collection_node(self, path: NestedPath, dirkey: str, record: CollectionRecord) -> Node:
-        """The node of collection ``record`` of the TensorDict folder ``dirkey`` at
-        ``path``: its folder looked for, its problems recorded (what :meth:`children`
-        gives for it). For a sub-folder a walk through descriptors did not take."""
-        return ch.collection_node(
-            self.store, path, dirkey, record, self.make_collection, self.robust
-        )
-
-    def leaf_node(self, path: NestedPath, dirkey: str, record: LeafRecord) -> Node:
-        """The node of leaf ``record`` of the TensorDict folder ``dirkey`` at ``path``,
-        its file looked for (its problems recorded): what :meth:`children` gives for it.
-        For a leaf :meth:`load_items` gave unprobed whose file is absent."""
-        return ch.leaf_node(self.store, path, dirkey, record, robust=self.robust)
-
-    def load_fields(
-        self, node: Node, *, unprobed: bool = False, folders: bool = False
-    ) -> Iterable[LoadItem | PlainFolder] | None:
-        """The fields of tensorclass ``node`` kept in its ``_tensordict`` folder, as
-        :meth:`load_items` gives a TensorDict's children (nodes with the tensorclass's
-        paths, as :meth:`children` lists them on it); None when :meth:`children` must
-        answer (the node's children were read or looked up already, or its inner node is
-        not a plain TensorDict)."""
-        inner = self.inner(node)
-        if (
-            node.children_cache is not None
-            or node.lookup_cache
-            or inner is None
-            or inner.dirkey is None
-            or type(inner.meta) is not TensorDictNode
-            or inner.meta.legacy_no_collection_records
-        ):
-            return None
-        if self._ahead is not None:
-            self.read_ahead(inner.dirkey, inner.meta)
-        return ch.tensordict_children(
-            self.store,
-            node.path,
-            inner.dirkey,
-            inner.meta,
-            self.make_collection,
-            robust=self.robust,
-            files_only=True,
-            unprobed=unprobed and self._ahead is None and self.store.maps_unprobed,
-            read=self.read_meta if folders else None,
-            read_folder=self.read_folder,
-        )
-
-    def _walked_collection(
-        self, path: NestedPath, dirkey: str | None, type_hint: str | None
-    ) -> Node:
-        return self.make_collection(path, dirkey, type_hint, walking=True)
-
     def page(self, where: object = (), offset: int = 0, limit: int | None = None) -> Page:
         """A page of children: ``offset``, ``limit`` (None: all) and the ``total``."""
         node = where if isinstance(where, Node) else self.node(where)
@@ -499,14 +296,14 @@ class Checkpoint:
                 if found is not None:
                     node.lookup_cache[key] = found
         if found is None and key == ch.TENSORCLASS_INNER:
-            return self.inner(node)
+            return self._loading.inner(node)
         return found
 
     def _read_child(self, node: Node, key: str) -> Node | None:
         meta, dirkey = node.meta, node.dirkey
         if meta is None or dirkey is None:
             return None
-        make = self.make_collection
+        make = self._loading.make_collection
         if isinstance(meta, TensorDictNode):
             found = ch.tensordict_child(
                 self.store, node.path, dirkey, meta, key, make, robust=self.robust
@@ -515,7 +312,7 @@ class Checkpoint:
                 return next((c for c in self.children(node) if c.key == key), None)
             return found
         if isinstance(meta, TensorclassNode):
-            inner = self.inner(node)
+            inner = self._loading.inner(node)
             if inner is not None and isinstance(inner.meta, TensorDictNode):
                 assert inner.dirkey is not None
                 found = ch.tensordict_child(
@@ -558,69 +355,11 @@ class Checkpoint:
             node = found
         return node
 
-    def descend(self, path: NestedPath) -> Node | None:
-        """The collection node at ``path`` (not empty) when each step is a collection
-        recorded by a TensorDict: of each folder on the way, only the entry of the next
-        step is read from its decoded ``meta.json`` (see
-        :func:`~tdview.format.ancestor_entry`), so the cost does not grow with the width
-        of the ancestors; the node reached is read in full. None when a step is anything
-        else (a leaf, no entry, a tensorclass, a folder not found, a ``meta.json`` that
-        does not read): :meth:`lookup` then says why. Nothing on the way is cached as a
-        node."""
-        root = self.root
-        if root.children_cache is not None or root.lookup_cache:
-            return None  # a tree looked into answers with its nodes (and their problems)
-        meta: NodeMeta | dict | None = root.meta
-        dirkey = ""
-        last = len(path) - 1
-        for depth, key in enumerate(path):
-            if type(meta) is TensorDictNode:
-                record = meta.entry(key)
-            elif isinstance(meta, dict):
-                try:
-                    record = ancestor_entry(
-                        meta, key, self.store.display(join_key(dirkey, "meta.json"))
-                    )
-                except TDViewError:
-                    return None
-            else:
-                return None
-            if type(record) is not CollectionRecord:
-                return None
-            folder = ch.collection_dir(self.store, dirkey, key, robust=self.robust)
-            if folder is None:
-                return None
-            if depth == last:
-                return self.make_collection(path, folder, record.type_hint)
-            meta, dirkey = self._passing_meta(folder), folder
-        return None
-
-    def _passing_meta(self, dirkey: str) -> NodeMeta | dict | None:
-        """The parsed ``meta.json`` of a folder when it is read already, else its decoded
-        JSON (cached; the bounds of :func:`~tdview.format.parse_meta_json` hold); None
-        when it does not read."""
-        found = self._metas.get(dirkey)
-        if found is not None:
-            return None if isinstance(found, Exception) else found
-        decoded = self._passed.get(dirkey)
-        if decoded is None:
-            key = join_key(dirkey, "meta.json")
-            try:
-                data = self.store.read_bytes(key, MAX_META_BYTES)
-                self.meta_bytes_read += len(data)
-                decoded = parse_meta_json(data, self.store.display(key))
-            except (TDViewError, OSError):
-                return None
-            if len(self._passed) >= _PASSED:
-                self._passed.clear()
-            self._passed[dirkey] = decoded
-        return decoded
-
     def _read_children(self, node: Node) -> list[Node]:
         meta, dirkey = node.meta, node.dirkey
         if meta is None or dirkey is None:
             return []
-        make = self.make_collection
+        make = self._loading.make_collection
         if isinstance(meta, TensorDictNode):
             return list(
                 ch.tensordict_children(
@@ -628,7 +367,7 @@ class Checkpoint:
                 )
             )
         if isinstance(meta, TensorclassNode):
-            inner = self.inner(node)
+            inner = self._loading.inner(node)
             fields = list(ch.json_field_children(node.path, meta))
             if inner is not None and inner.dirkey is not None and ch.has_members(inner.meta):
                 # over a lazy stack (a stacked torchrl History): the stack's members,
@@ -663,7 +402,7 @@ class Checkpoint:
         if isinstance(meta, ViewNode):
             return meta.batch_size
         if isinstance(meta, TensorclassNode):
-            inner = self.inner(node)
+            inner = self._loading.inner(node)
             return self.batch_size(inner) if inner is not None else None
         if isinstance(meta, NonTensorDataNode):
             return self._non_tensor_batch_size(node)
@@ -715,14 +454,14 @@ class Checkpoint:
     def names(self, node: Node) -> tuple[str | None, ...] | None:
         meta = node.meta
         if isinstance(meta, TensorclassNode):
-            inner = self.inner(node)
+            inner = self._loading.inner(node)
             return self.names(inner) if inner is not None else None
         return meta.names if isinstance(meta, TensorDictNode) else None
 
     def device(self, node: Node) -> str | None:
         meta = node.meta
         if isinstance(meta, TensorclassNode):
-            inner = self.inner(node)
+            inner = self._loading.inner(node)
             return self.device(inner) if inner is not None else None
         return getattr(meta, "device", None)
 
@@ -774,6 +513,12 @@ class Checkpoint:
         from ..loader._api import LoadRequest, run
 
         return run(self, LoadRequest(subpath, device, mode=mode, leaf=True))
+
+
+def load_access(ckpt: Checkpoint) -> LoadAccess:
+    """The doors of ``ckpt`` that a load goes through (see :mod:`._loading`): kept off
+    the checkpoint's own face, which is for users."""
+    return ckpt._loading
 
 
 def _confirmed(store: Store, took: float) -> float:

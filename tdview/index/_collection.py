@@ -45,6 +45,7 @@ from ..format import (
 from ..storage import DirectoryStore
 from ._cancel import cancel_point
 from ._checkpoint import Checkpoint, Page
+from ._loading import LoadAccess
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._rollup import Rollup, rollup
@@ -102,8 +103,6 @@ class Collection(Checkpoint):
     """
 
     store: DirectoryStore  # a folder, never an archive
-    #: its loads go to its members (a load of its own maps raw side arrays by key)
-    walks_folders = False  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -121,6 +120,9 @@ class Collection(Checkpoint):
         self.meta_bytes_read = 0
         self.folder_rollups = {}
         self._members: dict[str, Checkpoint | TDViewError | OSError] = {}
+        self._ahead = None
+        # its loads go to its members (a load of its own maps raw side arrays by key)
+        self._loading = LoadAccess(self, walks=False)
         self.root = Node(path=(), kind=COLLECTION, dirkey="")
 
     def __repr__(self) -> str:

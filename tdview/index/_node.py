@@ -60,7 +60,7 @@ class Node:
     children_order: tuple[Node, ...] = ()  # the same children, to page through by index
     rollup_cache: Any = None
     # Children found one by one (``Checkpoint.lookup``) before the whole list was read,
-    # and the ``_tensordict`` node of a tensorclass (``Checkpoint.inner``; None: none).
+    # and the ``_tensordict`` node of a tensorclass (``LoadAccess.inner``; None: none).
     lookup_cache: dict[str, Node] = field(default_factory=dict)
     inner_cache: Node | None = None
     inner_known: bool = False
@@ -115,6 +115,6 @@ class PlainFolder(NamedTuple):
     inside: bool = False
 
 
-#: A child as :meth:`~tdview.index.Checkpoint.load_items` gives it (and a
+#: A child as :meth:`~tdview.index.LoadAccess.load_items` gives it (and a
 #: :class:`PlainFolder`, where asked for).
 LoadItem = Node | LeafFile

@@ -166,7 +166,7 @@ def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | N
         meta = None  # the node made below records the problem
     if _plain(meta):
         return _totals_frame(ckpt, None, path, folder, folder, meta)  # type: ignore[arg-type]
-    return _node_frame(ckpt, ckpt.make_collection(path, folder, hint))
+    return _node_frame(ckpt, ckpt._loading.make_collection(path, folder, hint))
 
 
 def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
@@ -182,7 +182,7 @@ def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
             problems,
         )
     if isinstance(meta, TensorclassNode) and node.children_cache is None:
-        inner = ckpt.inner(node)
+        inner = ckpt._loading.inner(node)
         if inner is not None and inner.dirkey is not None and _plain(inner.meta):
             # its fields: the inner TensorDict's entries, then the JSON fields
             frame = _totals_frame(

@@ -87,7 +87,7 @@ def stack_members(ckpt: Checkpoint, node: Node) -> tuple[list[Node], int] | None
     ``History``), and the stack dim; None for any other node."""
     meta = node.meta
     if isinstance(meta, TensorclassNode):
-        inner = ckpt.inner(node)
+        inner = ckpt._loading.inner(node)
         if inner is None or not isinstance(inner.meta, LazyStackNode):
             return None
         members = [c for c in ckpt.children(node) if c.dirkey is not None]

@@ -179,7 +179,7 @@ def _resolve(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Leve
     try:
         node = ckpt.node(path)  # the index's own node (a tensorclass, a lazy stack...)
     except (TDViewError, OSError):
-        node = ckpt.make_collection(path, folder, None)
+        node = ckpt._loading.make_collection(path, folder, None)
     return _node_level(ckpt, node)
 
 

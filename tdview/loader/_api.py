@@ -12,7 +12,15 @@ import torch
 from .._gc import gc_paused
 from ..errors import LimitExceededError, SubpathError, TDViewError
 from ..format import decode_name, encode_key, is_safe_legacy_key
-from ..index import Checkpoint, Collection, Node, normalize_subpath, show_path, walk
+from ..index import (
+    Checkpoint,
+    Collection,
+    Node,
+    load_access,
+    normalize_subpath,
+    show_path,
+    walk,
+)
 from ..index._collection import not_a_checkpoint_folder
 from ..index._paths import join_key
 from ._build import build, depth_room
@@ -312,7 +320,7 @@ def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
     path = normalize_subpath(subpath)
     # the common path first: recorded collections all the way, each ancestor read for
     # the one entry it is passed by; any other step is looked at (and told) below
-    node = ckpt.descend(path) if path else None
+    node = load_access(ckpt).descend(path) if path else None
     steps = () if node is not None else path
     node = node or ckpt.root
     for depth, part in enumerate(steps):

@@ -123,7 +123,7 @@ def build(
                 and node.children_cache is None  # else its nodes are at hand
                 and ctx.walks
             ):
-                from . import _walk  # noqa: PLC0415 - _walk builds on this module
+                from . import _walk  # _walk builds on this module
 
                 walked = _walk.walk_tensordict(ctx, node.path, node.dirkey, meta, device)
                 if walked is not NOT_WALKED:
@@ -164,7 +164,7 @@ def _too_deep(ctx: LoadContext, dirkey: str | None) -> LimitExceededError:
 def _items(ctx: LoadContext, node: Node) -> Iterable[LoadItem | PlainFolder]:
     """A TensorDict node's children as the loader takes them: sub-folders holding a
     TensorDict as :class:`~tdview.index.PlainFolder` where nothing is loaded into."""
-    return ctx.ckpt.load_items(node, unprobed=ctx.maps_files, folders=True)
+    return ctx.index.load_items(node, unprobed=ctx.maps_files, folders=True)
 
 
 #: What the walk through descriptors (:mod:`._walk`) gives for a folder, or a step of it
@@ -227,9 +227,9 @@ def _tensordict(
             except (FileNotFoundError, UnsafeCheckpointError):
                 if not ctx.maps_files:
                     raise
-                # given unprobed (see Checkpoint.load_items), and absent or refused: what
+                # given unprobed (see LoadAccess.load_items), and absent or refused: what
                 # its node gives (left out with a warning, or the refusal, with its reason)
-                leaf = ctx.ckpt.leaf_node((*parent, key), file.rpartition("/")[0], record)
+                leaf = ctx.index.leaf_node((*parent, key), file.rpartition("/")[0], record)
                 tensor = leaf_tensor(ctx, leaf, device)
                 if tensor is None:
                     continue
@@ -247,7 +247,7 @@ def _tensordict(
                     place = None if own is None else child_path(own, sub.rpartition("/")[2])
                     value = NOT_WALKED
                     if ctx.walks:
-                        from ._walk import walk_tensordict  # noqa: PLC0415 - as in build
+                        from ._walk import walk_tensordict  # as in build
 
                         value = walk_tensordict(
                             ctx, path, sub, sub_meta, device, place, child.inside
@@ -255,7 +255,7 @@ def _tensordict(
                     if value is NOT_WALKED:
                         value = _tensordict(
                             ctx, path, sub, sub_meta, TensorDict, device, None,
-                            ctx.ckpt.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
+                            ctx.index.folder_items(path, sub, sub_meta, unprobed=ctx.maps_files),
                             place, child.inside,
                         )  # fmt: skip
                 finally:
@@ -265,7 +265,7 @@ def _tensordict(
                 else:
                     _set_collection(ctx, result, key, value, meta, parent, sub)
             else:  # another class, or loaded into: its node takes the general path
-                folder = ctx.ckpt.make_collection(
+                folder = ctx.index.make_collection(
                     (*parent, key), child.dirkey, child.record.type_hint
                 )
                 if not _load_collection(ctx, result, out, parent, meta, folder, device):
@@ -421,7 +421,7 @@ def _tensorclass(
     if extras is not None:
         non_tensor.update(extras)
     tc_out, td_out = _out.tensorclass_out(out, cls)
-    inner = ctx.ckpt.inner(node)
+    inner = ctx.index.inner(node)
     if inner is not None:
         td = build(ctx, inner, device, td_out, _field_nodes(ctx, node, inner), node.path)
     elif issubclass(cls, NonTensorDataBase):
@@ -473,11 +473,11 @@ def _field_nodes(
 ) -> Iterable[LoadItem | PlainFolder] | None:
     """The index lists a tensorclass's fields on the tensorclass node (same nodes, same
     caches): those, without the JSON fields of its own meta.json; where the index has
-    not listed them yet, its load items (:meth:`~tdview.index.Checkpoint.load_fields`:
+    not listed them yet, its load items (:meth:`~tdview.index.LoadAccess.load_fields`:
     no node per plain leaf)."""
     if not isinstance(node.meta, TensorclassNode) or not isinstance(inner.meta, TensorDictNode):
         return None
-    items = ctx.ckpt.load_fields(node, unprobed=ctx.maps_files, folders=True)
+    items = ctx.index.load_fields(node, unprobed=ctx.maps_files, folders=True)
     if items is not None:
         return items
     return [c for c in ctx.ckpt.children(node) if not (c.has_value and c.dirkey is None)]

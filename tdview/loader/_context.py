@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..errors import DeviceUnavailableError
-from ..index import Checkpoint
+from ..index import Checkpoint, LoadAccess, load_access
 from ..storage import Store
 from ._fdmap import AVAILABLE as MAPS_DESCRIPTORS
 from ._mapping import archive_mapping
@@ -157,6 +157,8 @@ class LoadContext:
     #: (:mod:`._walk`): a store that walks folders, not while reading ahead, and
     #: mmap(2) at hand where leaves are mapped
     walks: bool = field(init=False)
+    #: the index's doors for a load (:class:`~tdview.index.LoadAccess`)
+    index: LoadAccess = field(init=False)
     fetched: Any = None
     _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
@@ -164,13 +166,14 @@ class LoadContext:
 
     def __post_init__(self) -> None:
         store = self.ckpt.store
+        self.index = load_access(self.ckpt)
         self.is_archive = store.packed
         self.remote = not store.mappable
         self.maps_files = self.read_data and store.maps_unprobed
         self.keeps_prefix = store.local_folders and self.mode != "r"
         self.walks = (
             store.walks_folders
-            and self.ckpt.walks_folders
+            and self.index.walks_folders
             and (MAPS_DESCRIPTORS or not self.read_data)
         )
 

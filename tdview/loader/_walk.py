@@ -107,8 +107,8 @@ def _folder(
     """The TensorDict of the folder open at ``fd`` (see :func:`walk_tensordict`)."""
     result = _new_tensordict(ctx, TensorDict, meta, device)
     entries = result._tensordict  # a fresh TensorDict: what _set_str does for a leaf
-    ckpt = ctx.ckpt
-    robust = ckpt.robust
+    index = ctx.index
+    robust = ctx.ckpt.robust
     progress = ctx.progress
     keys = dirkey + "/" if dirkey else ""
     for record in meta.load_order:
@@ -120,7 +120,7 @@ def _folder(
                 if names:
                     tensor = _leaf(ctx, walk, fd, path, record, names[0], keys, device)
             if tensor is NOT_WALKED:  # the general way: found by key, or left out
-                node = ckpt.leaf_node((*path, key), dirkey, record)
+                node = index.leaf_node((*path, key), dirkey, record)
                 tensor = leaf_tensor(ctx, node, device)
                 if tensor is None:
                     continue
@@ -137,7 +137,7 @@ def _folder(
                     ctx, walk, fd, (*path, key), keys + names[0], names[0], device, prefix
                 )
         if built is NOT_WALKED:  # the general way: its node
-            node = ckpt.collection_node(path, dirkey, record)
+            node = index.collection_node(path, dirkey, record)
             _load_collection(ctx, result, None, path, meta, node, device)
             continue
         value, sub_meta = built
@@ -166,13 +166,13 @@ def _sub_folder(
     if sub < 0:
         return NOT_WALKED
     try:
-        ckpt = ctx.ckpt
-        meta = ckpt.kept_meta(dirkey)  # parsed before (an index kept open), or an error
+        index = ctx.index
+        meta = index.kept_meta(dirkey)  # parsed before (an index kept open), or an error
         if meta is None:
             data = walk.read_meta(sub, MAX_META_BYTES)
             if data is None:
                 return NOT_WALKED
-            meta = ckpt.folder_meta(dirkey, data)
+            meta = index.folder_meta(dirkey, data)
         if not (
             isinstance(meta, TensorDictNode) and saved_as_tensordict(meta) and _walks(ctx, meta)
         ):

@@ -1,0 +1,54 @@
+"""What a user sees of an open checkpoint: its own methods, not the loader's doors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+import tdview
+from tdview.index import Checkpoint, load_access
+
+#: The doors a load goes through (tdview.index.LoadAccess), which a checkpoint once showed.
+LOADER_HOOKS = {
+    "kept_meta",
+    "folder_meta",
+    "folder_items",
+    "load_items",
+    "load_fields",
+    "collection_node",
+    "leaf_node",
+    "descend",
+    "make_collection",
+    "inner",
+    "walks_folders",
+}
+
+
+def _saved(path: Path) -> Path:
+    TensorDict(a=torch.arange(3.0), sub=TensorDict(b=torch.ones(2))).memmap(path)
+    return path
+
+
+def test_a_checkpoint_shows_no_loader_hook(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    _saved(folder / "step_1")
+    with Checkpoint(_saved(tmp_path / "ckpt")) as ckpt, Checkpoint(folder) as collection:
+        for opened in (ckpt, collection):
+            assert LOADER_HOOKS.isdisjoint(dir(opened)), type(opened).__name__
+            # the user's doors are all there
+            assert {"load", "load_leaf", "node", "children", "page"} <= set(dir(opened))
+
+
+def test_the_loader_reaches_the_index_through_its_access(tmp_path: Path) -> None:
+    path = _saved(tmp_path / "ckpt")
+    with Checkpoint(path) as ckpt:
+        access = load_access(ckpt)
+        assert LOADER_HOOKS <= set(dir(access))
+        node = access.descend(("sub",))
+        assert node is not None and node.path == ("sub",)
+        assert access.kept_meta("sub") is node.meta  # the checkpoint's own cache
+        assert [item.key for item in access.load_items(ckpt.root)] == ["a", "sub"]
+        assert ckpt.load("sub")["b"].tolist() == [1.0, 1.0]
+    assert tdview.load_memmap(path)["a"].tolist() == [0.0, 1.0, 2.0]
