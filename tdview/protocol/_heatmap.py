@@ -21,7 +21,7 @@ import numpy as np
 
 from ._json import finite_or_none
 from ._preview_ranged import RangedView
-from ._stats import CHUNK, Read, _same
+from ._stats import CHUNK, Read, as_read
 from ._stats import read_view as _read
 
 
@@ -31,7 +31,7 @@ def heatmap(
     cols: int,
     check: Callable[[], None] = lambda: None,
     read: Read = _read,
-    decode: Callable[[np.ndarray], np.ndarray] = _same,
+    decode: Callable[[np.ndarray], np.ndarray] = as_read,
 ) -> dict[str, Any] | None:
     """``{cells, of, min, max}``: the ``float32 [h, w]`` cells of the plane (see the
     module docstring), its ``[R, C]`` and the finite range of the cells (None when none

@@ -44,7 +44,8 @@ BINS = 64
 _COUNTED_SPAN = 1 << 16
 
 
-def _same(values: np.ndarray) -> np.ndarray:
+def as_read(values: np.ndarray) -> np.ndarray:
+    """The default ``decode``: the values as read (a dtype numpy holds)."""
     return values
 
 
@@ -70,7 +71,7 @@ def chunks(
     view: Any,
     check: Callable[[], None],
     read: Read = read_view,
-    decode: Callable[[np.ndarray], np.ndarray] = _same,
+    decode: Callable[[np.ndarray], np.ndarray] = as_read,
 ) -> Iterator[np.ndarray]:
     """``view``'s values as flat float64 chunks of at most :data:`CHUNK` elements (each
     read by ``read``, shown by ``decode``); ``check`` before each."""
@@ -121,7 +122,7 @@ def statistics(
     read: Read = read_view,
     *,
     kind: str | None = None,
-    decode: Callable[[np.ndarray], np.ndarray] = _same,
+    decode: Callable[[np.ndarray], np.ndarray] = as_read,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Statistics and histogram of an array, a view of one or a ranged view.
 
