@@ -289,3 +289,16 @@ def test_a_circle_of_imports_fails(tmp_path: Path, line: str, expected: str) -> 
     found = cycles(import_graph(copy, tmp_path / "tdview"))
     assert len(found) == 1, found
     assert found[0] == sorted(["tdview.protocol._checks", f"tdview.protocol.{expected}"])
+
+
+def test_protocol_modules_share_only_public_names() -> None:
+    """A module of ``protocol/`` imports another's public names only (``from ._checks
+    import path``, never ``from ._messages import _path``): what two modules share, one
+    of them says it shares."""
+    found = []
+    for path in sorted((PACKAGE / "protocol").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                found += [f"protocol/{path.name}:{node.lineno}: {name}" for name in private]
+    assert found == []
