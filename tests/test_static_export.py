@@ -42,7 +42,7 @@ def _html(notebook: nbformat.NotebookNode, **kwargs: object) -> str:
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-# HTMLExporter's default priority with text/html moved before the widget view (README).
+# HTMLExporter's default priority with text/html moved before the widget view (docs/hosts.md).
 NO_JS_PRIORITY = (
     '["text/html", "application/vnd.jupyter.widget-view+json", "application/javascript", '
     '"text/markdown", "image/svg+xml", "text/vnd.mermaid", "text/latex", "image/png", '
@@ -124,7 +124,7 @@ def test_notebook_saved_with_widget_state_keeps_the_static_tree(tmp_path, demo_p
     html = _html(saved, config=Config({"NbConvertBase": {"display_data_priority": priority}}))
     assert 'class="tdview-static"' in html and _has_rows(html)
 
-    # The same from the command line, with the flag and list that the README gives (the
+    # The same from the command line, with the flag and list that docs/hosts.md gives (the
     # trait is NbConvertBase's: `--HTMLExporter.display_data_priority` is ignored).
     from nbconvert import HTMLExporter
 
