@@ -84,7 +84,7 @@ class ValueStats:
     bytes_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: json_value(getattr(self, name)) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: json_value(getattr(self, name)) for name in self.__slots__}
 
 
 def leaf_facts(record: Any) -> Facts:

@@ -251,7 +251,7 @@ class DiffRollup:
         return self.changed + self.added + self.removed + self.renamed
 
     def to_dict(self) -> dict[str, int]:
-        out = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        out = {name: getattr(self, name) for name in self.__slots__}
         out["differences"] = self.differences
         return out
 

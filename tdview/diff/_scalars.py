@@ -90,4 +90,4 @@ def _decode(data: bytes, name: str) -> bool | int | float | str:
     out = value.item()
     if isinstance(out, float) and not math.isfinite(out):
         return "NaN" if math.isnan(out) else ("Infinity" if out > 0 else "-Infinity")
-    return out  # type: ignore[no-any-return]
+    return out

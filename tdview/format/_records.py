@@ -170,13 +170,9 @@ class CollectionRecord:
 
 
 _SET_KEY, _SET_DTYPE, _SET_SHAPE, _SET_NESTED, _SET_DEVICE = (
-    LeafRecord.__dict__[name].__set__  # type: ignore[attr-defined]
-    for name in ("key", "dtype", "shape", "is_nested", "device")
+    LeafRecord.__dict__[name].__set__ for name in ("key", "dtype", "shape", "is_nested", "device")
 )
-_SET_CKEY, _SET_HINT = (
-    CollectionRecord.__dict__[name].__set__  # type: ignore[attr-defined]
-    for name in ("key", "type_hint")
-)
+_SET_CKEY, _SET_HINT = (CollectionRecord.__dict__[name].__set__ for name in ("key", "type_hint"))
 
 
 def _leaf_record(

@@ -165,7 +165,7 @@ def _folder_frame(ckpt: Checkpoint, path: NestedPath, folder: str, hint: str | N
     except (TDViewError, OSError):
         meta = None  # the node made below records the problem
     if _plain(meta):
-        return _totals_frame(ckpt, None, path, folder, folder, meta)  # type: ignore[arg-type]
+        return _totals_frame(ckpt, None, path, folder, folder, meta)
     return _node_frame(ckpt, ckpt._loading.make_collection(path, folder, hint))
 
 
@@ -178,7 +178,7 @@ def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
             node.path,
             dirkey,
             dirkey,
-            meta,  # type: ignore[arg-type]
+            meta,
             problems,
         )
     if isinstance(meta, TensorclassNode) and node.children_cache is None:
@@ -190,7 +190,7 @@ def _node_frame(ckpt: Checkpoint, node: Node) -> _Frame:
                 node,
                 node.path,
                 dirkey,
-                inner.dirkey,  # type: ignore[arg-type]
+                inner.dirkey,
                 inner.meta,
                 problems,
                 json_field_children(node.path, meta),

@@ -353,7 +353,7 @@ class LazyCatalog:
                 for name, row in sub[1].items()
                 if name.startswith(prefix) and name.endswith(suffix) and type(row) is int
             ]
-            return [name for name, _ in found], [row for _, row in found]  # type: ignore[misc]
+            return [name for name, _ in found], [row for _, row in found]
         self._build()
         assert self._rows is not None
         prefix = dirkey + "/" if dirkey else ""
