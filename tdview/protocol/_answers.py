@@ -19,14 +19,14 @@ ProgressFn = Callable[[int, int, str], None]
 class Call:
     """One request to answer on one checkpoint: the checkpoint (a member's, in a folder
     of checkpoints) and the source that names it in code lines, the checked params, the
-    cancel check, the progress callback, and where a load binds (the session's
-    namespace and ``on_load``)."""
+    cancel check, the progress report (which checks too), and where a load binds (the
+    session's namespace and ``on_load``)."""
 
     ckpt: Checkpoint
     source: str
     params: dict[str, Any]
     check: Callable[[], None]
-    progress: ProgressFn | None
+    report: ProgressFn
     namespace: MutableMapping[str, Any] | None
     bind: Callable[[Any], None] | None
 
@@ -78,15 +78,9 @@ def preview(call: Call) -> Reply:
 
 
 def load(call: Call) -> Reply:
-    check, progress = call.check, call.progress
-
-    def report(done: int, total: int, label: str) -> None:
-        check()
-        if progress is not None:
-            progress(done, total, label)
-
+    c = call
     return _load.load(
-        call.ckpt, call.source, call.params, call.namespace, report, bind=call.bind, check=check
+        c.ckpt, c.source, c.params, c.namespace, c.report, bind=c.bind, check=c.check
     ), []
 
 

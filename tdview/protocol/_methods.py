@@ -194,14 +194,7 @@ def _on_comparison(session: Session, request: Request, progress_fn: ProgressFn |
     if compare is None:
         raise NoCheckpointError(f"{method}: a compare view answers the diff_* methods only")
 
-    def check() -> None:
-        session.check(request.id)
-
-    def report(done: int, total: int, label: str) -> None:
-        check()
-        if progress_fn is not None:
-            progress_fn(done, total, label)
-
+    check, report = _check_and_report(session, request, progress_fn)
     call = _compare.CompareCall(
         comparison, request.params, check, report, session.namespace, session.on_load
     )
@@ -240,12 +233,25 @@ def _call(
     request: Request,
     progress_fn: ProgressFn | None,
 ) -> Call:
+    check, report = _check_and_report(session, request, progress_fn)
+    return Call(ckpt, source, request.params, check, report, session.namespace, session.on_load)
+
+
+def _check_and_report(
+    session: Session, request: Request, progress_fn: ProgressFn | None
+) -> tuple[Callable[[], None], ProgressFn]:
+    """The request's cancel check, and its progress report, which checks first (a load
+    or a refine stops at its next step once the request is cancelled)."""
+
     def check() -> None:
         session.check(request.id)
 
-    return Call(
-        ckpt, source, request.params, check, progress_fn, session.namespace, session.on_load
-    )
+    def report(done: int, total: int, label: str) -> None:
+        check()
+        if progress_fn is not None:
+            progress_fn(done, total, label)
+
+    return check, report
 
 
 def _on(
