@@ -2,7 +2,7 @@
 details with copyable keys, the pickle lock, preview on demand, loading and exporting a
 subtree through the form, light and dark screenshots; and the time a checkpoint with
 100,000 leaves takes to paint and to open a level of 10,000 children (printed, never
-asserted)."""
+asserted: what keeps them short is, the rows that exist in the page)."""
 
 from __future__ import annotations
 
@@ -237,6 +237,9 @@ def test_details_preview_load_and_export(lab, page, artifacts) -> None:
 # ---------------------------------------------------------------- 100,000 leaves
 
 GROUPS, PER_GROUP = 10, 10_000
+#: Most tree rows the page may hold: 30 rows of 24 px fill a 720-pixel page, 8 more each
+#: side (the tree's overscan), and room to spare; 10,010 if every child were drawn.
+ROWS_DRAWN = 60
 
 # Runs `code` in a new last cell and times, in the page, the widget's mount and its first
 # painted row of children (after the next animation frame).
@@ -257,7 +260,10 @@ _TIMED_RUN = """async (code) => {
         if (times.rows === undefined && firstRow()) {
             times.rows = performance.now() - times.start;
             observer.disconnect();
-            requestAnimationFrame(() => { times.paint = performance.now() - times.start; });
+            requestAnimationFrame(() => {
+                times.dom = document.querySelectorAll('.tdview-root [role="treeitem"]').length;
+                times.paint = performance.now() - times.start;
+            });
         }
     });
     observer.observe(document.body, {subtree: true, childList: true});
@@ -279,7 +285,8 @@ _TIMED_OPEN = """([key, first]) => new Promise((resolve) => {
         const rows = performance.now() - start;
         requestAnimationFrame(() => resolve({rows, paint: performance.now() - start,
             total: root.querySelector('[role="treeitem"][aria-level="3"]')
-                .getAttribute('aria-setsize')}));
+                .getAttribute('aria-setsize'),
+            dom: root.querySelectorAll('[role="treeitem"]').length}));
     });
     observer.observe(root, {subtree: true, childList: true, attributes: true});
     start = performance.now();
@@ -297,7 +304,8 @@ _TIMED_SCROLL = """(last) => new Promise((resolve) => {
         if (!found()) return;
         observer.disconnect();
         const rows = performance.now() - start;
-        requestAnimationFrame(() => resolve({rows, paint: performance.now() - start}));
+        requestAnimationFrame(() => resolve({rows, paint: performance.now() - start,
+            dom: root.querySelectorAll('[role="treeitem"]').length}));
     });
     observer.observe(root, {subtree: true, childList: true, characterData: true});
     tree.scrollTop = tree.scrollHeight;
@@ -323,6 +331,11 @@ def write_wide(root: Path) -> None:
 
 
 def test_wide_checkpoint_timings(lab, page, capsys) -> None:
+    """The widget-speed goals (first paint < 1 s, a level of 10,000 open < 300 ms) are
+    measured here and printed, not asserted: a time says how fast this machine is. What
+    keeps them short is counted and asserted: the rows the page holds, the groups at first
+    paint and a window, never the 10,000 children, once a level opens or scrolls to its end.
+    """
     write_wide(lab.root / "wide")
     write_notebook(lab.root, "tdview_wide.ipynb", ["from tdview import TDView"])
     open_and_run(page, lab, "tdview_wide.ipynb")
@@ -337,10 +350,12 @@ def test_wide_checkpoint_timings(lab, page, capsys) -> None:
     first = page.evaluate("() => window.__tdviewTimes")
     kernel = page.locator(".jp-RenderedText").filter(has_text="KERNEL").inner_text()
     assert row(page, "g0", 2).count() == 1
+    assert first["dom"] <= GROUPS + 1  # the groups (and the root): none of their leaves
 
     opened = page.evaluate(_TIMED_OPEN, ["g3", "k00000"])
     assert opened["total"] == str(PER_GROUP)
     scrolled = page.evaluate(_TIMED_SCROLL, f"k{PER_GROUP - 1:05d}")
+    assert opened["dom"] <= ROWS_DRAWN and scrolled["dom"] <= ROWS_DRAWN, (opened, scrolled)
 
     with capsys.disabled():
         print(
@@ -351,5 +366,6 @@ def test_wide_checkpoint_timings(lab, page, capsys) -> None:
             f" {first['paint'] - first['mount']:.0f} ms from mount to paint)\n"
             f"  open a level of {PER_GROUP:,} children: {opened['paint']:.0f} ms"
             f" (rows in the DOM at {opened['rows']:.0f} ms)\n"
-            f"  scroll to its last child: {scrolled['paint']:.0f} ms"
+            f"  scroll to its last child: {scrolled['paint']:.0f} ms\n"
+            f"  rows in the page: {first['dom']}, {opened['dom']} open, {scrolled['dom']} scrolled"
         )
