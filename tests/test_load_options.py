@@ -803,3 +803,46 @@ def test_the_options_are_checked_in_one_place() -> None:
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) in checks:
                     callers.add((path.relative_to(package).as_posix(), scope.name))
     assert callers == {("loader/_api.py", "__new__")}
+
+
+def test_load_memmap_keeps_tensordicts_signature() -> None:
+    import inspect
+
+    assert str(inspect.signature(tdview.load_memmap)) == (
+        "(prefix: 'str | os.PathLike[str]', device: 'Any' = None, non_blocking: 'bool' = "
+        "False, *, out: 'Any' = None, robust_key: 'bool | None' = None, subpath: 'Any' = "
+        "None, mode: 'str | None' = None, num_threads: 'int' = 0, allow_pickle: "
+        "'bool | None' = None) -> 'Any'"
+    )
+    names = list(inspect.signature(tdview.load_memmap).parameters)
+    assert names == [
+        "prefix",
+        "device",
+        "non_blocking",
+        "out",
+        "robust_key",
+        "subpath",
+        "mode",
+        "num_threads",
+        "allow_pickle",
+    ]
+
+
+def test_every_load_door_takes_the_options_and_defaults_of_the_request() -> None:
+    """The options and their defaults are LoadRequest's; the doors users call spell the
+    same names with the same defaults (their order is each door's own)."""
+    import inspect
+
+    from tdview.loader import LoadRequest
+
+    defaults = LoadRequest._field_defaults
+    assert LoadRequest() == tuple(defaults.values())
+    for door in (tdview.load_memmap, Checkpoint.load, Checkpoint.load_leaf):
+        params = inspect.signature(door).parameters
+        options = {name: p.default for name, p in params.items() if name in defaults}
+        assert set(params) - set(options) <= {"self", "prefix", "robust_key"}, door
+        expected = {name: defaults[name] for name in options}
+        if door is Checkpoint.load_leaf:
+            expected["mode"] = "r"  # a leaf is mapped copy-on-write unless asked
+            expected["subpath"] = inspect.Parameter.empty  # a leaf is named
+        assert options == expected, door

@@ -28,7 +28,6 @@ __all__ = [
     "PICKLE_WARNING",
     "LoadRequest",
     "load",
-    "load_checkpoint",
     "load_leaf",
     "load_memmap",
     "resolve_subpath",
@@ -38,7 +37,6 @@ __all__ = [
 _LAZY = {
     "LoadRequest": "._api",
     "run": "._api",
-    "load_checkpoint": "._api",
     "load_leaf": "._api",
     "resolve_subpath": "._api",
     "PICKLE_WARNING": "._pickles",
@@ -213,7 +211,15 @@ def load_memmap(
     """
     from ._api import LoadRequest, load_path
 
-    request = LoadRequest(subpath, device, non_blocking, out, mode, num_threads, allow_pickle)
+    request = LoadRequest(
+        subpath,
+        device,
+        non_blocking,
+        out=out,
+        mode=mode,
+        num_threads=num_threads,
+        allow_pickle=allow_pickle,
+    )
     return load_path(prefix, request, robust_key)
 
 

@@ -34,7 +34,6 @@ from ._remote import check_remote_mode, fetch_subtree
 
 __all__ = [
     "LoadRequest",
-    "load_checkpoint",
     "load_leaf",
     "load_path",
     "resolve_subpath",
@@ -45,18 +44,16 @@ _len_dispatch_stack = torch._C._len_torch_dispatch_stack
 
 
 class _Options(NamedTuple):
-    subpath: Any
-    device: torch.device | None
-    non_blocking: bool
-    out: Any
-    mode: str | None
-    num_threads: int
-    allow_pickle: bool | None
-    progress: Callable[[tuple[str, ...]], object] | None
-    leaf: bool
-
-
-_tuple_new = tuple.__new__
+    # the options of a load, with their defaults, written once (documented on LoadRequest)
+    subpath: Any = None
+    device: torch.device | None = None
+    non_blocking: bool = False
+    out: Any = None
+    mode: str | None = None
+    num_threads: int = 0
+    allow_pickle: bool | None = None
+    progress: Callable[[tuple[str, ...]], object] | None = None
+    leaf: bool = False
 
 
 class LoadRequest(_Options):
@@ -107,29 +104,19 @@ class LoadRequest(_Options):
 
     __slots__ = ()
 
-    def __new__(
-        cls,
-        subpath: Any = None,
-        device: Any = None,
-        non_blocking: bool = False,
-        out: Any = None,
-        mode: str | None = None,
-        num_threads: int = 0,
-        allow_pickle: bool | None = None,
-        progress: Callable[[tuple[str, ...]], object] | None = None,
-        leaf: bool = False,
-    ) -> LoadRequest:
-        check_mode(mode)
-        check_allow_pickle(allow_pickle)
-        check_out(out)
+    def __new__(cls, *args: Any, **kwargs: Any) -> LoadRequest:
+        request = _Options.__new__(cls, *args, **kwargs)
+        check_mode(request.mode)
+        check_allow_pickle(request.allow_pickle)
+        check_out(request.out)
+        num_threads = request.num_threads
         if type(num_threads) is not int or num_threads < 0:
             raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
+        device = request.device
         if device is not None and type(device) is not torch.device:
-            device = torch.device(device)  # a bad string fails here, before any file opens
-        return _tuple_new(
-            cls,
-            (subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress, leaf),
-        )
+            # a bad string fails here, before any file opens
+            return request._replace(device=torch.device(device))
+        return request
 
 
 def load_path(
@@ -191,26 +178,6 @@ def _in_member(folder: Collection, request: LoadRequest) -> tuple[Checkpoint, Lo
             "collection: tdview maps it read-only (mode='r' or None)."
         )
     return folder, request._replace(subpath=inner)
-
-
-def load_checkpoint(
-    ckpt: Checkpoint,
-    subpath: Any = None,
-    device: Any = None,
-    non_blocking: bool = False,
-    *,
-    out: Any = None,
-    mode: str | None = None,
-    num_threads: int = 0,
-    allow_pickle: bool | None = None,
-    progress: Callable[[tuple[str, ...]], object] | None = None,
-) -> Any:
-    """:func:`tdview.load_memmap` from an open :class:`~tdview.index.Checkpoint`, as
-    ``Checkpoint.load`` does: :func:`run` of a :class:`LoadRequest` of these options."""
-    request = LoadRequest(
-        subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
-    )
-    return run(ckpt, request)
 
 
 def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
