@@ -1,8 +1,8 @@
 """Browser test harness: JupyterLab started by the tests, Debian's Chromium driven by
 Playwright (``executablePath`` set; Playwright cannot download its own browser here).
 
-Without Chromium the browser tests skip with a message saying how to enable them, except
-under ``CI=true``, where a missing browser is a failure.
+Without Chromium or Playwright the browser tests skip with a message saying how to enable
+them, except under ``CI=true``, where either missing is a failure (``tests/_optional.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .._optional import missing
+from .._optional import missing, require_module
 from .jupyter import JupyterLabServer, start_jupyterlab, start_server
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -77,9 +77,9 @@ def notebook7(lab_root: Path) -> Iterator[JupyterLabServer]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     executable = chromium_executable()
-    from playwright.sync_api import sync_playwright
+    sync_api = require_module("playwright.sync_api", "it drives Chromium")
 
-    with sync_playwright() as playwright:
+    with sync_api.sync_playwright() as playwright:
         instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield instance
         instance.close()

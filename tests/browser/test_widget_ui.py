@@ -2,7 +2,7 @@
 details with copyable keys, the pickle lock, preview on demand, loading and exporting a
 subtree through the form, light and dark screenshots; and the time a checkpoint with
 100,000 leaves takes to paint and to open a level of 10,000 children (printed, never
-asserted: what keeps them short is, the rows that exist in the page)."""
+asserted; the rows the page holds, which keep them short, are counted)."""
 
 from __future__ import annotations
 
