@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from tensordict import TensorDict
 
 import tdview
-from tdview.index import Checkpoint, load_access
+from tdview.errors import SubpathError
+from tdview.index import Checkpoint, load_access, resolve_subpath
 
 #: The doors a load goes through (tdview.index.LoadAccess), which a checkpoint once showed.
 LOADER_HOOKS = {
@@ -45,10 +47,29 @@ def test_the_loader_reaches_the_index_through_its_access(tmp_path: Path) -> None
     path = _saved(tmp_path / "ckpt")
     with Checkpoint(path) as ckpt:
         access = load_access(ckpt)
-        assert LOADER_HOOKS <= set(dir(access))
-        node = access.descend(("sub",))
+        # the subpath's fast way down is the resolver's (tdview.index.resolve_subpath)
+        assert LOADER_HOOKS - {"descend"} <= set(dir(access))
+        node = resolve_subpath(ckpt, ("sub",))
         assert node is not None and node.path == ("sub",)
         assert access.kept_meta("sub") is node.meta  # the checkpoint's own cache
         assert [item.key for item in access.load_items(ckpt.root)] == ["a", "sub"]
         assert ckpt.load("sub")["b"].tolist() == [1.0, 1.0]
     assert tdview.load_memmap(path)["a"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_one_resolver_answers_a_subtree_and_a_leaf(tmp_path: Path) -> None:
+    path = _saved(tmp_path / "ckpt")
+    with Checkpoint(path) as ckpt:
+        assert resolve_subpath(ckpt, None) is ckpt.root
+        assert resolve_subpath(ckpt, "sub/b", leaf=True).path == ("sub", "b")
+        with pytest.raises(SubpathError, match="'sub/b' .*it is a tensor leaf"):
+            resolve_subpath(ckpt, "sub/b")
+        with pytest.raises(SubpathError, match="'sub' in .* is a tensordict, not a tensor leaf"):
+            resolve_subpath(ckpt, "sub", leaf=True)
+        with pytest.raises(SubpathError, match="has no entry 'zz'"):
+            resolve_subpath(ckpt, ("sub", "zz"))
+        # the loads go through it: the same errors
+        with pytest.raises(SubpathError, match="it is a tensor leaf"):
+            ckpt.load("sub/b")
+        with pytest.raises(SubpathError, match="not a tensor leaf"):
+            ckpt.load_leaf("sub")

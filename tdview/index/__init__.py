@@ -38,6 +38,7 @@ from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._rollup import Rollup, cached_rollup, rollup
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
 from ._search import SearchPage, iter_matches, search, search_page, walk
+from ._subpath import resolve_subpath
 
 __all__ = [
     "LAZY_STACK",
@@ -76,6 +77,7 @@ __all__ = [
     "path_matcher",
     "pickle_info",
     "range_problem",
+    "resolve_subpath",
     "rollup",
     "schema_lines",
     "rows_of_leaf",

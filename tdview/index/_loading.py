@@ -22,17 +22,12 @@ from ..format import (
     NonTensorStackNode,
     TensorclassNode,
     TensorDictNode,
-    ancestor_entry,
-    parse_meta_json,
 )
 from ..storage import Store
 from . import _children as ch
 from ._ahead import ReadAhead
 from ._node import TENSORDICT, LoadItem, Node, PlainFolder, index_kind
 from ._paths import NestedPath, join_key, show_path
-
-# Decoded meta.json of the folders a subpath went through (see descend): how many.
-_PASSED = 64
 
 
 class Indexed(Protocol):
@@ -65,12 +60,13 @@ class LoadAccess:
         loads go to its members).
     """
 
-    __slots__ = ("_ckpt", "_passed", "_walks")
+    __slots__ = ("_ckpt", "_walks", "passed")
 
     def __init__(self, ckpt: Indexed, *, walks: bool = True) -> None:
         self._ckpt = ckpt
         self._walks = walks
-        self._passed: dict[str, dict] = {}  # see descend
+        #: decoded ``meta.json`` of the folders a subpath went through (see :mod:`._subpath`)
+        self.passed: dict[str, dict] = {}
 
     # -- folders and their meta.json ---------------------------------------------------
 
@@ -260,65 +256,3 @@ class LoadAccess:
         return self.folder_items(
             node.path, inner.dirkey, inner.meta, unprobed=unprobed, folders=folders
         )
-
-    # -- a subpath's fast way down ---------------------------------------------------------
-
-    def descend(self, path: NestedPath) -> Node | None:
-        """The collection node at ``path`` (not empty) when each step is a collection
-        recorded by a TensorDict: of each folder on the way, only the entry of the next
-        step is read from its decoded ``meta.json`` (see
-        :func:`~tdview.format.ancestor_entry`), so the cost does not grow with the width
-        of the ancestors; the node reached is read in full. None when a step is anything
-        else (a leaf, no entry, a tensorclass, a folder not found, a ``meta.json`` that
-        does not read): ``lookup`` then says why. Nothing on the way is cached as a
-        node."""
-        ckpt = self._ckpt
-        root = ckpt.root
-        if root.children_cache is not None or root.lookup_cache:
-            return None  # a tree looked into answers with its nodes (and their problems)
-        meta: NodeMeta | dict | None = root.meta
-        dirkey = ""
-        last = len(path) - 1
-        for depth, key in enumerate(path):
-            if type(meta) is TensorDictNode:
-                record = meta.entry(key)
-            elif isinstance(meta, dict):
-                try:
-                    record = ancestor_entry(
-                        meta, key, ckpt.store.display(join_key(dirkey, "meta.json"))
-                    )
-                except TDViewError:
-                    return None
-            else:
-                return None
-            if type(record) is not CollectionRecord:
-                return None
-            folder = ch.collection_dir(ckpt.store, dirkey, key, robust=ckpt.robust)
-            if folder is None:
-                return None
-            if depth == last:
-                return self.make_collection(path, folder, record.type_hint)
-            meta, dirkey = self._passing_meta(folder), folder
-        return None
-
-    def _passing_meta(self, dirkey: str) -> NodeMeta | dict | None:
-        """The parsed ``meta.json`` of a folder when it is read already, else its decoded
-        JSON (cached; the bounds of :func:`~tdview.format.parse_meta_json` hold); None
-        when it does not read."""
-        ckpt = self._ckpt
-        found = ckpt._metas.get(dirkey)
-        if found is not None:
-            return None if isinstance(found, Exception) else found
-        decoded = self._passed.get(dirkey)
-        if decoded is None:
-            key = join_key(dirkey, "meta.json")
-            try:
-                data = ckpt.store.read_bytes(key, MAX_META_BYTES)
-                ckpt.meta_bytes_read += len(data)
-                decoded = parse_meta_json(data, ckpt.store.display(key))
-            except (TDViewError, OSError):
-                return None
-            if len(self._passed) >= _PASSED:
-                self._passed.clear()
-            self._passed[dirkey] = decoded
-        return decoded

@@ -38,7 +38,7 @@ _LAZY = {
     "LoadRequest": "._api",
     "run": "._api",
     "load_leaf": "._api",
-    "resolve_subpath": "._api",
+    "resolve_subpath": "..index",
     "PICKLE_WARNING": "._pickles",
 }
 

@@ -10,19 +10,16 @@ from typing import Any, NamedTuple
 import torch
 
 from .._gc import gc_paused
-from ..errors import LimitExceededError, SubpathError, TDViewError
-from ..format import decode_name, encode_key, is_safe_legacy_key
+from ..errors import LimitExceededError, SubpathError
 from ..index import (
     Checkpoint,
     Collection,
     Node,
-    load_access,
-    normalize_subpath,
+    resolve_subpath,
     show_path,
     walk,
 )
 from ..index._collection import not_a_checkpoint_folder
-from ..index._paths import join_key
 from ._build import build, depth_room
 from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor
@@ -36,7 +33,6 @@ __all__ = [
     "LoadRequest",
     "load_leaf",
     "load_path",
-    "resolve_subpath",
     "run",
 ]
 
@@ -265,105 +261,6 @@ def _synchronize() -> None:
         accelerator.synchronize()
 
 
-def resolve_subpath(ckpt: Checkpoint, subpath: Any) -> Node:
-    """The collection node a ``subpath`` names (the root for None).
-
-    Raises
-    ------
-    ValueError
-        A malformed subpath (``SubpathError``, a ValueError, when it names no saved
-        tensordict: a missing key, a leaf, an element of a non-tensor stack...).
-
-    Examples
-    --------
-    >>> resolve_subpath(Checkpoint("ckpt"), ("model", "0")).path     # doctest: +SKIP
-    ('model', '0')
-    >>> resolve_subpath(Checkpoint("ckpt"), "model/0/weight")        # doctest: +SKIP
-    Traceback (most recent call last):
-    SubpathError: No tensordict found under subpath 'model/0/weight' (it is a tensor leaf...
-    """
-    if subpath is None:
-        return ckpt.root
-    path = normalize_subpath(subpath)
-    # the common path first: recorded collections all the way, each ancestor read for
-    # the one entry it is passed by; any other step is looked at (and told) below
-    node = load_access(ckpt).descend(path) if path else None
-    steps = () if node is not None else path
-    node = node or ckpt.root
-    for depth, part in enumerate(steps):
-        found = (
-            None
-            if node.is_leaf
-            else (_lookup(ckpt, node, part) or _by_folder_name(ckpt, node, part))
-        )
-        if found is None:
-            raise _no_tensordict(
-                path,
-                f"{show_path(path[:depth])!r} has no entry {part!r}"
-                + _unrecorded_folder(ckpt, node, part),
-            )
-        node = found
-    if node.is_leaf:
-        raise _no_tensordict(
-            path, "it is a tensor leaf, not a tensordict (Checkpoint.load_leaf loads one leaf)"
-        )
-    if node.dirkey is None:
-        raise _no_tensordict(path, "; ".join(node.problems) or "it has no folder")
-    if node.meta is None and not ckpt.store.is_file(join_key(node.dirkey, "meta.json")):
-        raise _no_tensordict(path, f"missing meta.json in {ckpt.store.display(node.dirkey)}")
-    return node
-
-
-def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
-    if (
-        node.meta is None
-        and node.dirkey is not None
-        and ckpt.store.is_file(join_key(node.dirkey, "meta.json"))
-    ):
-        ckpt.read_meta(node.dirkey)  # a broken step: raise its own error
-    return ckpt.lookup(node, key)
-
-
-def _by_folder_name(ckpt: Checkpoint, node: Node, name: str) -> Node | None:
-    """The child tensordict whose folder is ``name``, an encoded key as the folder shows
-    on disk (``"sp%20ace"`` for ``"sp ace"``): tensordict's fallback to raw names finds
-    that folder too."""
-    if not ckpt.robust or not is_safe_legacy_key(name, collection=True):
-        return None
-    key = decode_name(name)
-    if key == name or encode_key(key) != name:
-        return None
-    child = _lookup(ckpt, node, key)
-    if child is None or child.is_leaf or child.dirkey is None:
-        return None
-    return child if child.dirkey.rpartition("/")[2] == name else None
-
-
-def _unrecorded_folder(ckpt: Checkpoint, node: Node, key: str) -> str:
-    """A hint when a folder of ``key`` exists that the parent's ``meta.json`` does not
-    record (tensordict's loader, which goes by folders, would load it)."""
-    if node.is_leaf or node.dirkey is None:
-        return ""
-    for name in (encode_key(key), key):
-        folder = join_key(node.dirkey, name)
-        try:
-            if is_safe_legacy_key(name, collection=True) and ckpt.store.is_file(
-                join_key(folder, "meta.json")
-            ):
-                return (
-                    f"; the folder {ckpt.store.display(folder)} exists, but the "
-                    "saved tensordict does not record it: it was left by an earlier "
-                    "save, or its key is also a field name of meta.json"
-                )
-        except (OSError, TDViewError):
-            pass
-    return ""
-
-
-def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
-    return SubpathError(f"No tensordict found under subpath {'/'.join(path)!r} ({why}).")
-
-
 def load_leaf(
     ckpt: Checkpoint, subpath: Any, device: Any = None, mode: str | None = "r"
 ) -> torch.Tensor:
@@ -396,11 +293,7 @@ def load_leaf(
 
 def _leaf(ckpt: Checkpoint, request: LoadRequest) -> torch.Tensor:
     """:func:`run` for one tensor leaf (the device is checked usable)."""
-    node = ckpt.node(request.subpath)
-    if not node.is_leaf:
-        raise SubpathError(
-            f"{show_path(node.path)!r} in {ckpt.path} is a {node.kind}, not a tensor leaf."
-        )
+    node = resolve_subpath(ckpt, request.subpath, leaf=True)
     device = request.device
     ctx = _context(ckpt, device, request.mode, None)
     tensor = leaf_tensor(ctx, node, device, strict=True)
