@@ -846,3 +846,21 @@ def test_every_load_door_takes_the_options_and_defaults_of_the_request() -> None
             expected["mode"] = "r"  # a leaf is mapped copy-on-write unless asked
             expected["subpath"] = inspect.Parameter.empty  # a leaf is named
         assert options == expected, door
+
+
+def test_diff_takes_each_argument_once_by_name(tmp_path: Path) -> None:
+    """tdview.diff.diff's signature is the one place its arguments are written: every one
+    of them reaches the comparison (a subpath, a level and a tolerance given by name)."""
+    import inspect
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    TensorDict(x=TensorDict(w=torch.zeros(3))).memmap(a)
+    TensorDict(x=TensorDict(w=torch.full((3,), 0.5))).memmap(b)
+    from tdview.diff import diff
+
+    params = inspect.signature(diff).parameters
+    assert list(params)[:2] == ["a", "b"] and len(params) == 11
+    close = diff(a, b, level="values", atol=1.0, subpath="x")
+    assert close.level == "values" and close.equal
+    apart = diff(a, b, level="values", subpath_a="x", subpath_b="x")
+    assert not apart.equal and apart.subpath_a == ("x",)

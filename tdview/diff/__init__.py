@@ -145,21 +145,10 @@ def diff(
     >>> for row in d.changed():                                         # doctest: +SKIP
     ...     print(row.path, row.status, row.values and row.values.max_abs)
     """
+    arguments = dict(locals())  # the arguments above, by name: written once, here
     from ._api import run_diff
 
-    return run_diff(
-        a,
-        b,
-        level=level,
-        rtol=rtol,
-        atol=atol,
-        subpath=subpath,
-        subpath_a=subpath_a,
-        subpath_b=subpath_b,
-        allow_pickle=allow_pickle,
-        progress=progress,
-        num_threads=num_threads,
-    )
+    return run_diff(arguments)
 
 
 def __getattr__(name: str) -> Any:

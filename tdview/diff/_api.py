@@ -9,27 +9,21 @@ from typing import Any
 from .._gc import gc_paused
 from ..index import show_path
 from ._result import AUTO, LEVELS, Diff
-from ._sides import Side, Source, open_side
+from ._sides import Side, open_side
 from ._walk import PairWalk
 
 Progress = Callable[[int, int, str], object]
 
 
-def run_diff(
-    a: Source,
-    b: Source,
-    *,
-    level: str = "metadata",
-    rtol: float = 0.0,
-    atol: float = 0.0,
-    subpath: object = None,
-    subpath_a: object = None,
-    subpath_b: object = None,
-    allow_pickle: bool = False,
-    progress: Progress | None = None,
-    num_threads: int | None = None,
-) -> Diff:
-    """The implementation of :func:`tdview.diff.diff` (documented there)."""
+def run_diff(arguments: dict[str, Any]) -> Diff:
+    """The implementation of :func:`tdview.diff.diff`, given its ``arguments`` by name
+    (``locals()`` of its call): its signature is the one place they and their defaults
+    are written (and documented)."""
+    a, b, level = arguments["a"], arguments["b"], arguments["level"]
+    rtol, atol, subpath = arguments["rtol"], arguments["atol"], arguments["subpath"]
+    subpath_a, subpath_b = arguments["subpath_a"], arguments["subpath_b"]
+    allow_pickle, progress = arguments["allow_pickle"], arguments["progress"]
+    num_threads = arguments["num_threads"]
     if level not in LEVELS and level != AUTO:
         raise ValueError(f"level must be one of {', '.join(LEVELS)} or {AUTO}; got {level!r}.")
     if not (rtol >= 0 and atol >= 0):
