@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ._cancel import cancel_point, cancellable
 from ._checkpoint import Checkpoint, Page, load_access
-from ._collection import Collection, is_collection_folder
+from ._children import collection_names, leaf_names
+from ._collection import Collection, is_collection_folder, not_a_checkpoint_folder
 from ._dims import range_problem
 from ._facts import (
     LeafStorage,
@@ -16,6 +17,7 @@ from ._facts import (
     leaf_storage,
     needs_unpickling,
     pickle_info,
+    refusal,
     size_problems,
 )
 from ._loading import LoadAccess
@@ -33,7 +35,7 @@ from ._node import (
     Node,
     PlainFolder,
 )
-from ._paths import NestedPath, normalize_subpath, show_path
+from ._paths import NestedPath, join_key, normalize_subpath, show_path
 from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._rollup import Rollup, cached_rollup, rollup
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
@@ -66,21 +68,26 @@ __all__ = [
     "cached_rollup",
     "cancel_point",
     "cancellable",
+    "collection_names",
     "compile_pattern",
     "described_pickle",
     "is_collection_folder",
     "iter_matches",
+    "join_key",
+    "leaf_names",
     "leaf_storage",
     "load_access",
     "needs_unpickling",
     "normalize_subpath",
+    "not_a_checkpoint_folder",
     "path_matcher",
     "pickle_info",
     "range_problem",
+    "refusal",
     "resolve_subpath",
     "rollup",
-    "schema_lines",
     "rows_of_leaf",
+    "schema_lines",
     "search",
     "search_page",
     "show_path",

@@ -15,11 +15,11 @@ from ..index import (
     Checkpoint,
     Collection,
     Node,
+    not_a_checkpoint_folder,
     resolve_subpath,
     show_path,
     walk,
 )
-from ..index._collection import not_a_checkpoint_folder
 from ._build import build, depth_room
 from ._context import LoadContext, check_mode, check_usable
 from ._leaves import leaf_tensor

@@ -23,9 +23,17 @@ from tensordict.tensorclass import NonTensorDataBase
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
 from ..format import NodeMeta, TensorclassNode, TensorDictNode, to_torch_index
-from ..index import LEAF, LeafFile, LoadItem, Node, PlainFolder, range_problem, show_path
-from ..index._facts import refusal
-from ..index._paths import join_key
+from ..index import (
+    LEAF,
+    LeafFile,
+    LoadItem,
+    Node,
+    PlainFolder,
+    join_key,
+    range_problem,
+    refusal,
+    show_path,
+)
 from . import _out
 from ._classes import (
     LAZY_STACK,

@@ -26,8 +26,7 @@ import torch
 from tensordict import TensorDict
 
 from ..format import MAX_META_BYTES, CollectionRecord, LeafRecord, TensorDictNode
-from ..index._children import collection_names, leaf_names
-from ..index._paths import join_key
+from ..index import collection_names, join_key, leaf_names
 from ..storage import FolderWalk
 from ._build import (
     NOT_WALKED,
