@@ -576,21 +576,32 @@ def test_folders_held_open_are_closed_with_the_load(tmp_path: Path) -> None:
     root, _ = _hf(tmp_path)
     plain = _saved(tmp_path / "plain")
 
-    def open_fds() -> set[str]:
-        return set(os.listdir("/proc/self/fd"))
+    def open_here() -> set[str]:
+        # What this process holds open under tmp_path: other tests' objects collected or
+        # closed meanwhile (other descriptors come and go) do not count.
+        held = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(tmp_path.resolve())):
+                held.add(target)
+        return held
 
-    tdview.load_memmap(root)  # the imports a first load makes, before counting
-    gc.collect()  # stores earlier tests left to the collector close what they hold
-    before = open_fds()
+    gc.collect()
+    assert open_here() == set()
     for path in (root, plain):
         for device in (None, "meta"):
             loaded = tdview.load_memmap(path, device=device)
             assert loaded["a"].shape == (2, 3)
+            assert open_here() == set()  # mappings keep no descriptor, folders none
             del loaded
     store = DirectoryStore(root)
     assert store.link("a.memmap") is not None and store._folders.fds
+    assert open_here()  # the store holds its folders open until closed
     store.close()
-    assert open_fds() == before
+    assert open_here() == set()
 
 
 def test_a_folder_tells_its_blob_prefix_for_the_repository_asked() -> None:
