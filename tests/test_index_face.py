@@ -73,3 +73,20 @@ def test_one_resolver_answers_a_subtree_and_a_leaf(tmp_path: Path) -> None:
             ckpt.load("sub/b")
         with pytest.raises(SubpathError, match="not a tensor leaf"):
             ckpt.load_leaf("sub")
+
+
+def test_a_checkpoint_and_a_folder_of_them_share_locate_and_total(tmp_path: Path) -> None:
+    from tdview.index import rollup
+
+    folder = tmp_path / "run"
+    _saved(folder / "step_1")
+    with Checkpoint(_saved(tmp_path / "ckpt")) as ckpt, Checkpoint(folder) as collection:
+        assert ckpt.locate("sub/b") == (ckpt, (), ("sub", "b"))
+        assert ckpt.locate() == (ckpt, (), ())
+        member, prefix, inner = collection.locate("step_1/sub")
+        assert (prefix, inner) == (("step_1",), ("sub",)) and member is not collection
+        assert member.node(inner).path == ("sub",)
+        for tree in (ckpt, collection):
+            total = tree.total(tree.root)
+            assert rollup(tree, tree.root) is total and total.leaves == 2
+        assert rollup(ckpt, ckpt.node("sub/b")).leaves == 1

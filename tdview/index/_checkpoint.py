@@ -32,6 +32,7 @@ from ._node import (
     Node,
 )
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
+from ._rollup import Rollup, tree_rollup
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
@@ -83,6 +84,14 @@ class Checkpoint:
     """
 
     _first: bytes | TDViewError | OSError | None = None  # see __init__
+    #: the class of a folder of checkpoints (``Collection``), which registers itself as
+    #: it is defined (``holds_checkpoints=True``): no import of it here, no circle
+    _folders: type[Checkpoint] | None = None
+
+    def __init_subclass__(cls, *, holds_checkpoints: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if holds_checkpoints:
+            Checkpoint._folders = cls
 
     def __new__(
         cls,
@@ -106,10 +115,9 @@ class Checkpoint:
                 took = _confirmed(store, perf_counter() - start)
             except FileNotFoundError as error:
                 if not os.path.lexists(os.path.join(store.root, "meta.json")):
-                    from ._collection import Collection
-
                     store.close()
-                    return super().__new__(Collection)
+                    assert Checkpoint._folders is not None  # index/_collection.py is loaded
+                    return super().__new__(Checkpoint._folders)
                 first = error
             except (TDViewError, OSError) as error:
                 first = error
@@ -393,6 +401,15 @@ class Checkpoint:
         return []
 
     # -- node facts -----------------------------------------------------------------
+
+    def total(self, node: Node) -> Rollup:
+        """The totals of ``node``'s subtree, cached (:func:`~tdview.index.rollup`)."""
+        return tree_rollup(self, node)
+
+    def locate(self, subpath: object = ()) -> tuple[Checkpoint, NestedPath, NestedPath]:
+        """``(owner, prefix, inner)`` as a folder of checkpoints answers it: a checkpoint
+        owns all its paths (``(self, (), path)``; :meth:`node` says if one is missing)."""
+        return self, (), () if subpath == () else normalize_subpath(subpath)
 
     def batch_size(self, node: Node) -> tuple[int, ...] | None:
         """The batch size tensordict would give the node (None when unknown)."""

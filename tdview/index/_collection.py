@@ -84,7 +84,7 @@ def is_collection_folder(path: str | os.PathLike[str]) -> bool:
     return not os.path.lexists(os.path.join(path, "meta.json")) and os.path.isdir(path)
 
 
-class Collection(Checkpoint):
+class Collection(Checkpoint, holds_checkpoints=True):
     """A folder of checkpoints (see the module docstring), browsed as one tree.
 
     ``Checkpoint(folder)`` returns one when ``folder`` has no ``meta.json``. Paths below a

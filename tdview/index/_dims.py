@@ -26,7 +26,7 @@ from ..format import (
 from ._paths import join_key, show_path
 
 if TYPE_CHECKING:
-    from ._checkpoint import Checkpoint
+    from ._loading import Indexed as Checkpoint  # typed by what it reads: no circle
     from ._node import Node
 
 __all__ = ["nested_batch_problems", "range_problem"]

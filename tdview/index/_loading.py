@@ -10,7 +10,7 @@ not on :class:`~tdview.index.Checkpoint`, whose face is for users; a checkpoint 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Literal, Protocol, overload
+from typing import Any, Literal, Protocol, overload
 
 from ..errors import TDViewError
 from ..format import (
@@ -31,11 +31,15 @@ from ._paths import NestedPath, join_key, show_path
 
 
 class Indexed(Protocol):
-    """What :class:`LoadAccess` reads of the checkpoint it serves (its caches)."""
+    """What :class:`LoadAccess`, and the index's walks (totals, search, dims), read of
+    the checkpoint they serve: a :class:`~tdview.index.Checkpoint` or a folder of them.
+    Typed by it, the walks need not import the checkpoint (no circle of imports)."""
 
     robust: bool
     root: Node
     meta_bytes_read: int
+    folder_rollups: dict[str, Any]
+    _loading: LoadAccess
     _ahead: ReadAhead | None
     _metas: dict[str, NodeMeta | TDViewError | OSError]
 
@@ -43,6 +47,9 @@ class Indexed(Protocol):
     def store(self) -> Store: ...  # read-only here: a folder of checkpoints narrows it
     def read_meta(self, dirkey: str, *, walking: bool = False) -> NodeMeta: ...
     def children(self, where: object = ()) -> list[Node]: ...
+    def node(self, subpath: object = ()) -> Node: ...
+    def batch_size(self, node: Node) -> tuple[int, ...] | None: ...
+    def total(self, node: Node) -> Any: ...  # a Rollup (index/_rollup.py)
     def read_ahead(self, dirkey: str, meta: NodeMeta, *, probes: bool = True) -> None: ...
     def _decode(self, key: str, data: bytes, parsed: object) -> NodeMeta: ...
     def _keep(self, dirkey: str, found: NodeMeta | TDViewError | OSError) -> None: ...

@@ -16,9 +16,9 @@ from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import TensorclassNode, TensorDictNode
 from ._cancel import cancel_point
-from ._checkpoint import Checkpoint
 from ._children import json_field_children, tensordict_totals
 from ._facts import leaf_entry, needs_unpickling, pickle_key
+from ._loading import Indexed as Checkpoint  # typed by what it reads: no circle
 from ._node import Node, SubFolder
 from ._paths import NestedPath
 
@@ -54,7 +54,9 @@ class Rollup:
 
 
 def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
-    """The cached totals of ``node``'s subtree.
+    """The cached totals of ``node``'s subtree: the checkpoint's own :meth:`total` (a
+    folder of checkpoints totals its folders, members and side files its own way), a
+    leaf's here.
 
     The walk is iterative (a deep tree cannot exhaust the stack). A plain TensorDict
     folder is totalled from its parsed ``meta.json`` without a node per child (its plain
@@ -62,6 +64,11 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
     children. Each folder's rollup is cached on the checkpoint, so it holds for any node
     object of that folder, made before or after.
     """
+    return tree_rollup(ckpt, node) if node.is_leaf else ckpt.total(node)
+
+
+def tree_rollup(ckpt: Checkpoint, node: Node) -> Rollup:
+    """:func:`rollup` in a checkpoint's own tree (``Checkpoint.total``)."""
     cached = cached_rollup(ckpt, node)
     if cached is not None:
         return cached
@@ -70,10 +77,6 @@ def rollup(ckpt: Checkpoint, node: Node) -> Rollup:
         total.add(_leaf_rollup(ckpt, node))
         node.rollup_cache = total
         return total
-    from ._collection import Collection  # it stands on this module
-
-    if isinstance(ckpt, Collection):  # its folders, members and side files
-        return ckpt.total(node)
     if node.dirkey is not None:
         ckpt.store.prepare(node.dirkey, payloads=False)
     with gc_paused():
