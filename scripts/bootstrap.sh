@@ -15,6 +15,25 @@ TORCH_SPEC=${TDVIEW_TORCH_SPEC:-torch==2.13.0}
 PIP=(.venv/bin/pip install --quiet)
 NPM_CI=(npm ci --no-audit --no-fund --silent)
 
+# pip builds tdview's editable wheel in the venv itself (--no-build-isolation: no second
+# JupyterLab in a throwaway build environment) and without hatch-jupyter-builder's npm
+# steps (SKIP_JUPYTER_BUILDER): the front end is built here, once, before it.
+# (pyproject.toml's build-system requires, and editables, hatchling's for an editable wheel)
+BUILD_REQUIRES=("hatchling>=1.21" "hatch-jupyter-builder>=0.9" "jupyterlab>=4,<5" editables)
+install_tdview() {
+  SKIP_JUPYTER_BUILDER=1 "${PIP[@]}" --no-build-isolation -e ".[$1]"
+}
+
+# The JupyterLab extension as the venv sees it: a link to the current build
+# (labextension/ -> tdview/labextension/), not the copy an editable install makes.
+unlink_labextension() {
+  rm -rf .venv/share/jupyter/labextensions/tdview-jupyterlab
+}
+link_labextension() {
+  unlink_labextension
+  ln -s "$PWD/tdview/labextension" .venv/share/jupyter/labextensions/tdview-jupyterlab
+}
+
 demo() {
   if [ ! -x .venv/bin/python ]; then
     if "$PYTHON" -c "import torch" 2>/dev/null; then
@@ -30,19 +49,21 @@ demo() {
   fi
   command -v npm >/dev/null || { echo "bootstrap: npm (Node 20) is needed to build the front end" >&2; exit 1; }
   "${PIP[@]}" --upgrade pip
-  "${PIP[@]}" -e ".[jupyterlab]"
-  # The editable build skips npm when a bundle exists; keep the bundle current.
+  "${PIP[@]}" "${BUILD_REQUIRES[@]}"
+  # The widget's bundle (js/ -> tdview/static/) and the JupyterLab extension, whose build
+  # runs the venv's `jupyter labextension build`.
   (cd js && "${NPM_CI[@]}" && npm run --silent build)
-  # The JupyterLab extension (labextension/ -> tdview/labextension/). The editable install
-  # copied a snapshot into the venv's share/jupyter; a link keeps JupyterLab on the current build.
   (cd labextension && "${NPM_CI[@]}" && PATH="$PWD/../.venv/bin:$PATH" npm run --silent build)
-  rm -rf .venv/share/jupyter/labextensions/tdview-jupyterlab
-  ln -s "$PWD/tdview/labextension" .venv/share/jupyter/labextensions/tdview-jupyterlab
+  unlink_labextension  # a reinstall would remove the files of the old copy through the link
+  install_tdview jupyterlab
+  link_labextension
 }
 
 test_extras() {
   [ -x .venv/bin/python ] || { echo "bootstrap: run \`scripts/bootstrap.sh demo\` first" >&2; exit 1; }
-  "${PIP[@]}" -e ".[dev]"
+  unlink_labextension
+  install_tdview dev
+  link_labextension
   # torchrl writes the replay buffers of tests/test_replay_buffers.py (tdview never imports
   # it). 0.14.1 pins tensordict<0.15, which pip's resolver refuses beside tensordict 0.15,
   # though what the tests use of it (ReplayBuffer.dumps) runs with 0.15: so it is installed
