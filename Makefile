@@ -70,11 +70,13 @@ bench-report: env-demo
 	$(PY) -m bench --report-only
 
 # On a machine with a CUDA device: the tests marked `cuda`, then loads of a 1 GB checkpoint
-# to the device (bench/gpu_cases.py). Stops at once, in one line, without a CUDA device.
+# to the device (bench/gpu_cases.py, into bench/results/gpu-latest.json and RESULTS.md).
+# Stops at once, in one line, without a CUDA device.
 test-gpu: env
 	@$(PY) -m bench.gpu_cases --check
 	$(PY) -m pytest -m cuda -q
 	$(PY) -m bench.gpu_cases
+	$(PY) -m bench --report-only
 
 clean:
 	rm -rf $(VENV) js/node_modules tdview/static dist build $(DEMO_DIR)
