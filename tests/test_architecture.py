@@ -251,17 +251,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     "package",
-    [
-        "protocol",
-        pytest.param(
-            "index",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="index/ has a circle (_checkpoint, _collection, _dims, _rollup, _search): "
-                "being restructured in issue 33; take this mark off when they are gone",
-            ),
-        ),
-    ],
+    ["protocol", "index"],
 )
 def test_no_circle_of_imports_inside_a_package(package: str) -> None:
     """No module of ``protocol/`` or ``index/`` imports, however indirectly, one that

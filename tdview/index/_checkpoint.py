@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, cast
@@ -25,6 +26,7 @@ from . import _children as ch
 from ._ahead import SLOW_READ_S, ReadAhead, read_ahead_wanted
 from ._dims import nested_batch_problems, range_problem
 from ._loading import LoadAccess
+from ._match import Matcher
 from ._node import (
     LAZY_STACK,
     NON_TENSOR_STACK,
@@ -33,6 +35,7 @@ from ._node import (
 )
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 from ._rollup import Rollup, tree_rollup
+from ._search import Batch, tree_batches
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
 _SHARED_METAS = 4096
@@ -405,6 +408,10 @@ class Checkpoint:
     def total(self, node: Node) -> Rollup:
         """The totals of ``node``'s subtree, cached (:func:`~tdview.index.rollup`)."""
         return tree_rollup(self, node)
+
+    def _search_batches(self, matcher: Matcher, under: object) -> Iterator[Batch]:
+        """The matches of a search below ``under`` (see :func:`~tdview.index.search`)."""
+        return tree_batches(self, matcher, self.node(under))
 
     def locate(self, subpath: object = ()) -> tuple[Checkpoint, NestedPath, NestedPath]:
         """``(owner, prefix, inner)`` as a folder of checkpoints answers it: a checkpoint

@@ -46,10 +46,11 @@ from ..storage import DirectoryStore
 from ._cancel import cancel_point
 from ._checkpoint import Checkpoint, Page
 from ._loading import LoadAccess
+from ._match import Matcher
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._rollup import Rollup, rollup
-from ._search import search
+from ._search import Batch, search, tree_batches
 
 # Node kinds of a collection's own tree (members' nodes keep the checkpoint kinds).
 COLLECTION = "collection"
@@ -414,6 +415,25 @@ class Collection(Checkpoint, holds_checkpoints=True):
         and each member's keys (the member's path first), depth-first:
         ``(matches, truncated)``."""
         return search(self, pattern, limit=limit, under=under)
+
+    def _search_batches(self, matcher: Matcher, under: object) -> Iterator[Batch]:
+        """The matches of a search below ``under``: the collection's own names, and each
+        member's keys with the member's path first (below a member: that member's)."""
+        owner, prefix, inner = self.locate(under)
+        if owner is not self:
+            yield from tree_batches(owner, matcher, owner.node(inner), prefix)
+            return
+        start = self.own_node(inner)
+        assert start is not None
+        for node in self.walk_own(start):
+            if matcher(node.path):
+                yield node.path[:-1], (node.key,), range(1)
+            if node.kind == MEMBER:
+                try:
+                    member = self.member(node)
+                except (TDViewError, OSError):
+                    continue
+                yield from tree_batches(member, matcher, member.root, node.path)
 
     def members(self) -> list[Node]:
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""

@@ -27,8 +27,8 @@ from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import LeafRecord, NodeMeta, TensorDictNode
 from ._cancel import cancel_point
-from ._checkpoint import Checkpoint
 from ._children import _names, collection_dir
+from ._loading import Indexed as Checkpoint  # typed by what it reads: no circle
 from ._match import Keys, Matcher, spellings
 from ._node import Node
 from ._paths import NestedPath, join_key
@@ -198,7 +198,7 @@ class _Frame:
     sub: int = 0
 
 
-def _tree_batches(
+def tree_batches(
     ckpt: Checkpoint, matcher: Matcher, start: Node, outer: NestedPath = ()
 ) -> Iterator[Batch]:
     """The matches below ``start`` (a node of ``ckpt``) in runs, their paths put under
@@ -252,29 +252,10 @@ def _tree_batches(
 
 def _batches(ckpt: Checkpoint, matcher: Matcher, under: object = ()) -> Iterator[Batch]:
     """Every match below ``under``: on a folder of checkpoints, its own names and each
-    member's keys (paths from the collection's root)."""
-    from ._collection import MEMBER, Collection  # it stands on the index's walks
-
+    member's keys (paths from the collection's root: ``Collection._search_batches``)."""
     if matcher.empty:
         return
-    if not isinstance(ckpt, Collection):
-        yield from _tree_batches(ckpt, matcher, ckpt.node(under))
-        return
-    owner, prefix, inner = ckpt.locate(under)
-    if owner is not ckpt:
-        yield from _tree_batches(owner, matcher, owner.node(inner), prefix)
-        return
-    start = ckpt.own_node(inner)
-    assert start is not None
-    for node in ckpt.walk_own(start):
-        if matcher(node.path):
-            yield node.path[:-1], (node.key,), range(1)
-        if node.kind == MEMBER:
-            try:
-                member = ckpt.member(node)
-            except (TDViewError, OSError):
-                continue
-            yield from _tree_batches(member, matcher, member.root, node.path)
+    yield from ckpt._search_batches(matcher, under)
 
 
 def search_page(
