@@ -48,6 +48,13 @@ def test_two_files_open_as_views_of_one_kernel(lab, page, artifacts: Path) -> No
 
     context_menu(page, "demo_ckpt", "Open in tdview").click()
     second = panel_of(page, "demo_ckpt")
+    # a panel's session is set a moment after its view draws (a loaded machine shows it)
+    page.wait_for_function(
+        """() => [...window.jupyterapp.shell.widgets('main')]
+            .filter(w => w.hasClass && w.hasClass('tdview-console'))
+            .every(w => w.sessionContext.session && w.sessionContext.session.kernel)""",
+        timeout=TIMEOUT,
+    )
     ids = kernel_ids(page)
     assert len(ids) == 2 and ids[0] == ids[1], ids  # one kernel serves both views
     assert len(running_kernels(lab) - before) == 1
