@@ -60,6 +60,13 @@ def test_readme_screenshot(lab, screen, artifacts, theme: str) -> None:
     widget = page.locator(".tdview-root")
     for key in TOP_KEYS:
         row(page, key, 2).wait_for(timeout=TIMEOUT)
+    # the root's totals, which need every meta.json, fill in after the first paint (waited
+    # for before the clicks below: a click while they are on their way can lose them)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.tdview-root [role="treeitem"][aria-level="1"]')]
+            .some(r => / tensors/.test(r.textContent))""",
+        timeout=TIMEOUT,
+    )
     row(page, "model", 2).locator(".tdview-twisty").click()
     row(page, "embed", 3).locator(".tdview-twisty").click()
     row(page, "weight", 4).first.locator(".tdview-key").click()
@@ -72,12 +79,6 @@ def test_readme_screenshot(lab, screen, artifacts, theme: str) -> None:
     preview.locator(".tdview-preview-button").click()
     preview.locator(".tdview-histogram svg").wait_for(timeout=TIMEOUT)
     preview.locator(".tdview-preview-table tbody tr").first.wait_for(timeout=TIMEOUT)
-    # the root's totals, which need every meta.json, fill in after the first paint
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('.tdview-root [role="treeitem"][aria-level="1"]')]
-            .some(r => / tensors/.test(r.textContent))""",
-        timeout=TIMEOUT,
-    )
     page.wait_for_timeout(300)  # the histogram's bars settle
     cell = page.locator(".jp-Notebook .jp-CodeCell").first
     cell.scroll_into_view_if_needed()
