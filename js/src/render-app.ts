@@ -192,8 +192,9 @@ export class App {
       this.view?.refresh();
     };
     this.details.onDetails = showRootTotals;
-    // the root row shows its size: asked for here when the root is not what shows first
-    if (state.root.bytes === null && state.selected.length > 0) {
+    // the root row shows its size: asked for here, never cancelled, since the details'
+    // own request for the root's totals is dropped as soon as another row is picked
+    if (state.root.bytes === null) {
       source.node([]).then(showRootTotals, () => {});
     }
     // a folder picked shows its children; a row picked from the list hands the tree the keys

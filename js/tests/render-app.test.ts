@@ -232,6 +232,22 @@ describe("the root's totals", () => {
     expect(app.tree?.selectedPath).toEqual([first]);
     expect(size()?.textContent).toBe("21.2 MB");
   });
+
+  it("arrive when another row is picked while the root's own details wait for them", async () => {
+    const tree = replayTree();
+    tree.rollup = { bytes: 21_236_000, numel: 21_000_000, leaves: 5, by_dtype: {} };
+    const source = new MemoryDataSource(tree);
+    const root = { ...source.root, bytes: null, numel: null };
+    // the details ask for the root's totals after a quiet half second: a click comes first
+    const app = new App({ source, state: state({ root }), detailsDelayMs: 0 });
+    document.body.append(app.element);
+    const first = tree.children?.[0]?.key ?? "";
+    await app.reveal([first]);
+    const size = () => app.element.querySelector('.tdview-row[aria-level="1"] .tdview-bytes');
+    for (let i = 0; i < 40 && !size(); i++) await tick(50);
+    expect(app.tree?.selectedPath).toEqual([first]);
+    expect(size()?.textContent).toBe("21.2 MB");
+  });
 });
 
 describe("filtering the tree in place keeps the selection", () => {
