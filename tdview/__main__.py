@@ -57,8 +57,13 @@ def parse_cli_subpath(text: str) -> tuple[str, ...]:
 def _tree(args: argparse.Namespace) -> int:
     from ._text import printable
     from .index import Checkpoint, Collection
-    from .views._collection import holds_checkpoints, nothing_found, render_collection
-    from .views._tree import TreeOptions, render_tree
+    from .views import (
+        TreeOptions,
+        holds_checkpoints,
+        nothing_found,
+        render_collection,
+        render_tree,
+    )
 
     path = parse_cli_subpath(args.subpath) if args.subpath else ()
     depth = None if args.depth < 0 else args.depth
@@ -114,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--no-rollups", action="store_true", help="skip subtree totals")
     tree.add_argument("--legacy-keys", action="store_true", help="read raw key names only")
     tree.set_defaults(run=_tree)
-    from .diff._cli import add_parser as add_diff_parser
+    from .diff import add_parser as add_diff_parser
 
     add_diff_parser(commands, parse_cli_subpath)
     return parser

@@ -9,8 +9,7 @@ import os
 from typing import Any
 
 from ._text import error_text, printable
-from .protocol._compare import Comparison
-from .protocol._diff import open_view
+from .protocol import Comparison, open_view
 
 #: Lines of the static text of a comparison (the differing keys first seen).
 MAX_LINES = 60
@@ -51,7 +50,7 @@ def static_text(
     head = f"tdview: {source_a} -> {source_b}"
     if comparison is None:
         return "\n".join(printable(text, limit=2000) for text in (head, error))
-    from .diff._text import line, summary
+    from .diff import line, summary
 
     with comparison.view.lock:
         result = comparison.view.result

@@ -15,13 +15,20 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
+from . import views
 from ._compare_widget import compare_state, open_comparison, static_html, static_text
 from ._text import error_text, printable
 from .index import Checkpoint, Collection, normalize_subpath
-from .protocol import MODES, PROTOCOL_VERSION, Dispatcher, Session, root_summary
-from .protocol._load import check_device, load_value
-from .views import _html
-from .views._collection import holds_checkpoints, nothing_found
+from .protocol import (
+    MODES,
+    PROTOCOL_VERSION,
+    Dispatcher,
+    Session,
+    check_device,
+    load_value,
+    root_summary,
+)
+from .views import holds_checkpoints, nothing_found
 
 if TYPE_CHECKING:
     from .diff import Diff
@@ -199,7 +206,7 @@ class TDView(anywidget.AnyWidget):
         self.comparison = comparison
         self._compare_source = None if compare is None else os.fspath(compare)
         self.value: Any = None
-        self._static: list[_html.Row] | None = None
+        self._static: list[views.Row] | None = None
         self._session = Session(
             ckpt,
             source,
@@ -313,9 +320,9 @@ class TDView(anywidget.AnyWidget):
 
     # -- static renderings ----------------------------------------------------------
 
-    def _table(self) -> list[_html.Row]:
+    def _table(self) -> list[views.Row]:
         if self._static is None:
-            self._static = [] if self.checkpoint is None else list(_html.rows(self.checkpoint))
+            self._static = [] if self.checkpoint is None else list(views.rows(self.checkpoint))
         return self._static
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -325,15 +332,15 @@ class TDView(anywidget.AnyWidget):
         if self._compare_source is not None:
             text = static_text(self.comparison, self.source, self._compare_source, self.error)
             data["text/plain"], data["text/html"] = text, static_html(text)
-            self._static_html = static_html(text[: _html.STATE_HTML // 6])  # escaped: ≤ 6×
+            self._static_html = static_html(text[: views.STATE_HTML // 6])  # escaped: ≤ 6×
             return data, metadata
         try:
-            data["text/plain"] = _html.render_text(self.source, self._table(), self.error)
-            data["text/html"] = _html.render_html(self.source, self._table(), self.error)
+            data["text/plain"] = views.render_text(self.source, self._table(), self.error)
+            data["text/html"] = views.render_html(self.source, self._table(), self.error)
             self._static_html = (
                 data["text/html"]
-                if len(data["text/html"]) <= _html.STATE_HTML
-                else _html.render_html(self.source, self._table(), self.error, _html.STATE_HTML)
+                if len(data["text/html"]) <= views.STATE_HTML
+                else views.render_html(self.source, self._table(), self.error, views.STATE_HTML)
             )
         except Exception as error:  # noqa: BLE001 - a repr must not raise
             text = printable(f"tdview: {self.source}: {type(error).__name__}: {error_text(error)}")

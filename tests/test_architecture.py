@@ -24,15 +24,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "tdview"
 
 #: Modules at the root of the package that import nothing of tdview: any layer may use them.
-BASE = frozenset({"errors", "_version", "_units", "_text", "_gc"})
+BASE = frozenset({"errors", "_version", "_units", "_text", "_gc", "_platform"})
 
 #: Layer -> the layers it may import (its own modules always). A module of the package
 #: root belongs to the layer named here by its module name (``_compare_widget`` -> widget).
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **{name: frozenset() for name in BASE},
     # keys and bytes only: knows nothing of meta.json, nor of anything above it
-    "storage": frozenset({"errors"}),
-    "format": BASE | {"storage"},  # storage's WINDOWS_PATHS, for the key codec
+    "storage": frozenset({"errors", "_platform"}),
+    "format": BASE,  # bytes and JSON to records: reads no store
     "index": BASE | {"storage", "format"},
     "loader": BASE | {"storage", "format", "index"},
     # the static text tree (`tdview tree`, the saved output) and its HTML: index only
@@ -57,9 +57,14 @@ DEFERRED = {
     # calls run (a Collection inherits them; run finds the member). Imported when
     # called: load stands on index (a top-level import would be a cycle), and `import
     # tdview.index` stays free of torch and tensordict. A hook registered by the load
-    # package would only hide this arrow (ARCHITECTURE.md, plan item 2).
-    ("index/_checkpoint.py", "tdview.loader._api"),
+    # package would only hide this arrow (ARCHITECTURE.md, Layers).
+    ("index/_checkpoint.py", "tdview.loader"),
 }
+
+#: Imports of another package's private module or name (``tdview.Y._z``, ``from tdview.Y
+#: import _z``) allowed, each with its reason: (importing file, imported module) -> why.
+#: Empty: every package's ``__init__`` names what the other layers use of it.
+PRIVATE_DOORS: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> str:
@@ -157,6 +162,7 @@ def test_every_deferred_exception_is_still_needed() -> None:
         ("storage/_base.py", "from ..format import DTYPES", "storage imports tdview.format"),
         ("storage/_zip.py", "from .. import _text", "storage imports tdview._text"),
         ("format/_keys.py", "import tdview.index", "format imports tdview.index"),
+        ("format/_keys.py", "from ..storage import Store", "format imports tdview.storage"),
         (
             "index/_node.py",
             "def f():\n    from ..protocol import handle\n",
@@ -196,6 +202,84 @@ def test_a_root_module_of_no_layer_fails(tmp_path: Path) -> None:
     )
     (copy / "_helper.py").write_text('"""A new module at the package root."""\n')
     assert violations(copy) == ["tdview/_helper.py: in no layer: name its layer in ROOT_LAYER"]
+
+
+def package_of(module: str) -> str | None:
+    """``tdview.index._walk`` -> ``index``; a module at the package root -> None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and _is_package(parts[1])) else None
+
+
+def _is_package(name: str, root: Path = PACKAGE) -> bool:
+    return (root / name / "__init__.py").is_file()
+
+
+def private_imports(
+    root: Path = PACKAGE, doors: dict[tuple[str, str], str] = PRIVATE_DOORS
+) -> list[str]:
+    """Every import of another package's private module or name under ``root``: a module
+    of package X (or at the package root) naming ``tdview.Y._z`` or ``from tdview.Y import
+    _z``, Y != X. The other layers go through Y's face, its ``__init__``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        here = package_of(module) if path.parent != root else None
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            targets = imported(node, module, path.name == "__init__.py")
+            if isinstance(node, ast.ImportFrom):  # `from tdview.y import _z`: a private name
+                targets += [f"{targets[0]}.{a.name}" for a in node.names if a.name[0] == "_"]
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] != "tdview" or len(parts) < 3 or parts[1] == here:
+                    continue
+                if not _is_package(parts[1], root) or (rel, target) in doors:
+                    continue
+                if any(part.startswith("_") for part in parts[2:]):
+                    found.append(f"tdview/{rel}:{node.lineno}: imports {target} past its face")
+    return found
+
+
+def test_other_packages_are_imported_through_their_faces() -> None:
+    """Another package's public names only, from its ``__init__``: what a layer offers the
+    others is written in one place, and a private module can change behind it."""
+    assert private_imports() == []
+
+
+def test_every_private_door_is_still_needed() -> None:
+    """An exception that no import uses any more is taken out of :data:`PRIVATE_DOORS`."""
+    used = {
+        line.split(":")[0] + " " + line.split(" imports ")[1] for line in private_imports(doors={})
+    }
+    assert {f"tdview/{file} {target} past its face" for file, target in PRIVATE_DOORS} <= used
+
+
+@pytest.mark.parametrize(
+    ("file", "line", "expected"),
+    [
+        ("widget.py", "from .protocol._load import load_value", "tdview.protocol._load"),
+        ("diff/_walk.py", "from ..index._facts import pickle_key", "tdview.index._facts"),
+        ("views/_html.py", "from ..index import _collection", "tdview.index._collection"),
+        ("diff/_stream.py", "from ..storage import _codecs", "tdview.storage._codecs"),
+        (
+            "index/_node.py",
+            "def f():\n    import tdview.loader._api\n",
+            "tdview.loader._api",
+        ),
+    ],
+)
+def test_a_private_import_fails(tmp_path: Path, file: str, line: str, expected: str) -> None:
+    """The check itself: a copy of the package with one import past a face fails."""
+    copy = tmp_path / "tdview"
+    shutil.copytree(
+        PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static", "labextension")
+    )
+    target = copy / file
+    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
+    found = private_imports(copy)
+    assert len(found) == 1 and f"imports {expected} past its face" in found[0], found
 
 
 def import_graph(folder: Path, root: Path = PACKAGE) -> dict[str, set[str]]:

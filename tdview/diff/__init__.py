@@ -24,6 +24,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._cli import add_parser
     from ._result import (
         ADDED,
         AUTO,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         ValueStats,
     )
     from ._sides import Source
+    from ._text import line, summary
 
 __all__ = [
     "ADDED",
@@ -59,10 +61,19 @@ __all__ = [
     "Facts",
     "Row",
     "ValueStats",
+    "add_parser",
     "diff",
+    "line",
+    "summary",
 ]
 
-_RESULT_NAMES = frozenset(__all__) - {"diff"}
+#: The face's names other than ``diff``, each imported from its module on first use.
+_LAZY = {
+    **{name: "._result" for name in __all__ if name[0].isupper()},  # the result types
+    "add_parser": "._cli",  # ``tdview diff`` on the command line
+    "line": "._text",  # a row as ``tdview diff`` prints it
+    "summary": "._text",  # a Diff's one-line summary, as ``tdview diff`` ends
+}
 Progress = Callable[[int, int, str], object]
 
 
@@ -152,8 +163,8 @@ def diff(
 
 
 def __getattr__(name: str) -> Any:
-    if name in _RESULT_NAMES:
-        value = getattr(import_module("._result", __name__), name)
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tdview.diff' has no attribute {name!r}")

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..storage import Store
-from ..storage._crc import crc32_combine
+from ..storage import Store, crc32_combine
 
 if TYPE_CHECKING:
     from ._stats import Acc

@@ -13,7 +13,7 @@
 The first two read any range, so a large leaf can be split among threads; a compressed
 entry is read front to back. Which source a key gets is asked of the store
 (:meth:`Store.locate`), never its kind. The codecs' stream parser is the storage
-layer's (``_decompressor``).
+layer's (``decompressor``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import os
 import zlib
 
 from ..errors import LeafDataError
-from ..storage import Payload, Store
-from ..storage._codecs import METHODS, _decompressor  # the codec's own parser
+from ..storage import METHODS, Payload, Store, decompressor
 
 _METHOD_NUMBERS = {name: number for number, name in METHODS.items()}
 # Compressed input fed to the decompressor per call.
@@ -101,7 +100,7 @@ class InflateSource(Source):
         self.stored_size = payload.stored_size
         head = self._read(0)  # the first chunk: what the decompressor's header parse needs
         method = _METHOD_NUMBERS[payload.compression]
-        self.decomp, start = _decompressor(method, 0, memoryview(head), self.what)
+        self.decomp, start = decompressor(method, 0, memoryview(head), self.what)
         self.head = head[start:]
         self.pos = len(head)  # where the next chunk of the stored stream starts
         self.produced = 0

@@ -9,8 +9,7 @@ from typing import Any
 
 from ..errors import TDViewError
 from ..format import torch_dtype
-from ..index import NON_TENSOR, NON_TENSOR_STACK, Checkpoint, Node
-from ..index._facts import pickle_key
+from ..index import NON_TENSOR, NON_TENSOR_STACK, Checkpoint, Node, pickle_key
 from ._jobs import COMPARE, CRC, VALUES, Job, Span
 from ._renames import Renames
 from ._result import CRC_EQUAL, DIFFERS, EQUAL, SAME, Row, ValueStats
@@ -281,7 +280,7 @@ def _stored_crc(store: Any, key: str, size: int) -> int | None:
 def _node_value(ckpt: Checkpoint, node: Node, allow_pickle: bool) -> Any:
     """A non-tensor node's value: from ``meta.json``, ``json_types.json`` names or its
     pickle (a NonTensorData's ``data`` field; a tensorclass's extra fields)."""
-    from ..loader._pickles import non_tensor_extras, unpickle_file
+    from ..loader import non_tensor_extras, unpickle_file
 
     if node.has_value:
         return node.value

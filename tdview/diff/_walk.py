@@ -22,10 +22,11 @@ from ..index import (
     LoadItem,
     NestedPath,
     Node,
+    leaf_entry,
     load_access,
     needs_unpickling,
+    pickle_key,
 )
-from ..index._facts import leaf_entry, pickle_key
 from ._result import ADDED, REMOVED, SAME, Facts, Row
 from ._sides import Side
 

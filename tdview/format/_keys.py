@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ..storage import WINDOWS_PATHS
+from .._platform import WINDOWS_PATHS
 
 __all__ = [
     "candidate_names",

@@ -9,14 +9,27 @@ from __future__ import annotations
 from ._cancel import cancel_point, cancellable
 from ._checkpoint import Checkpoint, Page, load_access
 from ._children import collection_names, leaf_names
-from ._collection import Collection, is_collection_folder, not_a_checkpoint_folder
+from ._collection import (
+    FOLDER,
+    JSON_FILE,
+    MAX_DEPTH,
+    MEMBER,
+    PICKLE_FILE,
+    RAW_MEMMAP,
+    Collection,
+    is_collection_folder,
+    not_a_checkpoint_folder,
+)
 from ._dims import range_problem
 from ._facts import (
+    DECOMPRESS,
     LeafStorage,
     described_pickle,
+    leaf_entry,
     leaf_storage,
     needs_unpickling,
     pickle_info,
+    pickle_key,
     refusal,
     size_problems,
 )
@@ -43,10 +56,17 @@ from ._search import SearchPage, iter_matches, search, search_page, walk
 from ._subpath import resolve_subpath
 
 __all__ = [
+    "DECOMPRESS",
+    "FOLDER",
+    "JSON_FILE",
     "LAZY_STACK",
     "LEAF",
+    "MAX_DEPTH",
+    "MEMBER",
     "NON_TENSOR",
     "NON_TENSOR_STACK",
+    "PICKLE_FILE",
+    "RAW_MEMMAP",
     "TENSORCLASS",
     "TENSORDICT",
     "VIEW",
@@ -74,6 +94,7 @@ __all__ = [
     "is_collection_folder",
     "iter_matches",
     "join_key",
+    "leaf_entry",
     "leaf_names",
     "leaf_storage",
     "load_access",
@@ -82,6 +103,7 @@ __all__ = [
     "not_a_checkpoint_folder",
     "path_matcher",
     "pickle_info",
+    "pickle_key",
     "range_problem",
     "refusal",
     "resolve_subpath",

@@ -516,7 +516,7 @@ class Checkpoint:
         >>> ckpt = Checkpoint("ckpt.tdz")                                # doctest: +SKIP
         >>> head = ckpt.load("model/head", device="cpu", mode="r")       # doctest: +SKIP
         """
-        from ..loader._api import LoadRequest, run
+        from ..loader import LoadRequest, run
 
         request = LoadRequest(
             subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
@@ -534,7 +534,7 @@ class Checkpoint:
         >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
         torch.Size([2, 3, 1])
         """
-        from ..loader._api import LoadRequest, run
+        from ..loader import LoadRequest, run
 
         return run(self, LoadRequest(subpath, device, mode=mode, leaf=True))
 

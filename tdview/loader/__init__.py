@@ -22,16 +22,24 @@ light, and the metadata-only layers never import torch.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..index import resolve_subpath
+    from ._api import LoadRequest, load_leaf, run
+    from ._pickles import PICKLE_WARNING, non_tensor_extras, unpickle_file
 
 __all__ = [
     "PICKLE_WARNING",
     "LoadRequest",
+    "import_modules",
     "load",
     "load_leaf",
     "load_memmap",
+    "non_tensor_extras",
     "resolve_subpath",
     "run",
+    "unpickle_file",
 ]
 
 _LAZY = {
@@ -40,6 +48,8 @@ _LAZY = {
     "load_leaf": "._api",
     "resolve_subpath": "..index",
     "PICKLE_WARNING": "._pickles",
+    "non_tensor_extras": "._pickles",
+    "unpickle_file": "._pickles",
 }
 
 
@@ -51,6 +61,12 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def import_modules() -> None:
+    """Import the loader's modules (torch, tensordict, the walk) now: on a thread while a
+    load form is open, so that the load asked next does not wait for them."""
+    from . import _build, _walk  # noqa: F401
 
 
 def load_memmap(

@@ -39,8 +39,7 @@ from ..errors import (
     UnsafeCheckpointError,
 )
 from ..format import LeafRecord, torch_dtype
-from ..index import Node, show_path
-from ..index._facts import refusal
+from ..index import Node, refusal, show_path
 from ..storage import Link, Store
 from ._context import LoadContext, user_stacklevel
 from ._fdmap import AVAILABLE, map_descriptor

@@ -24,9 +24,11 @@ from __future__ import annotations
 from ..errors import Cancelled, NoCheckpointError, RequestError
 from ._checks import MAX_PAGE, MAX_ROWS, MODES
 from ._collection import root_summary
+from ._compare import Comparison
+from ._diff import open_view
 from ._dispatch import Dispatcher, handle
 from ._json import json_safe
-from ._load import devices, load, load_code
+from ._load import check_device, devices, load, load_code, load_value
 from ._messages import PROTOCOL_VERSION, Request, parse_cancel, progress, reply_error, reply_ok
 from ._methods import METHODS, parse_request
 from ._preview import PreviewUnsupportedError, preview, statistics
@@ -41,12 +43,14 @@ __all__ = [
     "MODES",
     "PROTOCOL_VERSION",
     "Cancelled",
+    "Comparison",
     "Dispatcher",
     "NoCheckpointError",
     "PreviewUnsupportedError",
     "Request",
     "RequestError",
     "Session",
+    "check_device",
     "children_page",
     "details",
     "devices",
@@ -54,14 +58,16 @@ __all__ = [
     "json_safe",
     "load",
     "load_code",
+    "load_value",
+    "open_view",
     "parse_cancel",
     "parse_request",
     "preview",
     "progress",
     "reply_error",
     "reply_ok",
+    "root_summary",
     "search_result",
     "statistics",
-    "root_summary",
     "summary",
 ]

@@ -14,8 +14,17 @@ import os
 from typing import Any
 
 from ..errors import SubpathError, TDViewError
-from ..index import LEAF, Checkpoint, Collection, Node
-from ..index._collection import FOLDER, JSON_FILE, MEMBER, PICKLE_FILE, RAW_MEMMAP
+from ..index import (
+    FOLDER,
+    JSON_FILE,
+    LEAF,
+    MEMBER,
+    PICKLE_FILE,
+    RAW_MEMMAP,
+    Checkpoint,
+    Collection,
+    Node,
+)
 from . import _summaries
 from ._json import bounded_value
 

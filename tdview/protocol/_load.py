@@ -92,7 +92,9 @@ def _warmed() -> None:
 
 def _import_loader() -> None:
     try:
-        from ..loader import _build, _walk  # noqa: F401
+        from ..loader import import_modules
+
+        import_modules()
     except Exception:  # noqa: BLE001 - the load itself imports it again and reports
         return
 

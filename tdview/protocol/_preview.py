@@ -64,8 +64,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LimitExceededError, PreviewUnsupportedError
-from ..index import Checkpoint, Node, leaf_storage, rows_of_leaf
-from ..index._facts import DECOMPRESS
+from ..index import DECOMPRESS, Checkpoint, Node, leaf_storage, rows_of_leaf
 from ._heatmap import heatmap as heatmap_of
 from ._load import host_memory
 from ._preview_ranged import read

@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LeafDataError, PreviewUnsupportedError
-from ..index import Checkpoint, Node, show_path
-from ..index._facts import refusal, size_problems
+from ..index import Checkpoint, Node, refusal, show_path, size_problems
 from ._preview_ranged import RangedView, read
 
 __all__ = ["Display", "display_of", "leaf_values"]

@@ -17,13 +17,13 @@ from ..index import (
     leaf_storage,
     needs_unpickling,
     pickle_info,
+    pickle_key,
     rollup,
     size_problems,
     stack_members,
     stack_schema,
     storage_rows,
 )
-from ..index._facts import pickle_key
 from ._json import bounded_value
 
 #: Said of a node whose load unpickles, as ``tdview tree`` says it (``PICKLE_POLICY``).

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._platform import WINDOWS_PATHS
 from ..errors import ArchiveError, LimitExceededError, TDViewError, UnsafeCheckpointError
 from ._folder_walk import FolderWalk
 from ._links import Link
@@ -41,9 +42,6 @@ __all__ = [
     "name_problem",
     "not_found",
 ]
-
-# Whether a directory key is joined to a Windows path (backslash and drive prefixes count).
-WINDOWS_PATHS = os.name == "nt"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ArchiveError, LeafDataError
 from ._crc import crc32_combine
 
-__all__ = ["METHODS", "STORED", "decode", "method_name"]
+__all__ = ["METHODS", "STORED", "decode", "decompressor", "method_name"]
 
 STORED, DEFLATE, BZIP2, LZMA = 0, 8, 12, 14
 METHODS = {STORED: "stored", DEFLATE: "deflate", BZIP2: "bzip2", LZMA: "lzma"}
@@ -114,7 +114,7 @@ def decode(
         out = np.empty(0, dtype=np.uint8)  # some writers store an empty file with no stream
         actual = 0
     else:
-        decomp, start = _decompressor(method, flags, src, what)
+        decomp, start = decompressor(method, flags, src, what)
         sink = _Sink(size, _capacity(method, len(src) - start, size), pool)
         try:
             pos = _inflate(decomp, src, start, size, sink, what)
@@ -203,7 +203,7 @@ class _Sink:
         self._parts.clear()
 
 
-def _decompressor(method: int, flags: int, src: memoryview, what: str):
+def decompressor(method: int, flags: int, src: memoryview, what: str):
     """Return ``(decompressor, start of the stream in src)`` for ``method``."""
     if method == DEFLATE:
         return zlib.decompressobj(-15), 0

@@ -10,8 +10,18 @@ from collections.abc import Iterator
 
 from .._units import human_bytes
 from ..errors import TDViewError
-from ..index import LEAF, Checkpoint, Collection, Node, path_matcher
-from ..index._collection import FOLDER, JSON_FILE, MAX_DEPTH, MEMBER, PICKLE_FILE
+from ..index import (
+    FOLDER,
+    JSON_FILE,
+    LEAF,
+    MAX_DEPTH,
+    MEMBER,
+    PICKLE_FILE,
+    Checkpoint,
+    Collection,
+    Node,
+    path_matcher,
+)
 from ._tree import (
     TreeOptions,
     TreeRow,

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 
 from .._text import printable
 from ..format import CollectionRecord, TensorDictNode
-from ..index import Checkpoint, Collection, Node
-from ..index._collection import FOLDER, MEMBER
+from ..index import FOLDER, MEMBER, Checkpoint, Collection, Node
 from ._tree import TreeRow, describe, draw_rows
 
 #: Levels shown below the root, and children shown per level.
