@@ -376,3 +376,19 @@ def test_protocol_modules_share_only_public_names() -> None:
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 found += [f"protocol/{path.name}:{node.lineno}: {name}" for name in private]
     assert found == []
+
+
+#: The most ``# type: ignore`` comments tdview/ may hold: each one is a place mypy cannot
+#: follow (tensordict's private attributes, ctypes, a stdlib private); a new one fixes
+#: the type instead (a real type, a Protocol, a ``@final`` class that narrows).
+MAX_TYPE_IGNORES = 10
+
+
+def test_few_type_ignores() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "# type: ignore" in text
+    ]
+    assert len(found) <= MAX_TYPE_IGNORES, found

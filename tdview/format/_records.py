@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 from ..errors import UnsupportedFormatVersionError
 from ._classes import ClassRef, NodeKind
@@ -113,6 +113,7 @@ class NodeBase:
         return self.class_ref.qualname
 
 
+@final  # `type(record) is LeafRecord` then tells mypy the other branch's type too
 @dataclass(frozen=True, slots=True)
 class LeafRecord:
     """A tensor leaf stored in ``<name>.memmap``.
@@ -153,6 +154,7 @@ class LeafRecord:
         return self.shape[0] * self.shape[1] * 8
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class CollectionRecord:
     """A nested collection stored in the subdirectory ``<name>/``.

@@ -137,7 +137,7 @@ class ReadAhead:
                 names = collection_names(record.key, robust=self.robust)
                 if names:
                     folders.append(prefix + names[0])
-            elif not record.is_nested:  # type: ignore[union-attr]
+            elif not record.is_nested:
                 names = leaf_names(record.key, robust=self.robust)
                 if names:
                     leaves.append(prefix + names[0])

@@ -295,7 +295,7 @@ def tensordict_totals(
                 SubFolder(
                     (*path, key),
                     collection_dir(store, dirkey, key, robust=robust, dirs=dirs),
-                    record.type_hint,  # type: ignore[union-attr]
+                    record.type_hint,
                 )
             )
     return nbytes, numel, leaves, by_dtype, rest

@@ -177,9 +177,9 @@ def bound_to(value: object, owner: object = None) -> str:
     try:  # the user's object: its attributes may raise
         batch, source = getattr(value, "batch_size", None), getattr(value, "source", None)
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-        name = getattr(value, "__name__", None)
-        if isinstance(batch, tuple) and callable(getattr(value, "keys", None)):
-            keys = len(value.keys())  # type: ignore[attr-defined]
+        name, keys_of = getattr(value, "__name__", None), getattr(value, "keys", None)
+        if isinstance(batch, tuple) and callable(keys_of):
+            keys = len(keys_of())
             return f"{article} {kind} of {keys} key{'s' * (keys != 1)}, batch {shape_text(batch)}"
         if isinstance(shape, tuple) and dtype is not None:  # a tensor, an array
             return f"{article} {kind} {shape_text(shape)} {dtype_text(str(dtype))}"

@@ -61,14 +61,14 @@ class Method:
 
     name: str
     parse: Callable[[dict[str, Any]], dict[str, Any]]
-    lane: Callable[[dict[str, Any]], str]
+    lane: Callable[[object], str]  # of the params as they came: maybe no object
     answer: Callable[[Call], Reply] | None = None
     own: Callable[[Collection, Node, Call], Reply] | None = None
     at_mount: bool = False
     compare: Callable[[_compare.CompareCall], Reply] | None = None
 
 
-def _by_totals(params: dict[str, Any]) -> str:
+def _by_totals(params: object) -> str:
     """A click (no totals) browses; a subtree's totals walk it (params not an object:
     answered at once, in ``browse``)."""
     if not isinstance(params, dict):
@@ -76,7 +76,7 @@ def _by_totals(params: dict[str, Any]) -> str:
     return "browse" if params.get("totals", True) is False else "walk"
 
 
-def _lane(name: str) -> Callable[[dict[str, Any]], str]:
+def _lane(name: str) -> Callable[[object], str]:
     return lambda params: name
 
 
@@ -160,7 +160,7 @@ def lane(message: object) -> str:
         return "browse"
     method = message.get("method")
     found = TABLE.get(method) if isinstance(method, str) else None
-    return "browse" if found is None else found.lane(message.get("params"))  # type: ignore[arg-type]
+    return "browse" if found is None else found.lane(message.get("params"))
 
 
 def answer(session: Session, request: Request, progress_fn: ProgressFn | None) -> Reply:

@@ -243,8 +243,8 @@ class Plane:
     def key(self, dims: list[Dim]) -> tuple[int | slice, ...]:
         """The index of the plane in the selection (one part per dim it keeps)."""
         return tuple(
-            slice(None) if self.at[d] is None else self.at[d]  # type: ignore[misc]
-            for d, dim in enumerate(dims)
+            slice(None) if at is None else at
+            for at, dim in zip(self.at, dims, strict=True)  # as long: see plane_of
             if dim.kept
         )
 

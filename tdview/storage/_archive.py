@@ -16,6 +16,7 @@ import os
 import stat
 import zlib
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from ._columns import payload_offsets
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # what read_into fills: any writable buffer
 
 __all__ = ["ArchiveStore"]
 
@@ -290,13 +294,13 @@ class ArchiveStore(Store):
         """The archive's path (its file was checked on ``fd`` to be the one it read)."""
         return self.root
 
-    def read_into(self, key: str, offset: int, buf: object) -> None:
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         """Copy the stored bytes out of the one read-only mapping (after
         :meth:`check_intact`), then drop the pages read (and those up to 2 MiB behind,
         within the entry) from the process: they stay in the page cache, so reading a
         1 GB archive through here does not leave 1 GB resident."""
         e = self._readable(key)
-        out = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        out = memoryview(buf).cast("B")
         n = len(out)
         if offset < 0 or offset + n > e.stored_size:
             raise ValueError(

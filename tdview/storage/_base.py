@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .._platform import WINDOWS_PATHS
 from ..errors import ArchiveError, LimitExceededError, TDViewError, UnsafeCheckpointError
 from ._folder_walk import FolderWalk
 from ._links import Link
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # what read_into fills: any writable buffer
 
 __all__ = [
     "WINDOWS_PATHS",
@@ -457,7 +460,7 @@ class Store(abc.ABC):
         """
         raise io.UnsupportedOperation(f"{self.display(key)} cannot be memory-mapped.")
 
-    def read_into(self, key: str, offset: int, buf: Any) -> None:
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         """Fill ``buf`` (a writable buffer) with the stored bytes of file ``key`` that
         start at ``offset``: its content for a payload stored as it is
         (:attr:`Payload.as_stored`), the compressed stream of a compressed entry.

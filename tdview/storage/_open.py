@@ -46,7 +46,7 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     'directory'
     """
     if is_remote(path):  # a URL (s3://, https://...): see _remote
-        return open_remote(path)  # type: ignore[arg-type]
+        return open_remote(path)
     path = os.path.abspath(os.fspath(path))
     opened = open_dir(path)
     if opened is not None:  # a directory (Linux: told by opening it, no stat)

@@ -23,7 +23,7 @@ folder's listings are not cached: they are asked again.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import NotACheckpointError
 from ._base import Store, not_found
@@ -142,7 +142,7 @@ def remote(
     return RemotePath(shown, fs, path, dict(storage_options), cache, cache_dir, concurrency, verify)
 
 
-def is_remote(path: object) -> bool:
+def is_remote(path: object) -> TypeGuard[str | RemotePath]:
     """Whether ``path`` names a remote checkpoint (a URL, or a :class:`RemotePath`).
 
     Examples
@@ -153,7 +153,7 @@ def is_remote(path: object) -> bool:
     return isinstance(path, RemotePath) or (isinstance(path, str) and _URL.match(path) is not None)
 
 
-def open_remote(path: str) -> Store:
+def open_remote(path: str | RemotePath) -> Store:
     """Open the remote checkpoint ``path`` names (see the module docstring).
 
     Raises

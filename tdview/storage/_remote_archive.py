@@ -31,7 +31,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from ._zip import (
     _read_entries,
     _read_zip64,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # what read_into fills: any writable buffer
 
 __all__ = ["RemoteArchiveStore"]
 
@@ -202,12 +205,12 @@ class RemoteArchiveStore(ArchiveStore):
     def opened_path(self, fd: int, key: str) -> str:
         return Store.opened_path(self, fd, key)
 
-    def read_into(self, key: str, offset: int, buf: object) -> None:
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         """Read the stored bytes ``[offset, offset + len(buf))`` of the entry (pieces of
         at most ``PIECE`` bytes, concurrent); its local header is read first if it was
         not (one ranged read)."""
         e = self._readable(key)
-        dest = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        dest = memoryview(buf).cast("B")
         end = offset + len(dest)
         if offset < 0 or end > e.stored_size:
             raise ValueError(
@@ -247,9 +250,10 @@ class RemoteArchiveStore(ArchiveStore):
             return False
         return e is not None and e.size <= SMALL and key not in self._small
 
-    def _metas_below(self, dirkey: str) -> list[str]:
+    def _metas_below(self, dirkey: str) -> dict[str, int]:
+        """The small ``meta.json`` entries below ``dirkey``, each with its stored size."""
         prefix = dirkey + "/" if dirkey else ""
-        found = []
+        found = {}
         for name in self.keys():
             if (
                 name.startswith(prefix)
@@ -261,7 +265,7 @@ class RemoteArchiveStore(ArchiveStore):
                 except UnsafeCheckpointError:
                     continue
                 if e is not None and e.size <= SMALL:
-                    found.append(name)
+                    found[name] = e.stored_size
         return found
 
     def _read_small(self, keys: list[str]) -> None:
@@ -360,9 +364,9 @@ class RemoteArchiveStore(ArchiveStore):
         metas = self._metas_below(dirkey)
         batch: list[str] = []
         room = 0
-        for key in metas:
+        for key, stored_size in metas.items():
             batch.append(key)
-            room += self._file(key).stored_size  # type: ignore[union-attr]
+            room += stored_size
             if room >= BATCH:
                 self._read_small(batch)
                 batch, room = [], 0
@@ -555,7 +559,7 @@ class _Plan:
         return self._buffers[i][pad + at - first : pad + end - first]
 
 
-def _region_bytes(store: RemoteArchiveStore, keys: list[str]) -> int:
+def _region_bytes(store: RemoteArchiveStore, keys: Iterable[str]) -> int:
     total = 0
     for key in keys:
         e = store._file(key)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import EntryInfo, Payload, Store, check_key, name_problem, not_found
 from ._ranges import Job, Transport, span_jobs
 from ._remote import display_join
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # what read_into fills: any writable buffer
 
 __all__ = ["RemoteDirectoryStore"]
 
@@ -293,10 +296,10 @@ class RemoteDirectoryStore(Store):
         self.transport.read(jobs, finished)
         return out
 
-    def read_into(self, key: str, offset: int, buf: object) -> None:
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         """Read the bytes ``[offset, offset + len(buf))`` of the file (one span of
         :meth:`read_ranges`)."""
-        dest = memoryview(buf).cast("B")  # type: ignore[arg-type]
+        dest = memoryview(buf).cast("B")
         size = self.known_size(key)
         if size is None:
             if key and self.is_dir(key):

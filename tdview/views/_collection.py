@@ -6,6 +6,7 @@ and a member's rows below it are the member's own tree (:mod:`._tree`).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 
 from .._units import human_bytes
@@ -25,6 +26,7 @@ from ..index import (
 from ._tree import (
     TreeOptions,
     TreeRow,
+    _Filter,
     describe,
     draw_rows,
     matching,
@@ -32,10 +34,16 @@ from ._tree import (
     tree_rows,
 )
 
+
+class _Hit(enum.Enum):
+    """A node whose own name matches (a member's tree then shows unfiltered)."""
+
+    HIT = "hit"
+
+
 # What a filter shows of a collection, by path: None for a folder on the way to a match,
-# _HIT for a node whose own name matches, else a member's own filter (see matching()).
-_Kept = dict[tuple[str, ...], object]
-_HIT = object()
+# _Hit.HIT for a node whose own name matches, else a member's own filter (see matching()).
+_Kept = dict[tuple[str, ...], "_Filter | _Hit | None"]
 
 
 def holds_checkpoints(coll: Collection) -> bool:
@@ -130,7 +138,7 @@ def _member_rows(
     except (TDViewError, OSError):
         return
     keep = None if kept is None else kept.get(node.path)
-    if keep is _HIT:
+    if keep is _Hit.HIT:
         keep = None  # the member's own name matched: its tree is not filtered
     below = TreeOptions(
         depth=None if options.depth is None else options.depth - depth,
@@ -138,7 +146,7 @@ def _member_rows(
         limit=options.limit,
         rollups=options.rollups,
     )
-    for row_depth, key, text, last in tree_rows(member, member.root, below, keep):  # type: ignore[arg-type]
+    for row_depth, key, text, last in tree_rows(member, member.root, below, keep):
         yield depth + row_depth, key, text, last
 
 
@@ -150,7 +158,7 @@ def _matches(coll: Collection, start: Node, pattern: str) -> _Kept:
     first = len(start.path) + 1
     for node in coll.walk_own(start):
         hit = match(node.path)
-        keep: object = _HIT
+        keep: _Filter | _Hit = _Hit.HIT
         if node.kind == MEMBER and not hit:
             try:
                 member: Checkpoint = coll.member(node)
