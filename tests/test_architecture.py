@@ -24,14 +24,14 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "tdview"
 
 #: Modules at the root of the package that import nothing of tdview: any layer may use them.
-BASE = frozenset({"errors", "_version", "_units", "_text", "_gc", "_platform"})
+BASE = frozenset({"errors", "_version", "_units", "_text", "_gc", "_platform", "_cache"})
 
 #: Layer -> the layers it may import (its own modules always). A module of the package
 #: root belongs to the layer named here by its module name (``_compare_widget`` -> widget).
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **{name: frozenset() for name in BASE},
     # keys and bytes only: knows nothing of meta.json, nor of anything above it
-    "storage": frozenset({"errors", "_platform"}),
+    "storage": frozenset({"errors", "_platform", "_cache"}),
     "format": BASE,  # bytes and JSON to records: reads no store
     "index": BASE | {"storage", "format"},
     "loader": BASE | {"storage", "format", "index"},
@@ -392,3 +392,55 @@ def test_few_type_ignores() -> None:
         if "# type: ignore" in text
     ]
     assert len(found) <= MAX_TYPE_IGNORES, found
+
+
+#: Caches still bounded by hand, each with its reason (ARCHITECTURE.md, "Process-wide
+#: caches"); every other one is a ``tdview._cache.BoundedCache``.
+HAND_BOUNDED = {
+    "storage/_names.py": "a store's folders: a drop keeps the folders above the key",
+    "loader/_context.py": "a load's folder paths: the root's is set again after a drop",
+    "index/_checkpoint.py": "a checkpoint's metas: bounded for one load only",
+    "index/_subpath.py": "the resolver's parsed ancestors, held by the load's access",
+}
+
+
+def clear_when_full(root: Path = PACKAGE) -> dict[str, int]:
+    """File -> how many ``if len(c) >= bound: c.clear()`` it writes out."""
+    found: dict[str, int] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.If):
+                continue
+            sized = any(
+                isinstance(n, ast.Call) and getattr(n.func, "id", None) == "len"
+                for n in ast.walk(node.test)
+            )
+            clears = any(
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "clear"
+                for statement in node.body
+                for n in ast.walk(statement)
+            )
+            if sized and clears:
+                rel = path.relative_to(root).as_posix()
+                found[rel] = found.get(rel, 0) + 1
+    return found
+
+
+def test_caches_are_bounded_by_one_helper() -> None:
+    """ "Clear when full" is written once, in ``_cache.py``; the few left by hand are
+    listed with their reason (and each is still there)."""
+    found = clear_when_full()
+    assert set(found) - {"_cache.py"} == set(HAND_BOUNDED), found
+
+
+def test_a_cache_bounded_by_hand_fails(tmp_path: Path) -> None:
+    copy = tmp_path / "tdview"
+    shutil.copytree(
+        PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static", "labextension")
+    )
+    target = copy / "diff" / "_walk.py"
+    added = "\n_SEEN = {}\n\ndef seen(k):\n    if len(_SEEN) >= 9:\n        _SEEN.clear()\n"
+    target.write_text(target.read_text(encoding="utf-8") + added, encoding="utf-8")
+    assert clear_when_full(copy).get("diff/_walk.py") == 1

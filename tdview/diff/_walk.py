@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from .._cache import BoundedCache
 from .._gc import gc_paused
 from ..errors import TDViewError
 from ..format import LeafRecord
@@ -33,8 +34,8 @@ from ._sides import Side
 #: An item of a walk: a node, or the LeafFile of a plain leaf.
 Item = LoadItem
 
-_LEAF_FACTS: dict[tuple[str, tuple[int, ...]], Facts] = {}
 _LEAF_FACTS_SIZE = 4096
+_LEAF_FACTS: BoundedCache[tuple[str, tuple[int, ...]], Facts] = BoundedCache(_LEAF_FACTS_SIZE)
 
 
 def item_key(item: Item) -> str:
@@ -58,10 +59,8 @@ def _record_facts(record: LeafRecord) -> Facts:
     key = (record.dtype.name, record.shape)
     found = _LEAF_FACTS.get(key)
     if found is None:
-        if len(_LEAF_FACTS) >= _LEAF_FACTS_SIZE:
-            _LEAF_FACTS.clear()
-        found = _LEAF_FACTS[key] = Facts(
-            LEAF, "Tensor", record.dtype.name, record.shape, record.nbytes
+        found = _LEAF_FACTS.put(
+            key, Facts(LEAF, "Tensor", record.dtype.name, record.shape, record.nbytes)
         )
     return found
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .._cache import BoundedCache
 from ..errors import CheckpointFormatError
 from ._fields import short_repr
 
@@ -66,11 +67,12 @@ _BUILTIN: dict[str, str] = {
 # (type name, class id) -> classify()'s answer, for tensordict's own classes only (a
 # user class's kind also depends on the node's layout). Bounded: hostile checkpoints
 # may name many classes.
-_BUILTIN_CACHE: dict[tuple[str, str | None], tuple[str, ClassRef, bool]] = {}
+_BUILTIN_CACHE: BoundedCache[tuple[str, str | None], tuple[str, ClassRef, bool]]
 # (type name, class id) -> the two names parsed (parse_class_id, parse_type_name): what a
 # user class's look-up repeats on every load of a tensorclass. Bounded in the same way.
-_REF_CACHE: dict[tuple[str, str | None], tuple[ClassRef | None, ClassRef | None]] = {}
+_REF_CACHE: BoundedCache[tuple[str, str | None], tuple[ClassRef | None, ClassRef | None]]
 _CACHE_SIZE = 256
+_BUILTIN_CACHE, _REF_CACHE = BoundedCache(_CACHE_SIZE), BoundedCache(_CACHE_SIZE)
 
 _TYPE_NAME = re.compile(r"<class '(.+)'>", re.DOTALL)
 _SUBSCRIPT = re.compile(r"^(NonTensorData|MetaData)\[.*\]$", re.DOTALL)
@@ -204,17 +206,12 @@ def classify(meta: dict, where: str) -> tuple[str, ClassRef, bool]:
             parse_class_id(class_id) if class_id is not None else None,
             parse_type_name(type_name),
         )
-        if len(_REF_CACHE) >= _CACHE_SIZE:
-            _REF_CACHE.clear()
-        _REF_CACHE[cache_key] = refs
+        _REF_CACHE.put(cache_key, refs)
     id_ref, type_ref = refs
     for ref in (id_ref, type_ref):
         if ref is not None and (kind := builtin_kind(ref)) is not None:
             # tensordict's own classes depend on the two strings alone: remember them
-            if len(_BUILTIN_CACHE) >= _CACHE_SIZE:
-                _BUILTIN_CACHE.clear()
-            _BUILTIN_CACHE[cache_key] = found = (kind, ref, True)
-            return found
+            return _BUILTIN_CACHE.put(cache_key, (kind, ref, True))
     if id_ref is not None:
         if type(meta.get("stack_dim")) is int and "shape" not in meta:
             return NodeKind.LAZY_STACK, id_ref, False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any, ClassVar, final
 
+from .._cache import BoundedCache
 from ..errors import UnsupportedFormatVersionError
 from ._classes import ClassRef, NodeKind
 from ._dtypes import DTYPES, DTypeInfo, parse_dtype
@@ -59,21 +60,17 @@ def _build(cls: type, fields: dict[str, Any]) -> Any:
     return obj
 
 
-def _intern(cache: dict[Any, Any], value: Any) -> Any:
+def _intern(cache: BoundedCache[Any, Any], value: Any) -> Any:
     """One shared copy of an equal value (keys, shapes and devices repeat across the
     ``meta.json`` files of a checkpoint); the cache is bounded."""
     found = cache.get(value)
-    if found is None:
-        if len(cache) >= _INTERN_SIZE:
-            cache.clear()
-        cache[value] = found = value
-    return found
+    return cache.put(value, value) if found is None else found
 
 
 _INTERN_SIZE = 8192
-_KEYS: dict[str, str] = {}
-_SHAPES: dict[tuple[int, ...], tuple[int, ...]] = {}
-_DEVICES: dict[str, str] = {}
+_KEYS: BoundedCache[str, str] = BoundedCache(_INTERN_SIZE)
+_SHAPES: BoundedCache[tuple[int, ...], tuple[int, ...]] = BoundedCache(_INTERN_SIZE)
+_DEVICES: BoundedCache[str, str] = BoundedCache(_INTERN_SIZE)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, cast
 
+from .._cache import BoundedCache
 from .._gc import gc_paused
 from .._text import echo
 from ..errors import SubpathError, TDViewError
@@ -38,7 +39,7 @@ from ._rollup import Rollup, tree_rollup
 from ._search import Batch, tree_batches
 
 # Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
-_SHARED_METAS = 4096
+SHARED_METAS = 4096
 _SHARED_META_BYTES = 16384
 # Parsed meta.json files kept by a checkpoint opened for one load (all dropped beyond)
 _ONE_LOAD_METAS = 4096
@@ -145,7 +146,7 @@ class Checkpoint:
         self.robust = robust_key is not False
         self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
         self._metas_bound = _ONE_LOAD_METAS if one_load else None  # see one_load
-        self._parsed: dict[bytes, NodeMeta] = {}  # see _remember
+        self._parsed: BoundedCache[bytes, NodeMeta] = BoundedCache(SHARED_METAS)  # _remember
         #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
         self.meta_bytes_read = 0
         #: the cached rollup of each folder totalled so far (see :func:`~tdview.index.rollup`):
@@ -231,9 +232,7 @@ class Checkpoint:
         experts of a model repeat the same file, which is then parsed once. Only
         TensorDict nodes (immutable records) are shared; the cache is bounded."""
         if type(meta) is TensorDictNode and len(data) <= _SHARED_META_BYTES:
-            if len(self._parsed) >= _SHARED_METAS:
-                self._parsed.clear()
-            self._parsed[data] = meta
+            self._parsed.put(data, meta)
 
     # -- navigation -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from math import prod
 from typing import Literal, overload
 
+from .._cache import BoundedCache
 from ..errors import TDViewError, UnsafeCheckpointError
 from ..format import (
     CollectionRecord,
@@ -46,10 +47,12 @@ ReadFolder = Callable[[str], "NodeMeta | None"]
 
 # key -> the names to try (``candidate_names``), per (robust, collection): a checkpoint
 # repeats its keys (``weight``, ``0``, ``w1``...) in every level. Bounded.
-_NAMES: dict[tuple[bool, bool], dict[str, tuple[str, ...]]] = {
-    (robust, collection): {} for robust in (False, True) for collection in (False, True)
-}
 _NAMES_SIZE = 4096
+_NAMES: dict[tuple[bool, bool], BoundedCache[str, tuple[str, ...]]] = {
+    (robust, collection): BoundedCache(_NAMES_SIZE)
+    for robust in (False, True)
+    for collection in (False, True)
+}
 _NO_FILES: frozenset[str] = frozenset()
 # A LeafFile made without the Python-level __new__ of a NamedTuple (a third of its cost:
 # a diff of 100,000 leaves makes one per leaf and side)
@@ -63,9 +66,7 @@ def _names(key: str, *, robust: bool, collection: bool) -> tuple[str, ...]:
     if found is None:
         names = candidate_names(key, robust=robust, collection=collection)
         found = tuple(names) if collection else tuple(name + ".memmap" for name in names)
-        if len(cache) >= _NAMES_SIZE:
-            cache.clear()
-        cache[key] = found
+        cache.put(key, found)
     return found
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+from .._cache import BoundedCache
 from .._text import echo
 from ..errors import NotACheckpointFolderError, SubpathError, TDViewError
 from ..format import (
@@ -44,7 +45,7 @@ from ..format import (
 )
 from ..storage import DirectoryStore
 from ._cancel import cancel_point
-from ._checkpoint import Checkpoint, Page
+from ._checkpoint import SHARED_METAS, Checkpoint, Page
 from ._loading import LoadAccess
 from ._match import Matcher
 from ._node import LEAF, Node
@@ -117,7 +118,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
         self._robust_key = robust_key
         self._metas = {}
         self._metas_bound = None  # its members are opened for as long as it is
-        self._parsed = {}
+        self._parsed = BoundedCache(SHARED_METAS)
         self.meta_bytes_read = 0
         self.folder_rollups = {}
         self._members: dict[str, Checkpoint | TDViewError | OSError] = {}

@@ -26,6 +26,7 @@ from tensordict import (
 from tensordict._lazy import _CustomOpTensorDict
 from tensordict._td import _SubTensorDict
 
+from .._cache import BoundedCache
 from ..errors import CheckpointFormatError
 from ..format import NodeMeta, TensorDictNode
 
@@ -145,14 +146,11 @@ def loader_kind(cls: type, meta: NodeMeta, where: str) -> tuple[Loader, Callable
     if found is not None:
         return found
     found = _loader_kind(cls, meta, where)
-    if len(_KINDS) >= 1024:
-        _KINDS.clear()
-    _KINDS[cls, meta.kind] = found
-    return found
+    return _KINDS.put((cls, meta.kind), found)
 
 
 # (class, node layout) -> loader_kind(): the answer depends on these two alone.
-_KINDS: dict[tuple[type, str], tuple[Loader, Callable | None]] = {}
+_KINDS: BoundedCache[tuple[type, str], tuple[Loader, Callable | None]] = BoundedCache(1024)
 
 
 def _loader_kind(cls: type, meta: NodeMeta, where: str) -> tuple[Loader, Callable | None]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from .._cache import BoundedCache
 from ..errors import DeviceUnavailableError
 from ..index import Checkpoint, LoadAccess, load_access
 from ..storage import Store
@@ -23,13 +24,13 @@ __all__ = ["MODES", "LoadContext", "check_mode", "check_usable", "user_stackleve
 
 MODES = (None, "r", "r+")
 # root folder -> its Path (a Path is immutable: loads of one checkpoint share it)
-_ROOT_PATHS: dict[str, Path] = {}
+_ROOT_PATHS: BoundedCache[str, Path] = BoundedCache(256)
 # What every load would work out again for its first leaf of each dtype and shape:
 # "torch.float32" -> torch.float32 (the names of the closed dtype table), and shape ->
 # C-contiguous strides (bounded: a checkpoint may hold many shapes).
 _DTYPES: dict[str, torch.dtype] = {}
-_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
 _MAX_STRIDES = 4096
+_STRIDES: BoundedCache[tuple[int, ...], tuple[int, ...]] = BoundedCache(_MAX_STRIDES)
 # Folder paths kept per load (all dropped beyond, then made again from the root down)
 _MAX_PREFIXES = 4096
 
@@ -51,9 +52,7 @@ def root_path(root: str) -> Path:
     """
     found = _ROOT_PATHS.get(root)
     if found is None:
-        if len(_ROOT_PATHS) >= 256:
-            _ROOT_PATHS.clear()
-        found = _ROOT_PATHS[root] = Path(root)
+        found = _ROOT_PATHS.put(root, Path(root))
     return found
 
 
@@ -212,9 +211,7 @@ class LoadContext:
                 strides.append(step)
                 step *= max(dim, 1)
             found = tuple(reversed(strides))
-            if len(_STRIDES) >= _MAX_STRIDES:
-                _STRIDES.clear()
-            _STRIDES[shape] = found
+            _STRIDES.put(shape, found)
         return found
 
     def typed_mapping(self, dtype: torch.dtype) -> torch.Tensor:

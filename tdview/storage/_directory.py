@@ -14,7 +14,9 @@ import stat
 from collections.abc import Iterable
 from typing import Any
 
+from .._cache import BoundedCache
 from ..errors import UnsafeCheckpointError
+from . import _names
 from ._base import EntryInfo, Payload, not_found
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._folder_walk import FolderWalk
@@ -96,7 +98,7 @@ class DirectoryStore(LinkedNames):
         self._listings = {}  # the state of the listings and probes: see DirectoryNames
         self._held = 0
         self._dirs = {}
-        self._probes = {}
+        self._probes = BoundedCache(_names._HELD_PROBES)  # the bound when the store opens
         self._noatime = NOATIME
         self._folders = HeldFolders(self._prefix, self._proc_usable, root_fd)  # see close()
         # a link into a folder held open was met, or the root is a snapshot of the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 
+from .._cache import BoundedCache
 from ._checked import proc_name, proc_names
 from ._links import HF_BLOB, LinkResolver, plain_target
 from ._names import DirectoryNames
@@ -39,14 +40,12 @@ def up_to_blobs(folder: str, blobs: str) -> str:
     up = "\x00"
     if folder.startswith(repo):
         up = "../" * folder.count(os.sep, len(repo)) + "blobs" + os.sep
-    if len(_BLOB_UPS) >= _HELD_UPS:
-        _BLOB_UPS.clear()
-    _BLOB_UPS[folder] = blobs, up
+    _BLOB_UPS.put(folder, (blobs, up))
     return up
 
 
 # real folder -> (blobs, up_to_blobs of it) (bounded)
-_BLOB_UPS: dict[str, tuple[str, str]] = {}
+_BLOB_UPS: BoundedCache[str, tuple[str, str]] = BoundedCache(_HELD_UPS)
 
 
 class LinkedNames(DirectoryNames):

@@ -39,6 +39,7 @@ import stat
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from .._cache import BoundedCache
 from ..errors import UnsafeCheckpointError, UntrustedLinkError
 from ._checked import proc_names, readlink_or
 
@@ -206,7 +207,7 @@ class LinkResolver:
         self.root, self.real_root, self.display = root, real_root, display
         self.prefix = real_root.rstrip(os.sep) + os.sep
         self.trusted = tuple(os.path.abspath(os.fspath(p)) for p in trusted) if trusted else ()
-        self.links: dict[str, Link] = {}
+        self.links: BoundedCache[str, Link] = BoundedCache(_HELD_LINKS)
         self.policy: LinkPolicy | None = None
         # real folders met while resolving (see RealPaths), where a descriptor opened is
         # checked to be at the path resolved (/proc/self/fd): a swap is caught there
@@ -242,9 +243,7 @@ class LinkResolver:
         links = self.links
         known = links.get(key)
         if known is None or (known.target, known.real, known.reason) != (target, real, reason):
-            if len(links) >= _HELD_LINKS:
-                links.clear()
-            links[key] = Link(key, self.display(key), target, real, reason)
+            links.put(key, Link(key, self.display(key), target, real, reason))
         return real
 
     def allow(
@@ -262,11 +261,8 @@ class LinkResolver:
             reason = self.policy.reason(real, final=True, st=st)
             if reason is None:
                 return False
-        links = self.links
-        if len(links) >= _HELD_LINKS:
-            links.clear()
         # Link(...) without the NamedTuple's Python __new__: one per file of a checkout
-        links[key] = _new_tuple(Link, (key, self.display(key), target, real, reason))
+        self.links.put(key, _new_tuple(Link, (key, self.display(key), target, real, reason)))
         return True
 
     def resolve(self, key: str, start: tuple[int, str] | None = None) -> str:
@@ -330,9 +326,7 @@ class LinkResolver:
             if left is None:
                 left = self.display("/".join(parts[:depth])), paths.target(here)
         if left is not None and reason is not None:
-            if len(self.links) >= _HELD_LINKS:
-                self.links.clear()
-            self.links[key] = Link(key, left[0], left[1], real, reason)
+            self.links.put(key, Link(key, left[0], left[1], real, reason))
         self._last = real, st
         return real
 
@@ -354,7 +348,7 @@ class RealPaths:
 
     def __init__(self, remember: bool) -> None:
         self.remember = remember
-        self.folders: dict[str, None] = {}
+        self.folders: BoundedCache[str, None] = BoundedCache(_HELD_LINKS)
         self.targets: dict[str, str] = {}  # the symlinks read by the last real_at
 
     def target(self, link: str) -> str:
@@ -422,9 +416,7 @@ class RealPaths:
                 continue
             if not stat.S_ISLNK(st.st_mode):
                 if i < last and stat.S_ISDIR(st.st_mode):  # a folder passed through
-                    if len(folders) >= _HELD_LINKS:
-                        folders.clear()
-                    folders[new] = None
+                    folders.put(new, None)
                 path = new
                 continue
             if new in seen:
@@ -574,14 +566,11 @@ def _hf_blobs(real_root: str) -> str | None:
         if parts[i] == "snapshots" and parts[i + 1] and _HF_REPO.fullmatch(parts[i - 1]):
             found = os.path.join(os.sep.join(parts[:i]) or os.sep, "blobs")
             break
-    if len(_BLOBS_OF) >= 256:
-        _BLOBS_OF.clear()
-    _BLOBS_OF[real_root] = found
-    return found
+    return _BLOBS_OF.put(real_root, found)
 
 
 # real root -> _hf_blobs of it (bounded)
-_BLOBS_OF: dict[str, str | None] = {}
+_BLOBS_OF: BoundedCache[str, str | None] = BoundedCache(256)
 
 
 def hf_files(real_root: str) -> tuple[str | None, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import stat
 
+from .._cache import BoundedCache
 from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import WINDOWS_PATHS, Store, name_problem
 from ._base import check_key as _check_any_key
@@ -75,7 +76,7 @@ class DirectoryNames(Store):
     # PER_NAME: dirkey -> real path + sep, MISSING or PER_KEY of the folders found without
     # listing their parent; key -> what _probe answers
     _dirs: dict[str, str | Unprobed]
-    _probes: dict[str, Probe | Unprobed]
+    _probes: BoundedCache[str, Probe | Unprobed]
 
     def _listing(self, dirkey: str) -> Listing | Unprobed:
         """The :class:`~._probe.Listing` of a directory key, or ``MISSING`` (not a
@@ -195,11 +196,7 @@ class DirectoryNames(Store):
         return found[2] if type(found) is tuple and found[2] >= 0 else None
 
     def _remember(self, key: str, found: Probe | Unprobed) -> Probe | Unprobed:
-        probes = self._probes
-        if len(probes) >= _HELD_PROBES:
-            probes.clear()
-        probes[key] = found
-        return found
+        return self._probes.put(key, found)
 
     def plain_files(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         """The regular files of a directory that the listing shows (no symlinks, only names
@@ -301,11 +298,7 @@ class DirectoryNames(Store):
                 if stat.S_ISDIR(mode) and key not in self._dirs:
                     self._keep_dir(key, path + os.sep)  # a plain folder: files open by name
                 found = (OTHER, path, -1, st)
-        probes = self._probes
-        if len(probes) >= _HELD_PROBES:
-            probes.clear()
-        probes[key] = found
-        return found
+        return self._probes.put(key, found)
 
     def _probe_link(
         self, key: str, folder: str, name: str, target: str | None = None

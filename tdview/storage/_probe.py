@@ -17,6 +17,7 @@ import stat
 import sys
 from typing import Final, NamedTuple
 
+from .._cache import BoundedCache
 from ._base import WINDOWS_PATHS, has_file_name
 
 __all__ = [
@@ -204,9 +205,7 @@ def open_dir(path: str) -> tuple[str, int] | None:
     except OSError:
         name = None
     if name == path:
-        if len(_REAL_DIRS) >= _MAX_REAL_DIRS:
-            _REAL_DIRS.clear()
-        _REAL_DIRS[path] = st.st_dev, st.st_ino
+        _REAL_DIRS.put(path, (st.st_dev, st.st_ino))
         return path, fd
     os.close(fd)
     return os.path.realpath(path), -1
@@ -219,8 +218,8 @@ def open_dir(path: str) -> tuple[str, int] | None:
 # one, which opens the same files; only a link inside that climbs above the new symlink
 # reads where its path says, not where the kernel would go (never outside what the link
 # policy allows: it judges that same path).
-_REAL_DIRS: dict[str, tuple[int, int]] = {}
 _MAX_REAL_DIRS = 256
+_REAL_DIRS: BoundedCache[str, tuple[int, int]] = BoundedCache(_MAX_REAL_DIRS)
 
 
 def real_dir(path: str) -> str:
