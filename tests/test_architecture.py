@@ -400,7 +400,6 @@ HAND_BOUNDED = {
     "storage/_names.py": "a store's folders: a drop keeps the folders above the key",
     "loader/_context.py": "a load's folder paths: the root's is set again after a drop",
     "index/_checkpoint.py": "a checkpoint's metas: bounded for one load only",
-    "index/_subpath.py": "the resolver's parsed ancestors, held by the load's access",
 }
 
 

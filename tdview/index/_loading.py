@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal, Protocol, overload
 
+from .._cache import BoundedCache
 from ..errors import TDViewError
 from ..format import (
     MAX_META_BYTES,
@@ -28,6 +29,9 @@ from . import _children as ch
 from ._ahead import ReadAhead
 from ._node import TENSORDICT, LoadItem, Node, PlainFolder, index_kind
 from ._paths import NestedPath, join_key, show_path
+
+#: Decoded meta.json of the folders a subpath went through (see _subpath): how many.
+_PASSED = 64
 
 
 class Indexed(Protocol):
@@ -74,7 +78,7 @@ class LoadAccess:
         self._ckpt = ckpt
         self._walks = walks
         #: decoded ``meta.json`` of the folders a subpath went through (see :mod:`._subpath`)
-        self.passed: dict[str, dict] = {}
+        self.passed: BoundedCache[str, dict] = BoundedCache(_PASSED)
 
     # -- folders and their meta.json ---------------------------------------------------
 

@@ -25,9 +25,6 @@ from ._checkpoint import Checkpoint, load_access
 from ._node import Node
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 
-# Decoded meta.json of the folders a subpath went through (see _descend): how many.
-_PASSED = 64
-
 
 def resolve_subpath(ckpt: Checkpoint, subpath: object, *, leaf: bool = False) -> Node:
     """The node a load of ``subpath`` reads: the collection node it names (the root for
@@ -196,7 +193,5 @@ def _passing_meta(ckpt: Checkpoint, dirkey: str) -> NodeMeta | dict | None:
             decoded = parse_meta_json(data, ckpt.store.display(key))
         except (TDViewError, OSError):
             return None
-        if len(passed) >= _PASSED:
-            passed.clear()
-        passed[dirkey] = decoded
+        passed.put(dirkey, decoded)
     return decoded
