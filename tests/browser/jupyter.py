@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,15 +57,28 @@ def start_jupyterlab(root: Path, log: Path, timeout: float = 90.0) -> JupyterLab
     return start_server("jupyterlab", root, log, timeout)
 
 
-def start_server(app: str, root: Path, log: Path, timeout: float = 90.0) -> JupyterLabServer:
+def start_server(
+    app: str,
+    root: Path,
+    log: Path,
+    timeout: float = 90.0,
+    *,
+    news: bool = False,
+    flags: Sequence[str] = (),
+) -> JupyterLabServer:
     """Start ``python -m <app>`` (``jupyterlab`` or ``notebook``, i.e. Notebook 7) on a
-    free loopback port with a token; wait until it answers."""
+    free loopback port with a token, with ``flags`` added; wait until it answers.
+    ``news=True`` leaves JupyterLab's news prompt as a fresh install has it."""
     port, token = free_port(), secrets.token_hex(16)
     settings = root / ".settings"
-    # Keep the news prompt out of screenshots (it would also try the outside network).
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True, exist_ok=True)
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    settings.mkdir(parents=True, exist_ok=True)
+    if not news:
+        # Keep the news prompt out of screenshots (it would also try the outside network).
+        setting = settings / "@jupyterlab" / "apputils-extension"
+        setting.mkdir(parents=True, exist_ok=True)
+        (setting / "notification.jupyterlab-settings").write_text(
+            '{"fetchNews": "false", "checkForUpdates": false}'
+        )
     command = [
         sys.executable,
         "-m",
@@ -81,13 +95,16 @@ def start_server(app: str, root: Path, log: Path, timeout: float = 90.0) -> Jupy
         "--ServerApp.disable_check_xsrf=True",
     ]
     if app == "jupyterlab":
-        command += ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url="]
+        command.append("--LabApp.expose_app_in_browser=True")
+        if not news:
+            command.append("--LabApp.news_url=")
     elif app == "notebook":
         command.append("--JupyterNotebookApp.expose_app_in_browser=True")
     else:
         raise ValueError(f"unknown app {app!r}")
     if os.geteuid() == 0:  # CI and containers run as root
         command.append("--allow-root")
+    command += flags
     env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1")
     handle = log.open("wb")
     process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)

@@ -4,19 +4,15 @@ Makefile itself, on a JupyterLab whose user settings are empty, as a new user's 
 
 from __future__ import annotations
 
-import os
-import secrets
 import shlex
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .jupyter import JupyterLabServer, free_port
+from .jupyter import JupyterLabServer, start_server
 
 REPO = Path(__file__).resolve().parents[2]
 NEWS = "Would you like to get notified about official Jupyter news?"
@@ -36,45 +32,6 @@ def demo_lab_flags() -> list[str]:
     return shlex.split(done.stdout)
 
 
-def start_plain_lab(root: Path, flags: list[str]) -> JupyterLabServer:
-    """JupyterLab with empty user settings (none of the test harness's news setting)."""
-    port, token = free_port(), secrets.token_hex(16)
-    settings = root / ".settings"
-    settings.mkdir(exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        f"--LabServerApp.workspaces_dir={root / '.workspaces'}",
-        f"--LabServerApp.user_settings_dir={settings}",
-        "--LabApp.expose_app_in_browser=True",
-        *flags,
-    ]
-    if os.geteuid() == 0:
-        command.append("--allow-root")
-    log = root / "lab.log"
-    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1")
-    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-    server = JupyterLabServer(root, port, token, process, log)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(log.read_text()[-4000:])
-        try:
-            server.api("/api/status")
-            return server
-        except OSError:
-            time.sleep(0.5)
-    server.stop()
-    raise RuntimeError(f"JupyterLab did not answer:\n{log.read_text()[-4000:]}")
-
-
 @pytest.fixture
 def lab_with(tmp_path: Path) -> Iterator[Any]:
     servers: list[JupyterLabServer] = []
@@ -82,7 +39,8 @@ def lab_with(tmp_path: Path) -> Iterator[Any]:
     def start(name: str, flags: list[str]) -> JupyterLabServer:
         root = tmp_path / name
         root.mkdir()
-        servers.append(start_plain_lab(root, flags))
+        # user settings empty, as a new user has them: the harness's news setting left out
+        servers.append(start_server("jupyterlab", root, root / "lab.log", news=True, flags=flags))
         return servers[-1]
 
     yield start
