@@ -38,13 +38,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # the static text tree (`tdview tree`, the saved output) and its HTML: index only
     "views": BASE | {"storage", "format", "index"},
     "diff": BASE | {"storage", "format", "index", "loader"},
-    "protocol": BASE | {"storage", "format", "index", "loader", "diff"},
-    "widget": BASE | {"storage", "format", "index", "loader", "diff", "views", "protocol"},
+    # check, sizes, duplicates: walks over the index, as the diff is
+    "answers": BASE | {"storage", "format", "index", "loader", "diff"},
+    "protocol": BASE | {"storage", "format", "index", "loader", "diff", "answers"},
+    "widget": BASE
+    | {"storage", "format", "index", "loader", "diff", "answers", "views", "protocol"},
     "demo": BASE,  # writes with tensordict's own writers, reads nothing of tdview
     # the command line and the package's lazy re-exports stand on top of everything
-    "cli": BASE | {"storage", "format", "index", "loader", "diff", "views", "protocol", "demo"},
+    "cli": BASE
+    | {"storage", "format", "index", "loader", "diff", "answers", "views", "protocol", "demo"},
     "tdview": BASE
-    | {"storage", "format", "index", "loader", "diff", "views", "protocol", "widget"},
+    | {"storage", "format", "index", "loader", "diff", "answers", "views", "protocol", "widget"},
 }
 
 #: Root modules that are not a layer of their own name.
