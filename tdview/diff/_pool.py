@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 from ..errors import TDViewError
+from ..storage import crc32
 from ._jobs import COMPARE, CRC, VALUES, Job, Span
 from ._stats import CHUNK, KERNEL_MIN, Acc, as_tensor, compare_chunk, kernel_for, kernel_values
 from ._stream import Source, open_source
@@ -220,7 +220,7 @@ def _crc(piece: Piece, source: Source) -> tuple[int, int, int]:
         take = min(CHUNK_BYTES, piece.stop - position)
         chunk = view[:take]
         source.readinto(position, chunk)
-        crc = zlib.crc32(chunk, crc)
+        crc = crc32(chunk, crc)
         position += take
     return piece.start, crc, piece.stop - piece.start
 

@@ -22,7 +22,7 @@ import os
 import zlib
 
 from ..errors import LeafDataError
-from ..storage import METHODS, Payload, Store, decompressor
+from ..storage import METHODS, Payload, Store, crc32, decompressor
 
 _METHOD_NUMBERS = {name: number for number, name in METHODS.items()}
 # Compressed input fed to the decompressor per call.
@@ -152,7 +152,7 @@ class InflateSource(Source):
                             f"{self.what}: the data expands beyond its "
                             f"declared size of {self.entry_size} bytes."
                         )
-                    self.crc = zlib.crc32(piece, self.crc)
+                    self.crc = crc32(piece, self.crc)
                     return piece
                 if not data:
                     break

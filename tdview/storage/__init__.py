@@ -20,7 +20,7 @@ from __future__ import annotations
 from ._archive import ArchiveStore
 from ._base import WINDOWS_PATHS, EntryInfo, Mapped, Payload, Store
 from ._codecs import METHODS, decompressor
-from ._crc import crc32_combine
+from ._crc import CRC32_LIBRARY, crc32, crc32_combine
 from ._directory import DirectoryStore
 from ._folder_walk import FolderWalk
 from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
@@ -28,6 +28,7 @@ from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
 
 __all__ = [
+    "CRC32_LIBRARY",
     "METHODS",
     "TRUSTED_PATHS_ENV",
     "WINDOWS_PATHS",
@@ -40,6 +41,7 @@ __all__ = [
     "Payload",
     "RemotePath",
     "Store",
+    "crc32",
     "crc32_combine",
     "decompressor",
     "is_archive",

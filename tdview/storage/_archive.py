@@ -14,7 +14,6 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-import zlib
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
 from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
+from ._crc import crc32
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
@@ -214,7 +214,7 @@ class ArchiveStore(Store):
                 start = self.payload_offset(key)
             self.check_intact()
             data = self.mapping[start : start + e.size]
-            if zlib.crc32(data) == e.crc32:
+            if crc32(data) == e.crc32:
                 return data
         e = self._central(key)
         if e.size > limit:
@@ -520,7 +520,7 @@ class ArchiveStore(Store):
             return
         view = self.payload(key)
         try:
-            actual = zlib.crc32(view)
+            actual = crc32(view)
         finally:
             view.release()
         if actual != e.crc32:

@@ -21,7 +21,7 @@ from concurrent.futures import Executor, Future
 import numpy as np
 
 from ..errors import ArchiveError, LeafDataError
-from ._crc import crc32_combine
+from ._crc import crc32, crc32_combine
 
 __all__ = ["METHODS", "STORED", "decode", "decompressor", "method_name"]
 
@@ -109,7 +109,7 @@ def decode(
                 f"{size} bytes."
             )
         out = np.frombuffer(src, dtype=np.uint8).copy()
-        actual = zlib.crc32(out.data)
+        actual = crc32(out.data)
     elif size == 0 and len(src) == 0:
         out = np.empty(0, dtype=np.uint8)  # some writers store an empty file with no stream
         actual = 0
@@ -158,7 +158,7 @@ class _Sink:
             self._grow(end)
         if self._pool is None:
             # checked before the copy, while zlib's output is still in the cache
-            self._crc = zlib.crc32(piece, self._combined())
+            self._crc = crc32(piece, self._combined())
         # numpy copies without the GIL (a memoryview copy holds it): pool threads and
         # the loader go on meanwhile
         self.buf[self.pos : end] = np.frombuffer(piece, dtype=np.uint8)
@@ -166,10 +166,10 @@ class _Sink:
         self.pos = end
         if self._pool is not None:
             try:
-                self._parts.append((self._pool.submit(zlib.crc32, chunk), chunk))
+                self._parts.append((self._pool.submit(crc32, chunk), chunk))
             except RuntimeError:  # the pool is shutting down: check it here
                 self._pool = None
-                self._crc = zlib.crc32(chunk, self._combined())
+                self._crc = crc32(chunk, self._combined())
 
     def _grow(self, end: int) -> None:
         """A bigger buffer, not zeroed (every byte will be written): ``capacity`` at the
@@ -185,7 +185,7 @@ class _Sink:
         for future, chunk in self._parts:
             # a chunk no thread has taken yet is checked here: waiting for it could
             # deadlock when every pool thread is itself an entry waiting like this one
-            part = zlib.crc32(chunk) if future.cancel() else future.result()
+            part = crc32(chunk) if future.cancel() else future.result()
             crc = crc32_combine(crc, part, len(chunk))
         self._parts.clear()
         return crc

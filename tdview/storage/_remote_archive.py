@@ -28,7 +28,6 @@ Costs, for an archive of ``n`` entries whose central directory is ``C`` bytes:
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from ._base import Mapped, Store
 from ._catalog import local_payload
 from ._codecs import STORED, decode
 from ._columns import read_columns
+from ._crc import crc32
 from ._mapfile import not_a_checkpoint
 from ._ranges import Job, Transport, span_jobs
 from ._zip import (
@@ -324,9 +324,9 @@ class RemoteArchiveStore(ArchiveStore):
             what = f"entry {key!r} in {self.root}"
             if e.method == STORED and e.stored_size == e.size:
                 # metadata always; payloads with verify (a mapped local load checks none)
-                if (small or self.verify_payloads) and zlib.crc32(data) != e.crc32:
+                if (small or self.verify_payloads) and crc32(data) != e.crc32:
                     raise LeafDataError(
-                        f"{what}: CRC-32 mismatch, computed {zlib.crc32(data):#010x} but the "
+                        f"{what}: CRC-32 mismatch, computed {crc32(data):#010x} but the "
                         f"archive records {e.crc32:#010x} (the server sent other bytes than "
                         "the archive's, or the object changed since it was opened)."
                     )
