@@ -17,7 +17,11 @@ from importlib import import_module
 from typing import Any
 
 #: public name -> the module of this package that defines it
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("Duplicates", "duplicates_of", "find_duplicates"), "._duplicates"),
+    **dict.fromkeys(("SECTIONS", "SizeEntry", "SizeReport", "sizes", "walk_sizes"), "._sizes"),
+    "add_du_parser": "._du_cli",
+}
 
 __all__ = sorted(_LAZY)
 

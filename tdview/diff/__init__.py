@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._cli import add_parser
+    from ._jobs import COMPARE, CRC, Job, Span
+    from ._pool import run_jobs
     from ._result import (
         ADDED,
         AUTO,
@@ -42,13 +44,16 @@ if TYPE_CHECKING:
         Row,
         ValueStats,
     )
-    from ._sides import Source
+    from ._sides import Side, Source, open_side
     from ._text import line, summary
+    from ._tiers import stored_crc
 
 __all__ = [
     "ADDED",
     "AUTO",
     "CHANGED",
+    "COMPARE",
+    "CRC",
     "CRC_EQUAL",
     "DIFFERS",
     "EQUAL",
@@ -59,11 +64,17 @@ __all__ = [
     "Diff",
     "DiffRollup",
     "Facts",
+    "Job",
     "Row",
+    "Side",
+    "Span",
     "ValueStats",
     "add_parser",
     "diff",
     "line",
+    "open_side",
+    "run_jobs",
+    "stored_crc",
     "summary",
 ]
 
@@ -73,6 +84,12 @@ _LAZY = {
     "add_parser": "._cli",  # ``tdview diff`` on the command line
     "line": "._text",  # a row as ``tdview diff`` prints it
     "summary": "._text",  # a Diff's one-line summary, as ``tdview diff`` ends
+    # the payload jobs and a side, for the answers' walks (duplicates, check)
+    **{name: "._jobs" for name in ("COMPARE", "CRC", "Job", "Span")},
+    "run_jobs": "._pool",  # jobs on threads, in bounded memory (imports torch)
+    "Side": "._sides",
+    "open_side": "._sides",
+    "stored_crc": "._tiers",  # an archive entry's CRC-32, no payload byte read
 }
 Progress = Callable[[int, int, str], object]
 

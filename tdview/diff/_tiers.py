@@ -130,8 +130,8 @@ class _Tiers:
             _combine(row, DIFFERS)
             return []
         try:
-            crc_a = _stored_crc(store_a, key_a, size)
-            crc_b = _stored_crc(store_b, key_b, size)
+            crc_a = stored_crc(store_a, key_a, size)
+            crc_b = stored_crc(store_b, key_b, size)
         except (TDViewError, OSError) as error:
             _problem(row, error)
             return []
@@ -265,7 +265,7 @@ class _Tiers:
         return self.fingerprint_jobs(row)
 
 
-def _stored_crc(store: Any, key: str, size: int) -> int | None:
+def stored_crc(store: Any, key: str, size: int) -> int | None:
     """The CRC-32 an archive records for an entry of ``size`` bytes (None for a file)."""
     if not store.packed:
         return None
