@@ -144,3 +144,8 @@ class RemoteReadError(TDViewError, OSError):
 class RemoteModeError(TDViewError, ValueError):
     """``mode="r+"`` asked of a remote checkpoint: its leaves are read into memory, so
     nothing written to them could reach the remote files."""
+
+
+class MissingExtraError(TDViewError, ImportError):
+    """A format needs a package that is not installed; the message names the tdview
+    extra that installs it (``pip install "tdview[h5]"``)."""

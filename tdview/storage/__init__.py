@@ -23,9 +23,12 @@ from ._codecs import METHODS, decompressor
 from ._crc import CRC32_LIBRARY, crc32, crc32_combine
 from ._directory import DirectoryStore
 from ._folder_walk import FolderWalk
+from ._group_tree import GroupTreeStore
+from ._h5 import H5Store
 from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
 from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
+from ._zarr import ZarrStore
 
 __all__ = [
     "CRC32_LIBRARY",
@@ -36,11 +39,14 @@ __all__ = [
     "DirectoryStore",
     "EntryInfo",
     "FolderWalk",
+    "GroupTreeStore",
+    "H5Store",
     "Link",
     "Mapped",
     "Payload",
     "RemotePath",
     "Store",
+    "ZarrStore",
     "crc32",
     "crc32_combine",
     "decompressor",

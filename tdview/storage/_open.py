@@ -8,9 +8,11 @@ import stat
 from ._archive import META, ArchiveStore
 from ._base import Store, not_found
 from ._directory import DirectoryStore
+from ._h5 import H5Store, is_h5
 from ._mapfile import map_file, not_a_checkpoint
 from ._probe import open_dir
 from ._remote import is_remote, open_remote
+from ._zarr import ZarrStore, is_zarr_folder
 from ._zip import parse_central_directory
 
 __all__ = ["is_archive", "open_store"]
@@ -48,6 +50,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     if is_remote(path):  # a URL (s3://, https://...): see _remote
         return open_remote(path)
     path = os.path.abspath(os.fspath(path))
+    if is_zarr_folder(path):  # td.to_zarr(path): a zarr.json and no meta.json
+        return ZarrStore(path)
     opened = open_dir(path)
     if opened is not None:  # a directory (Linux: told by opening it, no stat)
         return DirectoryStore(path, real=opened[0], root_fd=opened[1])
@@ -57,6 +61,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         raise not_found(os.path.join(path, META)) from None
     if stat.S_ISDIR(st.st_mode):
         return DirectoryStore(path)
+    if stat.S_ISREG(st.st_mode) and is_h5(path):  # td.to_h5(path): the HDF5 signature
+        return H5Store(path)
     if stat.S_ISREG(st.st_mode):
         return ArchiveStore(path)
     raise not_a_checkpoint(path, f"not a regular file (mode {st.st_mode:#o})")

@@ -1,0 +1,215 @@
+"""HDF5 files written by tensordict's ``to_h5`` (``PersistentTensorDict``), read with h5py.
+
+:class:`H5Store` walks the file's groups and datasets once, reading their metadata
+only (name, shape, dtype, attributes: no dataset's data), and presents them as a
+checkpoint folder tree (:mod:`._group_tree`). A dataset's elements are read by h5py
+slicing when a preview or a load asks for them: the hyperslab asked for, the chunks
+holding it decompressed by HDF5.
+
+What tensordict writes, as its ``persistent.py`` reads it: a group per nested
+tensordict, a dataset per tensor leaf; a ``str`` value as a variable-length string
+dataset marked ``__tensordict_str__``; other non-tensor values as opaque datasets; a
+``NonTensorStack`` as one dataset marked ``__tensordict_stack__`` with its shape. No
+batch size is recorded: each group's is the largest its entries share, as ``from_h5``
+gives. tdview reads a string tensordict wrote as ``str`` (``from_h5`` gives ``bytes``
+with a ``FutureWarning`` that 0.17 reads ``str``).
+
+Hostile files: a soft link is followed within the file (each object once, so no
+cycle), an external link only to a file inside this file's folder, a virtual dataset
+or a dataset with external raw storage only when every source file is inside it; every
+other one is a node whose ``meta.json`` raises :class:`~tdview.errors.UnsafeCheckpointError`
+naming the link and its target. Dims, objects and nesting are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import CheckpointFormatError, LimitExceededError, MissingExtraError
+from ._group_tree import (
+    MAX_DEPTH,
+    MAX_DIMS,
+    MAX_NON_TENSOR_BYTES,
+    MAX_OBJECTS,
+    Array,
+    Group,
+    GroupTreeStore,
+    torch_dtype,
+)
+
+__all__ = ["H5_SIGNATURE", "H5Store", "is_h5"]
+
+H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_STR_ATTR, _STACK_ATTR = "__tensordict_str__", "__tensordict_stack__"
+
+
+def is_h5(path: str) -> bool:
+    """Whether the regular file ``path`` starts with the HDF5 signature (a user block
+    moves it to 512, 1024, 2048... bytes: those are tried too, up to 64 KiB).
+
+    Examples
+    --------
+    >>> is_h5("/nonexistent.h5")
+    False
+    """
+    try:
+        with open(path, "rb") as f:
+            at = 0
+            while at <= 1 << 16:
+                f.seek(at)
+                if f.read(8) == H5_SIGNATURE:
+                    return True
+                at = 512 if at == 0 else at * 2
+    except OSError:
+        return False
+    return False
+
+
+def _h5py() -> Any:
+    try:
+        import h5py
+    except ImportError:
+        raise MissingExtraError(
+            'reading an HDF5 file needs h5py, which is not installed: pip install "tdview[h5]".'
+        ) from None
+    return h5py
+
+
+class H5Store(GroupTreeStore):
+    """An HDF5 file as a checkpoint folder tree (see the module docstring).
+
+    Examples
+    --------
+    >>> with H5Store("/data/td.h5") as store:                      # doctest: +SKIP
+    ...     store.list_dir("")
+    ['meta.json', 'nested', 'obs.memmap']
+    """
+
+    kind = "h5"
+    foreign_format = "an HDF5 file (td.to_h5)"
+
+    def __init__(self, path: str) -> None:
+        h5py = _h5py()
+        self._h5py = h5py
+        self._folder = os.path.dirname(os.path.realpath(path))
+        self._file = h5py.File(path, "r")
+        try:
+            self._seen: set[Any] = set()
+            self._count = 0
+            tree = self._group(self._file, "", "/", 0)
+        except BaseException:
+            self._file.close()
+            raise
+        super().__init__(path, tree)
+
+    def close(self) -> None:
+        self._file.close()
+
+    # -- the walk over metadata -------------------------------------------------------
+
+    def _group(self, group: Any, name: str, path: str, depth: int) -> Group:
+        if depth > MAX_DEPTH:
+            raise LimitExceededError(f"{self.root_or(path)}: groups nest deeper than {MAX_DEPTH}.")
+        out = Group(name, path)
+        for child in group:
+            self._count += 1
+            if self._count > MAX_OBJECTS:
+                raise LimitExceededError(f"{self.root_or(path)}: more than {MAX_OBJECTS} objects.")
+            where = f"{path.rstrip('/')}/{child}"
+            refused = self._link_refused(group, child)
+            if refused is not None:
+                out.members.append(Array(child, where, (), "link", "refused", refused))
+                continue
+            obj = group[child]
+            if isinstance(obj, self._h5py.Group):
+                if hash(obj.id) in self._seen:  # a link back to a group above: a cycle
+                    continue
+                self._seen.add(hash(obj.id))
+                out.members.append(self._group(obj, child, where, depth + 1))
+            else:
+                out.members.append(self._dataset(obj, child, where))
+        return out
+
+    def root_or(self, path: str) -> str:
+        return f"{self._file.filename}::{path}"
+
+    def _link_refused(self, group: Any, name: str) -> str | None:
+        """Why the link ``name`` of ``group`` is not followed, or None."""
+        link = group.get(name, getlink=True)
+        if isinstance(link, self._h5py.ExternalLink):
+            return self._outside(link.filename, f"an external link to {link.filename}::{link.path}")
+        if isinstance(link, self._h5py.SoftLink) and group.get(name) is None:
+            return f"a soft link to {link.path}, which is absent"
+        if isinstance(link, self._h5py.HardLink):
+            obj = group[name]
+            if isinstance(obj, self._h5py.Dataset):
+                return self._sources_refused(obj)
+        return None
+
+    def _outside(self, filename: str, what: str) -> str | None:
+        target = os.path.realpath(os.path.join(self._folder, filename))
+        if os.path.commonpath([target, self._folder]) != self._folder:
+            return f"{what}, out of the file's folder {self._folder}"
+        if not os.path.isfile(target):
+            return f"{what}, which is absent"
+        return None
+
+    def _sources_refused(self, dataset: Any) -> str | None:
+        if dataset.is_virtual:
+            for source in dataset.virtual_sources():
+                if source.file_name != ".":
+                    what = f"a virtual dataset of {source.file_name}"
+                    why = self._outside(source.file_name, what)
+                    if why is not None:
+                        return why
+        for name, _offset, _size in dataset.external or ():
+            why = self._outside(os.fsdecode(name), f"a dataset stored in {os.fsdecode(name)}")
+            if why is not None:
+                return why
+        return None
+
+    def _dataset(self, ds: Any, name: str, path: str) -> Array:
+        shape, dtype, h5py = tuple(ds.shape or ()), ds.dtype, self._h5py
+        if len(shape) > MAX_DIMS:
+            raise LimitExceededError(f"{self.root_or(path)}: {len(shape)} dims, above {MAX_DIMS}.")
+        stack = ds.attrs.get(_STACK_ATTR)
+        string = h5py.check_string_dtype(dtype) is not None
+        if string or h5py.check_opaque_dtype(dtype) or h5py.check_vlen_dtype(dtype):
+            if stack is not None:
+                return Array(name, path, tuple(int(n) for n in stack), str(dtype), "stack", path)
+            return Array(name, path, shape, str(dtype), "data", path)
+        found = torch_dtype(dtype)
+        if found is None:
+            return Array(name, path, shape, str(dtype), "unsupported", path)
+        return Array(name, path, shape, found, "tensor", path)
+
+    # -- reads ------------------------------------------------------------------------
+
+    def read_block(self, array: Array, index: tuple[Any, ...]) -> np.ndarray:
+        data = np.asarray(self._file[array.ref][index])
+        wanted = np.dtype(array.dtype if array.dtype != "bool" else np.bool_).newbyteorder("<")
+        return data.astype(wanted, copy=False)
+
+    def value_json(self, array: Array) -> str:
+        ds = self._file[array.ref]
+        if ds.size * max(ds.dtype.itemsize, 1) > MAX_NON_TENSOR_BYTES:
+            raise LimitExceededError(
+                f"{self.root}: the value of {array.path!r} holds {ds.size} elements of "
+                f"{ds.dtype}, above the limit of {MAX_NON_TENSOR_BYTES} bytes."
+            )
+        if self._h5py.check_string_dtype(ds.dtype) is not None:
+            value = ds.asstr()[()]
+            value = value.tolist() if isinstance(value, np.ndarray) else value
+        else:
+            value = np.asarray(ds[()]).tolist()
+        try:
+            return json.dumps(value, allow_nan=True)
+        except TypeError:
+            raise CheckpointFormatError(
+                f"{self.root}: the value of {array.path!r} ({ds.dtype}) is not one tdview "
+                "shows: only strings, numbers and booleans are."
+            ) from None

@@ -1,0 +1,193 @@
+"""zarr stores written by tensordict's ``to_zarr`` (zarr-python 3), read with zarr.
+
+:class:`ZarrStore` reads the store's ``zarr.json`` documents through zarr's metadata
+API (tensordict writes the whole tree's metadata inline in the root's, so opening it
+is one read) and presents the groups and arrays as a checkpoint folder tree
+(:mod:`._group_tree`). No chunk is read while browsing; a preview or a load reads
+the elements it needs by zarr's own slicing (the chunks that hold them).
+
+What tensordict writes, as its ``persistent.py`` reads it: a group per nested
+tensordict, with its batch size and dim names in the ``__tensordict__`` attribute; an
+array per tensor leaf; a non-tensor value as a uint8 array of its JSON (or pickle)
+bytes marked ``__tensordict_non_tensor__``; a ``NonTensorStack`` of strings as a
+string array marked ``__tensordict_stack__``. A pickled value is never unpickled: its
+node says so. A member name that could leave the store (``..``, ``/``) is refused when
+the store is opened. A local path or an fsspec URL (``s3://``, ``https://``...) opens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import (
+    CheckpointFormatError,
+    LimitExceededError,
+    MissingExtraError,
+    UnsafeCheckpointError,
+)
+from ._base import name_problem
+from ._group_tree import (
+    MAX_DEPTH,
+    MAX_DIMS,
+    MAX_NON_TENSOR_BYTES,
+    MAX_OBJECTS,
+    Array,
+    Group,
+    GroupTreeStore,
+    torch_dtype,
+)
+
+__all__ = ["ZarrStore", "is_zarr_folder"]
+
+_TD_ATTR, _NON_TENSOR_ATTR, _STACK_ATTR = (
+    "__tensordict__",
+    "__tensordict_non_tensor__",
+    "__tensordict_stack__",
+)
+
+
+def is_zarr_folder(path: str) -> bool:
+    """A folder with a ``zarr.json`` and no ``meta.json`` (a checkpoint's own wins).
+
+    Examples
+    --------
+    >>> is_zarr_folder("/nonexistent")
+    False
+    """
+    return os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.lexists(
+        os.path.join(path, "meta.json")
+    )
+
+
+def _zarr() -> Any:
+    try:
+        import zarr
+    except ImportError:
+        raise MissingExtraError(
+            'reading a zarr store needs zarr, which is not installed: pip install "tdview[zarr]".'
+        ) from None
+    return zarr
+
+
+class ZarrStore(GroupTreeStore):
+    """A zarr store as a checkpoint folder tree (see the module docstring).
+
+    Parameters
+    ----------
+    root : str
+        The name shown: the folder's absolute path, or the URL.
+    store : zarr.abc.store.Store, optional
+        The zarr store to read (an ``FsspecStore`` for a URL); a ``LocalStore`` of
+        ``root`` by default.
+
+    Examples
+    --------
+    >>> with ZarrStore("/data/td.zarr") as store:                   # doctest: +SKIP
+    ...     store.list_dir("")
+    ['meta.json', 'nested', 'obs.memmap']
+    """
+
+    kind = "zarr"
+
+    def __init__(self, root: str, store: Any = None) -> None:
+        zarr = _zarr()
+        self._zarr = zarr
+        if store is None:
+            store = zarr.storage.LocalStore(root, read_only=True)
+        self._group_of = zarr.open_group(store=store, mode="r")
+        self._count = 0
+        super().__init__(root, self._group(self._group_of, "", "/", 0))
+
+    def _group(self, group: Any, name: str, path: str, depth: int) -> Group:
+        if depth > MAX_DEPTH:
+            raise LimitExceededError(
+                f"{self.root_name}::{path}: groups nest deeper than {MAX_DEPTH}."
+            )
+        recorded = group.attrs.get(_TD_ATTR)
+        out = Group(name, path)
+        if isinstance(recorded, dict) and _ints(recorded.get("batch_size")):
+            out.batch = list(recorded["batch_size"])
+            names = recorded.get("names")
+            if isinstance(names, list) and len(names) == len(out.batch):
+                out.names = [n if isinstance(n, str) else None for n in names]
+        for child, obj in group.members():
+            self._count += 1
+            if self._count > MAX_OBJECTS:
+                raise LimitExceededError(f"{self.root_name}: more than {MAX_OBJECTS} objects.")
+            problem = name_problem(child)
+            if problem is not None or "/" in child:
+                raise UnsafeCheckpointError(
+                    f"{self.root_name}: the member {child!r} of {path!r} "
+                    f"{problem or 'has a /'}: it could leave the store."
+                )
+            where = f"{path.rstrip('/')}/{child}"
+            if isinstance(obj, self._zarr.Group):
+                out.members.append(self._group(obj, child, where, depth + 1))
+            else:
+                out.members.append(self._array(obj, child, where))
+        return out
+
+    @property
+    def root_name(self) -> str:
+        return getattr(self, "root", "") or str(self._group_of.store)
+
+    def _array(self, arr: Any, name: str, path: str) -> Array:
+        shape = tuple(int(n) for n in arr.shape)
+        if len(shape) > MAX_DIMS:
+            raise LimitExceededError(
+                f"{self.root_name}::{path}: {len(shape)} dims, above {MAX_DIMS}."
+            )
+        attrs = arr.attrs
+        marker, stack = attrs.get(_NON_TENSOR_ATTR), attrs.get(_STACK_ATTR)
+        kind = "stack" if _ints(stack) else "data"
+        shown = tuple(stack) if kind == "stack" else shape
+        if marker is not None:
+            encoding = marker.get("encoding") if isinstance(marker, dict) else None
+            if encoding != "json":
+                why = f"a value stored as {encoding!r}: tdview never unpickles"
+                return Array(name, path, shown, str(encoding), "refused", why)
+            return Array(name, path, shown, "json", kind, arr)
+        try:
+            dtype = np.dtype(arr.dtype)
+        except TypeError:  # zarr's own string dtypes
+            dtype = np.dtype(object)
+        found = torch_dtype(dtype)
+        if found is None:
+            return Array(name, path, shown, str(arr.dtype), kind, arr)
+        return Array(name, path, shape, found, "tensor", arr)
+
+    def read_block(self, array: Array, index: tuple[Any, ...]) -> np.ndarray:
+        data = np.asarray(array.ref[index if index else ...])
+        wanted = np.dtype(array.dtype if array.dtype != "bool" else np.bool_).newbyteorder("<")
+        return data.astype(wanted, copy=False)
+
+    def value_json(self, array: Array) -> str:
+        arr = array.ref
+        if arr.nbytes > MAX_NON_TENSOR_BYTES and array.dtype == "json":
+            raise LimitExceededError(
+                f"{self.root}: the value of {array.path!r} has {arr.nbytes} bytes, above "
+                f"the limit of {MAX_NON_TENSOR_BYTES}."
+            )
+        if arr.size > MAX_NON_TENSOR_BYTES // 8:
+            raise LimitExceededError(
+                f"{self.root}: the value of {array.path!r} holds {arr.size} elements, above "
+                f"the limit of {MAX_NON_TENSOR_BYTES // 8}."
+            )
+        try:
+            if array.dtype == "json":  # parsed and written again: nothing but the value
+                raw = np.asarray(arr[...], dtype=np.uint8).tobytes()
+                return json.dumps(json.loads(raw.decode("utf-8")), allow_nan=True)
+            return json.dumps(np.asarray(arr[...]).tolist(), allow_nan=True)
+        except (ValueError, TypeError) as error:
+            raise CheckpointFormatError(
+                f"{self.root}: the value of {array.path!r} ({array.dtype}) is not one tdview "
+                f"shows: {error}."
+            ) from None
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(type(n) is int and n >= 0 for n in value)

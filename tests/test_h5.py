@@ -1,0 +1,234 @@
+"""HDF5 files written by tensordict's ``to_h5``, read by tdview and compared with
+``TensorDict.from_h5(path).to_tensordict()`` (the reference) and h5py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tensordict import NonTensorStack, TensorDict
+
+from tdview.errors import MissingExtraError, UnsafeCheckpointError
+from tdview.format import encode_key
+from tdview.index import Checkpoint, rollup, search, walk
+from tdview.protocol import Session, handle
+from tdview.storage import open_store
+
+from ._optional import require_module
+
+h5py = require_module("h5py", "tdview[h5] reads HDF5 through it")
+
+
+def _td() -> TensorDict:
+    g = torch.Generator().manual_seed(35)
+    td = TensorDict(
+        obs=torch.randn(6, 3, generator=g),
+        f64=torch.randn(6, dtype=torch.float64, generator=g),
+        half=torch.randn(6, 2, generator=g).to(torch.float16),
+        mask=torch.rand(6, generator=g) > 0.5,
+        i8=torch.arange(6, dtype=torch.int8),
+        i16=torch.arange(6, dtype=torch.int16),
+        i32=torch.arange(6, dtype=torch.int32) - 3,
+        u8=torch.arange(6, dtype=torch.uint8),
+        c64=torch.randn(6, generator=g, dtype=torch.complex64),
+        empty=torch.zeros(6, 0),
+        nested=TensorDict(
+            x=torch.arange(12).reshape(6, 2),
+            deeper=TensorDict(z=torch.randn(6, 1, 5, generator=g), batch_size=[6, 1]),
+            batch_size=[6],
+        ),
+        batch_size=[6],
+    )
+    td["name"] = "hello h5"
+    td["labels"] = NonTensorStack(*"abcdef")
+    return td
+
+
+@pytest.fixture(scope="module")
+def h5_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("h5") / "td.h5"
+    _td().to_h5(path).close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(h5_path: Path) -> Iterator[TensorDict]:
+    persistent = TensorDict.from_h5(h5_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # bytes now, str in 0.17
+        yield persistent.to_tensordict()
+    persistent.close()
+
+
+def _same(got: TensorDict, want: TensorDict) -> None:
+    assert got.batch_size == want.batch_size
+    assert sorted(got.keys()) == sorted(want.keys())
+    for key in want.keys():
+        w, g = want.get(key), got.get(key)
+        if isinstance(w, TensorDict):
+            _same(g, w)
+        elif isinstance(w, torch.Tensor):
+            assert g.dtype == w.dtype and torch.equal(g, w), key
+        elif isinstance(w, NonTensorStack):
+            assert g.tolist() == [v.decode() if isinstance(v, bytes) else v for v in w.tolist()]
+        else:  # a str tensordict wrote reads as bytes in the reference until 0.17
+            want_value = want[key]
+            assert got[key] == (
+                want_value.decode() if isinstance(want_value, bytes) else want_value
+            )
+
+
+def test_the_file_opens_as_an_h5_store(h5_path: Path) -> None:
+    with open_store(h5_path) as store:
+        assert store.kind == "h5" and not store.mappable and not store.packed
+        assert "obs.memmap" in store.list_dir("") and store.is_dir("nested")
+        assert "empty.memmap" not in store.list_dir("")  # no file for a leaf of no element
+
+
+@pytest.mark.parametrize("subpath", [None, "nested", "nested/deeper"])
+def test_a_load_equals_from_h5(h5_path: Path, reference: TensorDict, subpath: str | None) -> None:
+    with Checkpoint(h5_path) as ckpt:
+        got = ckpt.load(subpath=subpath)
+    want = reference if subpath is None else reference.get(tuple(subpath.split("/")))
+    _same(got, want)
+
+
+def test_the_tree_is_the_file_s_groups_and_datasets(h5_path: Path, reference: TensorDict) -> None:
+    with Checkpoint(h5_path) as ckpt, h5py.File(h5_path) as f:
+        for node in walk(ckpt, ckpt.root):
+            if node.record is not None and node.is_leaf:
+                dataset = f["/".join(node.path)]
+                assert tuple(node.record.shape) == dataset.shape
+                want = reference.get(tuple(node.path))
+                assert str(want.dtype) == node.record.dtype.name
+        shown = {c.key: c.kind for c in ckpt.children(())}
+        assert set(shown) == set(reference.keys())
+        assert shown["labels"] == "non_tensor_stack" and shown["name"] == "non_tensor"
+
+
+def test_browsing_reads_no_dataset(h5_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree, the rollup and a search read metadata only: no tensor dataset's data."""
+    read: list[str] = []
+    original = h5py.Dataset.__getitem__
+
+    def spy(self, index):  # type: ignore[no-untyped-def]
+        read.append(self.name)
+        return original(self, index)
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", spy)
+    monkeypatch.setattr(h5py.Dataset, "read_direct", lambda *a, **k: pytest.fail("read"))
+    with Checkpoint(h5_path) as ckpt:
+        nodes = list(walk(ckpt, ckpt.root))
+        assert rollup(ckpt, ckpt.root).leaves >= 11
+        assert search(ckpt, "deeper/z")[0] == [("nested", "deeper", "z")]
+    assert len(nodes) > 12
+    assert set(read) <= {"/name", "/labels"}  # the non-tensor values shown, no tensor
+
+
+def test_a_preview_reads_only_the_rows_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "big.h5"
+    big = torch.arange(20000 * 8, dtype=torch.float32).reshape(20000, 8)
+    TensorDict(big=big, batch_size=[]).to_h5(path, chunks=(100, 8)).close()
+    asked: list[object] = []
+    original = h5py.Dataset.__getitem__
+
+    def spy(self, index):  # type: ignore[no-untyped-def]
+        asked.append(index)
+        return original(self, index)
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", spy)
+    with Checkpoint(path) as ckpt:
+        session = Session(ckpt, str(path), namespace={})
+        message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "preview",
+                   "params": {"path": ["big"], "rows": 5, "stats": False}}  # fmt: skip
+        reply, buffers = handle(session, message)
+    assert reply is not None and reply["ok"], reply
+    got = np.frombuffer(buffers[0], dtype=np.float32)
+    assert np.array_equal(got, big.reshape(-1)[: got.size].numpy())
+    rows = [i[-1] for i in asked if isinstance(i, tuple) and isinstance(i[-1], slice)]
+    assert rows and all(s.stop - s.start <= 100 for s in rows), asked
+
+
+def test_byte_ranges_are_the_elements_in_c_order(h5_path: Path) -> None:
+    with open_store(h5_path) as store, h5py.File(h5_path) as f:
+        want = np.ascontiguousarray(f["nested/deeper/z"][()]).astype("<f4").tobytes()
+        dest = bytearray(40)
+        store.read_ranges("nested/deeper/z.memmap", [(4, 24), (60, 80)], memoryview(dest))
+        assert bytes(dest) == want[4:24] + want[60:80]
+        with pytest.raises(ValueError, match="run past"):
+            store.read_into("nested/deeper/z.memmap", len(want) - 4, bytearray(8))
+
+
+def test_the_encoder_is_tensordict_s(h5_path: Path) -> None:
+    from tdview.storage._group_tree import encode_name
+
+    for key in ["a b", "", ".", "..", "x/y", "%41", 'q?*<>|:"\\', "ключ", "tab\there"]:
+        assert encode_name(key) == encode_key(key)
+
+
+def test_without_h5py_the_error_names_the_extra(
+    h5_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "h5py", None)
+    with pytest.raises(MissingExtraError, match=r'pip install "tdview\[h5\]"'):
+        Checkpoint(h5_path)
+
+
+# -- hostile files ---------------------------------------------------------------------
+
+
+def _hostile(folder: Path, outside: Path) -> Path:
+    """A file with an external link and a virtual dataset into ``outside``, and the
+    same pair into a file beside it (followed)."""
+    secret = outside / "secret.h5"
+    with h5py.File(secret, "w") as f:
+        f["data"] = np.arange(10.0)
+    beside = folder / "beside.h5"
+    with h5py.File(beside, "w") as f:
+        f["data"] = np.arange(4.0)
+    path = folder / "hostile.h5"
+    with h5py.File(path, "w") as f:
+        f["ok"] = np.ones(3, dtype=np.float32)
+        f["out_link"] = h5py.ExternalLink(str(secret), "/data")
+        f["up_link"] = h5py.ExternalLink("../" + outside.name + "/secret.h5", "/data")
+        f["in_link"] = h5py.ExternalLink("beside.h5", "/data")
+        for name, source, n in [("out_vds", secret, 10), ("in_vds", beside, 4)]:
+            layout = h5py.VirtualLayout(shape=(n,), dtype="f8")
+            layout[:] = h5py.VirtualSource(str(source), "data", shape=(n,))
+            f.create_virtual_dataset(name, layout)
+    return path
+
+
+def test_links_and_virtual_datasets_out_of_the_folder_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir(), (tmp_path / "out").mkdir()
+    path = _hostile(tmp_path / "in", tmp_path / "out")
+    with Checkpoint(path) as ckpt:
+        for name in ["out_link", "up_link", "out_vds"]:
+            with pytest.raises(UnsafeCheckpointError, match=f"/{name}") as refused:
+                ckpt.store.read_bytes(f"{name}/meta.json", 1 << 20)
+            assert "out of the file's folder" in str(refused.value)
+            assert f"{name}.memmap" not in ckpt.store.list_dir("")
+        with pytest.raises(UnsafeCheckpointError, match="out_link"):
+            ckpt.load()  # a load of the whole file meets the refused link
+        for name in ["in_link", "in_vds"]:  # followed: inside the file's folder
+            got = ckpt.load_leaf(name)
+            assert torch.equal(got, torch.arange(4.0, dtype=torch.float64))
+
+
+def test_unsupported_dtype_names_file_key_and_dtype(tmp_path: Path) -> None:
+    path = tmp_path / "compound.h5"
+    with h5py.File(path, "w") as f:
+        f["t"] = np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")])
+        f["ok"] = np.ones(2, dtype=np.float32)
+    with Checkpoint(path) as ckpt:
+        with pytest.raises(ValueError, match=r"'/t'.*\('a', '<i4'\)"):
+            json.loads(ckpt.store.read_bytes("t/meta.json", 1 << 20))
+        assert [c.key for c in ckpt.children(())] == ["ok", "t"]
