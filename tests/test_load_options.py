@@ -791,7 +791,7 @@ def test_the_options_are_checked_in_one_place() -> None:
     """Only ``LoadRequest`` calls the option checks (ARCHITECTURE.md, "How a load runs")."""
     import ast
 
-    checks = {"check_mode", "check_allow_pickle", "check_out"}
+    checks = {"check_mode", "check_allow_pickle", "check_out", "check_index"}
     package = Path(tdview.__file__).parent
     callers = set()
     for path in package.rglob("*.py"):
@@ -812,7 +812,7 @@ def test_load_memmap_keeps_tensordicts_signature() -> None:
         "(prefix: 'str | os.PathLike[str]', device: 'Any' = None, non_blocking: 'bool' = "
         "False, *, out: 'Any' = None, robust_key: 'bool | None' = None, subpath: 'Any' = "
         "None, mode: 'str | None' = None, num_threads: 'int' = 0, allow_pickle: "
-        "'bool | None' = None) -> 'Any'"
+        "'bool | None' = None, index: 'Any' = None) -> 'Any'"
     )
     names = list(inspect.signature(tdview.load_memmap).parameters)
     assert names == [
@@ -825,6 +825,7 @@ def test_load_memmap_keeps_tensordicts_signature() -> None:
         "mode",
         "num_threads",
         "allow_pickle",
+        "index",  # tdview's own: load_memmap(...)[index], reading only those rows
     ]
 
 

@@ -501,12 +501,15 @@ class Checkpoint:
         num_threads: int = 0,
         allow_pickle: bool | None = None,
         progress: Any = None,
+        index: Any = None,
     ) -> Any:
         """Load the tensordict at ``subpath`` (the root by default), as
         :func:`tdview.load_memmap` does, reusing this index: the metadata already read is
         not read again, so a later load costs only its own subtree.
 
         ``progress``, if given, is called with the nested key of each leaf once loaded.
+        ``index`` (what ``td[index]`` takes on the batch dims) loads ``load(...)[index]``,
+        reading only the rows selected.
         In a folder of checkpoints (a ``Collection``), ``subpath`` must reach a member
         (or a node in one).
 
@@ -518,8 +521,9 @@ class Checkpoint:
         from ..loader import LoadRequest, run
 
         request = LoadRequest(
-            subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress
-        )
+            subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress,
+            index=index,
+        )  # fmt: skip
         return run(self, request)
 
     def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:

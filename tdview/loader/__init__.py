@@ -12,6 +12,7 @@ used.
 Modules: :mod:`._api` (``LoadRequest``, ``run``, subpath), :mod:`._build` (each node kind),
 :mod:`._leaves` (one leaf), :mod:`._mapping` (the one archive mapping),
 :mod:`._classes` (saved class -> Python class), :mod:`._pickles` (pickle policy),
+:mod:`._index` (``index=``: only the rows selected),
 :mod:`._prefetch` (parallel decompression), :mod:`._out` (``out=``), :mod:`._stacks`
 (NonTensorStack values), :mod:`._context` (the state of one load).
 
@@ -80,6 +81,7 @@ def load_memmap(
     mode: str | None = None,
     num_threads: int = 0,
     allow_pickle: bool | None = None,
+    index: Any = None,
 ) -> Any:
     """Load a tensordict that ``memmap()`` or ``save()`` wrote, from a directory or an archive.
 
@@ -125,6 +127,12 @@ def load_memmap(
     allow_pickle : bool, optional
         True unpickles pickled non-tensor data, False refuses it (``RuntimeError``), None
         unpickles it with a ``FutureWarning``. ``json_types.json`` data needs no pickle.
+    index : optional
+        What ``td[index]`` takes on the batch dims (an int, a slice with a step, a bool
+        or integer tensor, a tuple of those): the result is ``load_memmap(...)[index]``,
+        and only the rows selected are read (local leaves are views of the mapping;
+        remote ones, ranged reads of their rows). An index the batch cannot take raises
+        what ``td[index]`` raises (``IndexError``) before a payload byte is read.
 
     Returns
     -------
@@ -235,6 +243,7 @@ def load_memmap(
         mode=mode,
         num_threads=num_threads,
         allow_pickle=allow_pickle,
+        index=index,
     )
     return load_path(prefix, request, robust_key)
 

@@ -22,6 +22,7 @@ from ..index import (
 )
 from ._build import build, depth_room
 from ._context import LoadContext, check_mode, check_usable
+from ._index import apply_index, check_fits, check_index, fetch_rows
 from ._leaves import leaf_tensor
 from ._mapping import check_writable
 from ._out import check_out
@@ -50,6 +51,7 @@ class _Options(NamedTuple):
     allow_pickle: bool | None = None
     progress: Callable[[tuple[str, ...]], object] | None = None
     leaf: bool = False
+    index: Any = None
 
 
 class LoadRequest(_Options):
@@ -77,6 +79,9 @@ class LoadRequest(_Options):
     leaf : bool
         Load the one tensor leaf at ``subpath`` (``Checkpoint.load_leaf``; only
         ``device`` and ``mode`` apply), not a tensordict.
+    index : optional
+        What ``td[index]`` takes on the batch dims: the load is ``load(...)[index]``,
+        reading only the rows selected (:mod:`._index`).
 
     Raises
     ------
@@ -84,7 +89,8 @@ class LoadRequest(_Options):
         ``mode`` is not None, ``"r"`` or ``"r+"``; ``num_threads`` is not a non-negative
         int.
     TypeError
-        ``allow_pickle`` is not a bool or None; ``out`` is not a tensor collection.
+        ``allow_pickle`` is not a bool or None; ``out`` is not a tensor collection;
+        ``index`` is not what ``td[index]`` takes (a key, a float), or comes with ``out``.
     RuntimeError
         ``device`` is a string torch does not know.
 
@@ -105,6 +111,10 @@ class LoadRequest(_Options):
         check_mode(request.mode)
         check_allow_pickle(request.allow_pickle)
         check_out(request.out)
+        if request.index is not None:
+            check_index(request.index)
+            if request.out is not None:
+                raise TypeError("index= and out= cannot be combined: load into out, then index it.")
         num_threads = request.num_threads
         if type(num_threads) is not int or num_threads < 0:
             raise ValueError(f"num_threads must be a non-negative int, got {num_threads!r}.")
@@ -180,12 +190,21 @@ def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
     """:func:`run` for a tensordict (the device is checked usable)."""
     device = request.device
     node = resolve_subpath(ckpt, request.subpath)
+    index = request.index
+    if index is not None:  # what td[index] raises, before a payload byte is read
+        check_fits(ckpt, node, index)
+        if device is not None and device.type not in ("cpu", "meta"):
+            device = None  # built where it is mapped: only the rows selected are copied
     mode = request.mode
     ctx = _context(ckpt, device, mode, request.allow_pickle, request.progress)
     if node.dirkey is not None:
         ckpt.store.prepare(node.dirkey, payloads=ctx.read_data)
     if ctx.read_data and ctx.remote:  # read every leaf's bytes first (see _remote)
-        ctx.fetched = fetch_subtree(ckpt, node, ctx.progress)
+        ctx.fetched = (
+            fetch_subtree(ckpt, node, ctx.progress)
+            if index is None
+            else fetch_rows(ckpt, node, index, ctx.progress)
+        )
         ctx.progress = None  # reported as the bytes arrived
     elif request.num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
         ctx.prefetch = _prefetcher(ckpt, node, request.num_threads)
@@ -204,6 +223,9 @@ def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
     finally:
         if ctx.prefetch is not None:
             ctx.prefetch.close()
+    if index is not None:
+        result = apply_index(result, index, request.device, request.non_blocking)
+    device = request.device
     if device is not None and not request.non_blocking and device.type not in ("meta", "cuda"):
         _synchronize()
     ctx.check_mapping()

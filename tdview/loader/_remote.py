@@ -14,7 +14,7 @@ reads still in flight.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -43,6 +43,10 @@ class Fetched:
 
     def has(self, key: str) -> bool:
         return key in self._data
+
+    def update(self, data: dict[str, Any]) -> None:
+        """Add bytes read elsewhere (an indexed load's rows: :mod:`._index`)."""
+        self._data.update(data)
 
     def flat(
         self, key: str, dtype: torch.dtype, need: int, *, exact: bool, display: str
@@ -83,16 +87,20 @@ def remote_flat(ctx: Any, key: str, dtype: torch.dtype, need: int, *, exact: boo
 
 
 def fetch_subtree(
-    ckpt: Checkpoint, node: Node, progress: Callable[[tuple[str, ...]], object] | None
+    ckpt: Checkpoint,
+    node: Node,
+    progress: Callable[[tuple[str, ...]], object] | None,
+    skip: Collection[str] = (),
 ) -> Fetched:
-    """Read the bytes of every leaf file below ``node`` (see the module docstring)."""
+    """Read the bytes of every leaf file below ``node`` (see the module docstring) but
+    those of ``skip`` (read by an indexed load's rows)."""
     wanted: dict[str, int | None] = {}
     paths: dict[str, tuple[str, ...]] = {}
     for child in walk(ckpt, node):
         record = child.record
         if not child.is_leaf or record is None:
             continue
-        if child.file is not None:
+        if child.file is not None and child.file not in skip:
             if record.is_nested:
                 wanted[child.file] = None
             elif record.nbytes:  # no bytes to read for a leaf without elements
