@@ -12,6 +12,8 @@ from ._h5 import H5Store, is_h5
 from ._mapfile import map_file, not_a_checkpoint
 from ._probe import open_dir
 from ._remote import is_remote, open_remote
+from ._safetensors_files import is_safetensors
+from ._safetensors_open import open_safetensors
 from ._zarr import ZarrStore, is_zarr_folder
 from ._zip import parse_central_directory
 
@@ -63,6 +65,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         return DirectoryStore(path)
     if stat.S_ISREG(st.st_mode) and is_h5(path):  # td.to_h5(path): the HDF5 signature
         return H5Store(path)
+    if stat.S_ISREG(st.st_mode) and is_safetensors(path):  # told by its header
+        return open_safetensors(path)
     if stat.S_ISREG(st.st_mode):
         return ArchiveStore(path)
     raise not_a_checkpoint(path, f"not a regular file (mode {st.st_mode:#o})")

@@ -1,0 +1,257 @@
+"""A safetensors checkpoint (one file, or a shard set) as a store of tensordict folders.
+
+The tensors' real keys are grouped into folders by ``.`` (:mod:`._safetensors_tree`),
+each folder presented with a ``meta.json`` made from the header, and each tensor is a
+``<key>.memmap`` file whose bytes are a span of the safetensors file: the store is
+``packed`` (its files are spans of one file, stored as they are), and a single local
+file is ``mappable`` (every leaf a view of one mapping, as an archive's are), so that
+the tree, the search, previews, loads and the diff read it as they read any checkpoint.
+A shard set (several files) is read, not mapped: its leaves lie in several files.
+
+Opening reads the 8-byte length and the header of each file (:mod:`._safetensors`):
+over fsspec, two ranged reads per shard; no payload byte is read until a preview or a
+load asks for one. ``__metadata__`` (or a shard index's ``metadata``) is
+:attr:`SafetensorsStore.metadata`.
+
+Examples
+--------
+>>> store = open_store("/models/model.safetensors")               # doctest: +SKIP
+>>> store.list_dir(""), store.tensor_name("model/embed/weight.memmap")  # doctest: +SKIP
+(['meta.json', 'model'], 'model.embed.weight')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ArchiveError, LimitExceededError
+from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
+from ._safetensors_files import Shard
+from ._safetensors_tree import META, Layout
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+__all__ = ["SafetensorsStore"]
+
+
+class SafetensorsStore(Store):
+    """The store of a safetensors checkpoint (see the module docstring).
+
+    Parameters
+    ----------
+    root : str
+        The file, the shard index or the folder opened: :attr:`root`.
+    shards : list of Shard
+        The files read (one for a single file).
+    metadata : dict, optional
+        ``__metadata__``, or the shard index's ``metadata``.
+    refused : dict, optional
+        Real key -> why its tensor is not read (a shard set's problems: a key the index
+        does not name, or names in another shard).
+    unknown : dict, optional
+        Real key -> why no shard gives its record (the index names it, no shard holds it,
+        or its shard is missing).
+    where : dict, optional
+        Real key -> the shard that holds it (all in the one file by default).
+    """
+
+    kind = "safetensors"
+    packed = True
+    foreign_format = "a safetensors file"
+
+    def __init__(
+        self,
+        root: str,
+        shards: list[Shard],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        refused: Mapping[str, str] | None = None,
+        unknown: Mapping[str, str] | None = None,
+        where: Mapping[str, Shard] | None = None,
+    ) -> None:
+        self.root = root
+        self.shards = shards
+        self.metadata = None if metadata is None else dict(metadata)
+        self.mappable = len(shards) == 1 and shards[0].open_checked is not None
+        self._unknown = dict(unknown or {})
+        tensors = [
+            (t.name, t.dtype, t.shape)
+            for shard in shards
+            for t in shard.header.tensors
+            if where is None or where.get(t.name) is shard
+        ]
+        self.layout = Layout(tensors, self._unknown)
+        self._where = dict(where) if where is not None else {}
+        self._refused = {self.layout.keys[name]: why for name, why in (refused or {}).items()}
+
+    # -- naming --------------------------------------------------------------------------
+
+    def tensor_name(self, key: str) -> str | None:
+        """The real key of the tensor whose file ``key`` is (None for any other key)."""
+        return self.layout.leaf(key)
+
+    def _tensor(self, key: str) -> tuple[Shard, int, int]:
+        """``(shard, begin, end)`` of a leaf file, else its error."""
+        name = self.layout.leaf(key)
+        if name is None or key in self._refused:
+            check_key(key, self.root)
+            if key in self._refused:
+                raise ArchiveError(f"{self.display(key)}: {self._refused[key]}")
+            if self.layout.is_dir(key):
+                raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
+            raise not_found(self.display(key))
+        shard = self._where.get(name) or self.shards[0]
+        tensor = shard.header.names[name]
+        return shard, tensor.begin, tensor.end
+
+    def display(self, key: str) -> str:
+        name = self.layout.leaf(key)
+        if name is not None:
+            shard = self._where.get(name) or self.shards[0]
+            return f"{shard.display}::{name}"
+        return f"{self.root}::{key}" if key else self.root
+
+    # -- the Store interface -------------------------------------------------------------
+
+    def _meta_dir(self, key: str) -> str | None:
+        """The folder whose ``meta.json`` ``key`` is, or None."""
+        dirkey, _, name = key.rpartition("/")
+        return dirkey if name == META and self.layout.is_dir(dirkey) else None
+
+    def is_file(self, key: str) -> bool:
+        if (key in self.layout.files and key not in self._refused) or self._meta_dir(
+            key
+        ) is not None:
+            return True
+        check_key(key, self.root)
+        return False
+
+    def is_dir(self, key: str) -> bool:
+        if self.layout.is_dir(key):
+            return True
+        check_key(key, self.root)
+        return False
+
+    def list_dir(self, key: str) -> list[str]:
+        if self.layout.is_dir(key):
+            return self.layout.children(key)
+        check_key(key, self.root)
+        if key in self.layout.unknown:
+            name = self.layout.unknown[key]
+            raise ArchiveError(f"{self.root}::{name}: {self._unknown[name]}")
+        if self.is_file(key):
+            raise NotADirectoryError(f"{self.display(key)} is not a directory")
+        raise not_found(self.display(key))
+
+    def plain_entries(
+        self, key: str, wanted: int | None = None
+    ) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+        if not self.layout.is_dir(key) or self._refused:
+            return None, None
+        return self.layout.files_in(key), self.layout.dirs_in(key)
+
+    def plain_files(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
+        return self.plain_entries(key, wanted)[0]
+
+    def plain_dirs(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
+        return self.plain_entries(key, wanted)[1]
+
+    def _size(self, key: str) -> int:
+        dirkey = self._meta_dir(key)
+        if dirkey is not None:
+            return len(self.layout.meta(dirkey))
+        _, begin, end = self._tensor(key)
+        return end - begin
+
+    def entry(self, key: str) -> EntryInfo:
+        size = self._size(key)
+        return EntryInfo(key, self.display(key), size, size, "stored", None, None)
+
+    def locate(self, key: str) -> Payload:
+        dirkey = self._meta_dir(key)
+        if dirkey is not None:  # made from the header: no bytes of its own in the file
+            size = len(self.layout.meta(dirkey))
+            offset, in_file = 0, False
+        else:
+            _, begin, end = self._tensor(key)
+            size, offset, in_file = end - begin, begin, True
+        return Payload(
+            key=key,
+            display=self.display(key),
+            file=None,
+            in_archive=in_file,
+            offset=offset,
+            size=size,
+            stored_size=size,
+            compression="stored",
+            crc32=None,
+            encrypted=False,
+            as_stored=True,
+            mappable=self.mappable and in_file,
+        )
+
+    def read_bytes(self, key: str, limit: int) -> bytes:
+        size = self._size(key)
+        if size > limit:
+            raise LimitExceededError(
+                f"{self.display(key)} is {size} bytes, above the limit of {limit} bytes."
+            )
+        dirkey = self._meta_dir(key)
+        if dirkey is not None:
+            return self.layout.meta(dirkey)
+        return self.decompress(key).tobytes()
+
+    def writable(self, key: str | None = None) -> bool:
+        if key is not None:
+            check_key(key, self.root)
+        return self.mappable and self.shards[0].writable()
+
+    # -- payloads --------------------------------------------------------------------------
+
+    def stored_span(self, key: str) -> tuple[int, int] | None:
+        if not self.mappable or key not in self.layout.files or key in self._refused:
+            return None
+        _, begin, end = self._tensor(key)
+        return begin, end - begin
+
+    def map(self, key: str, *, write: bool | None = False) -> Mapped:
+        """The one file, for the mapping every leaf is a view of (``key``'s bytes at
+        :meth:`stored_span`); a shard set, a remote file: ``io.UnsupportedOperation``."""
+        opener = self.shards[0].open_checked
+        if not self.mappable or opener is None:
+            return super().map(key, write=write)
+        if key:
+            self._tensor(key)
+        fd, st = opener(bool(write))
+        return fd, st, bool(write)
+
+    def opened_path(self, fd: int, key: str) -> str:
+        return self.shards[0].display
+
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
+        out = memoryview(buf).cast("B")
+        dirkey = self._meta_dir(key)
+        if dirkey is not None:
+            data = self.layout.meta(dirkey)
+            begin, end, shard = 0, len(data), None
+        else:
+            shard, begin, end = self._tensor(key)
+        if offset < 0 or begin + offset + len(out) > end:
+            raise ValueError(
+                f"{self.display(key)}: bytes {offset}..{offset + len(out)} lie outside its "
+                f"{end - begin} bytes."
+            )
+        if shard is None:
+            out[:] = data[offset : offset + len(out)]
+        elif len(out):
+            shard.read(begin + offset, out)
+
+    def check_intact(self) -> None:
+        if self.mappable:
+            self.shards[0].check_intact()
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
