@@ -48,6 +48,7 @@ from ._node import (
     Node,
     PlainFolder,
 )
+from ._optimizer import OptimizerMap, ParamLabel, optimizer_map, param_label
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
 from ._replay import StorageRows, rows_of_leaf, storage_rows
 from ._rollup import Rollup, cached_rollup, rollup
@@ -79,7 +80,9 @@ __all__ = [
     "Matcher",
     "NestedPath",
     "Node",
+    "OptimizerMap",
     "Page",
+    "ParamLabel",
     "PlainFolder",
     "Rollup",
     "SchemaEntry",
@@ -101,6 +104,8 @@ __all__ = [
     "needs_unpickling",
     "normalize_subpath",
     "not_a_checkpoint_folder",
+    "optimizer_map",
+    "param_label",
     "path_matcher",
     "pickle_info",
     "pickle_key",

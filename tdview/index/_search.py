@@ -19,7 +19,7 @@ and it stops at the next folder once the request is cancelled
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
@@ -31,6 +31,7 @@ from ._children import _names, collection_dir
 from ._loading import Indexed as Checkpoint  # typed by what it reads: no circle
 from ._match import Keys, Matcher, spellings
 from ._node import Node
+from ._optimizer import STATE, state_labels
 from ._paths import NestedPath, join_key
 
 __all__ = ["SearchPage", "iter_matches", "search", "search_page"]
@@ -78,6 +79,9 @@ class _Level:
     meta: TensorDictNode | None = None
     nodes: tuple[Node, ...] = ()  # any other node's: its children
     below: list[_Level | None] = field(default_factory=list)
+    #: an optimizer's ``state`` level: each key's parameter name (:mod:`._optimizer`),
+    #: which a search matches too
+    labels: Keys | None = None
 
 
 # Per checkpoint: plain folder -> its level, node id -> (node, its level), and id of a
@@ -168,6 +172,25 @@ def _sub_folder(ckpt: Checkpoint, dirkey: str, key: str) -> tuple[str, NodeMeta]
 
 
 def _resolve(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Level | None:
+    found = _resolved(ckpt, level, i, path)
+    if found is not None and path[-1] == STATE and found.labels is None:
+        names = state_labels(ckpt, path, found.keys)
+        found.labels = Keys([name.lower() for name in names]) if names else None
+    return found
+
+
+def _hits(
+    test: Callable[[Keys, str, str], list[int]], level: _Level, slash: str, dot: str
+) -> list[int]:
+    """The matches of a level: its keys, and its parameter names where it has them."""
+    found = test(level.lower, slash, dot)
+    if level.labels is None:
+        return found
+    named = test(level.labels, slash, dot)
+    return sorted(set(found).union(named)) if named else found
+
+
+def _resolved(ckpt: Checkpoint, level: _Level, i: int, path: NestedPath) -> _Level | None:
     if level.dirkey is None:
         return _node_level(ckpt, level.nodes[i])
     found = _sub_folder(ckpt, level.dirkey, level.keys[i])
@@ -234,7 +257,7 @@ def tree_batches(
                 continue
             key = lower[upto]
             child_slash, child_dot = f"{frame.slash}{key}/", f"{frame.dot}{key}."
-            found = test(below.lower, child_slash, child_dot)
+            found = _hits(test, below, child_slash, child_dot)
             if below.subs:
                 cancel_point()  # a cancelled search stops here
                 frame.hit, frame.sub = h, s

@@ -15,6 +15,7 @@ from ..index import (
     Rollup,
     iter_matches,
     needs_unpickling,
+    param_label,
     pickle_info,
     rollup,
     storage_rows,
@@ -164,13 +165,19 @@ def _level(
     shown = children[: options.limit]
     for i, child in enumerate(shown):
         last = i == len(shown) - 1 and len(children) <= options.limit
-        yield depth, child.key, describe(ckpt, child, rollups=options.rollups), last
+        yield depth, _key(ckpt, child), describe(ckpt, child, rollups=options.rollups), last
         if not child.is_leaf:
             # Below a match, show everything: a filter finds a module, then shows it.
             below = None if keep is None or child.path in keep.hits else keep
             yield from _level(ckpt, child, depth + 1, options, below)
     if len(children) > options.limit:
         yield depth, f"… {len(children) - options.limit} more", "", True
+
+
+def _key(ckpt: Checkpoint, node: Node) -> str:
+    """A row's key; an optimizer's ``state/<i>`` with its parameter: ``0 → embed.weight``."""
+    label = param_label(ckpt, node)
+    return node.key if label is None or label.name is None else f"{node.key} → {label.name}"
 
 
 @dataclass(frozen=True)
