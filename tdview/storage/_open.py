@@ -14,7 +14,7 @@ from ._probe import open_dir
 from ._remote import is_remote, open_remote
 from ._safetensors_files import is_safetensors
 from ._safetensors_open import open_safetensors
-from ._zarr import ZarrStore, is_zarr_folder
+from ._zarr import ZarrStore, is_zarr_folder, is_zarr_url, open_zarr_url
 from ._zip import parse_central_directory
 
 __all__ = ["is_archive", "open_store"]
@@ -50,7 +50,7 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     'directory'
     """
     if is_remote(path):  # a URL (s3://, https://...): see _remote
-        return open_remote(path)
+        return open_zarr_url(path) if is_zarr_url(path) else open_remote(path)
     path = os.path.abspath(os.fspath(path))
     if is_zarr_folder(path):  # td.to_zarr(path): a zarr.json and no meta.json
         return ZarrStore(path)

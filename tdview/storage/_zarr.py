@@ -27,6 +27,7 @@ from ..errors import (
     CheckpointFormatError,
     LimitExceededError,
     MissingExtraError,
+    TDViewError,
     UnsafeCheckpointError,
 )
 from ._base import name_problem
@@ -41,7 +42,7 @@ from ._group_tree import (
     torch_dtype,
 )
 
-__all__ = ["ZarrStore", "is_zarr_folder"]
+__all__ = ["ZarrStore", "is_zarr_folder", "is_zarr_url", "open_zarr_url"]
 
 _TD_ATTR, _NON_TENSOR_ATTR, _STACK_ATTR = (
     "__tensordict__",
@@ -61,6 +62,38 @@ def is_zarr_folder(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "zarr.json")) and not os.path.lexists(
         os.path.join(path, "meta.json")
     )
+
+
+def is_zarr_url(path: str) -> bool:
+    """A URL whose last name ends with ``.zarr`` (zarr's convention): a remote folder
+    cannot be told by a look at it without a request, and this costs none.
+
+    Examples
+    --------
+    >>> is_zarr_url("s3://bucket/run/td.zarr/"), is_zarr_url("s3://bucket/run/td.tdz")
+    (True, False)
+    """
+    return str(path).rstrip("/").endswith(".zarr")
+
+
+def open_zarr_url(path: str) -> ZarrStore:
+    """The :class:`ZarrStore` of a URL (or a :func:`~tdview.storage.remote` path, its
+    filesystem and storage options), read through zarr's ``FsspecStore``."""
+    from ._remote import RemotePath, filesystem, remote
+
+    zarr = _zarr()
+    where = path if isinstance(path, RemotePath) else remote(path)
+    url = str(where).rstrip("/")
+    if where.fs is None:  # zarr makes the filesystem, asynchronous, on its own loop
+        filesystem(where)  # a missing package: the error names the extra
+        options = {**where.options, "asynchronous": True}
+        store = zarr.storage.FsspecStore.from_url(url, storage_options=options, read_only=True)
+    else:
+        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+        fs = where.fs if where.fs.async_impl else AsyncFileSystemWrapper(where.fs)
+        store = zarr.storage.FsspecStore(fs, read_only=True, path=where.path.rstrip("/"))
+    return ZarrStore(url, store)
 
 
 def _zarr() -> Any:
@@ -98,15 +131,21 @@ class ZarrStore(GroupTreeStore):
         self._zarr = zarr
         if store is None:
             store = zarr.storage.LocalStore(root, read_only=True)
-        self._group_of = zarr.open_group(store=store, mode="r")
-        self._count = 0
-        super().__init__(root, self._group(self._group_of, "", "/", 0))
+        self._count, self._root = 0, root
+        try:
+            self._group_of = zarr.open_group(store=store, mode="r")
+            tree = self._group(self._group_of, "", "/", 0)
+        except TDViewError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as error:  # zarr's own
+            raise CheckpointFormatError(
+                f"{root}: zarr cannot read it as a group: {type(error).__name__}: {error}"
+            ) from None
+        super().__init__(root, tree)
 
     def _group(self, group: Any, name: str, path: str, depth: int) -> Group:
         if depth > MAX_DEPTH:
-            raise LimitExceededError(
-                f"{self.root_name}::{path}: groups nest deeper than {MAX_DEPTH}."
-            )
+            raise LimitExceededError(f"{self._root}::{path}: groups nest deeper than {MAX_DEPTH}.")
         recorded = group.attrs.get(_TD_ATTR)
         out = Group(name, path)
         if isinstance(recorded, dict) and _ints(recorded.get("batch_size")):
@@ -117,11 +156,11 @@ class ZarrStore(GroupTreeStore):
         for child, obj in group.members():
             self._count += 1
             if self._count > MAX_OBJECTS:
-                raise LimitExceededError(f"{self.root_name}: more than {MAX_OBJECTS} objects.")
+                raise LimitExceededError(f"{self._root}: more than {MAX_OBJECTS} objects.")
             problem = name_problem(child)
             if problem is not None or "/" in child:
                 raise UnsafeCheckpointError(
-                    f"{self.root_name}: the member {child!r} of {path!r} "
+                    f"{self._root}: the member {child!r} of {path!r} "
                     f"{problem or 'has a /'}: it could leave the store."
                 )
             where = f"{path.rstrip('/')}/{child}"
@@ -131,16 +170,10 @@ class ZarrStore(GroupTreeStore):
                 out.members.append(self._array(obj, child, where))
         return out
 
-    @property
-    def root_name(self) -> str:
-        return getattr(self, "root", "") or str(self._group_of.store)
-
     def _array(self, arr: Any, name: str, path: str) -> Array:
         shape = tuple(int(n) for n in arr.shape)
         if len(shape) > MAX_DIMS:
-            raise LimitExceededError(
-                f"{self.root_name}::{path}: {len(shape)} dims, above {MAX_DIMS}."
-            )
+            raise LimitExceededError(f"{self._root}::{path}: {len(shape)} dims, above {MAX_DIMS}.")
         attrs = arr.attrs
         marker, stack = attrs.get(_NON_TENSOR_ATTR), attrs.get(_STACK_ATTR)
         kind = "stack" if _ints(stack) else "data"

@@ -1,0 +1,233 @@
+"""zarr stores written by tensordict's ``to_zarr``, read by tdview (locally, over HTTP
+and from S3) and compared with ``TensorDict.from_zarr(path).to_tensordict()``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tensordict import NonTensorData, NonTensorStack, TensorDict
+
+import tdview
+from tdview.errors import CheckpointFormatError, MissingExtraError, UnsafeCheckpointError
+from tdview.index import Checkpoint, rollup, search, walk
+from tdview.protocol import Session, handle
+from tdview.storage import open_store
+
+from ._optional import require_module
+from .remote_servers import RangeServer, start_s3
+
+zarr = require_module("zarr", "tdview[zarr] reads zarr through it")
+BUCKET = "zarr-stores"
+
+
+def _td() -> TensorDict:
+    g = torch.Generator().manual_seed(36)
+    td = TensorDict(
+        obs=torch.randn(5, 3, generator=g),
+        f64=torch.randn(5, dtype=torch.float64, generator=g),
+        half=torch.randn(5, 2, generator=g).to(torch.float16),
+        mask=torch.rand(5, generator=g) > 0.5,
+        i8=torch.arange(5, dtype=torch.int8),
+        i32=torch.arange(5, dtype=torch.int32) - 2,
+        u8=torch.arange(5, dtype=torch.uint8),
+        empty=torch.zeros(5, 0),
+        nested=TensorDict(
+            x=torch.arange(10).reshape(5, 2),
+            deeper=TensorDict(z=torch.randn(5, 1, 4, generator=g), batch_size=[5, 1]),
+            batch_size=[5],
+        ),
+        batch_size=[5],
+        names=["time"],
+    )
+    td["name"] = "hello zarr"
+    td["config"] = NonTensorData({"lr": 0.001, "layers": [64, 64]})
+    td["labels"] = NonTensorStack(*"abcde")
+    return td
+
+
+@pytest.fixture(scope="module")
+def zarr_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("zarr")
+    _td().to_zarr(root / "td.zarr")
+    return root
+
+
+@pytest.fixture(scope="module")
+def zarr_path(zarr_root: Path) -> Path:
+    return zarr_root / "td.zarr"
+
+
+@pytest.fixture(scope="module")
+def reference(zarr_path: Path) -> TensorDict:
+    return TensorDict.from_zarr(zarr_path).to_tensordict()
+
+
+def _same(got: TensorDict, want: TensorDict) -> None:
+    assert got.batch_size == want.batch_size and got.names == want.names
+    assert sorted(got.keys()) == sorted(want.keys())
+    for key in want.keys():
+        w, g = want.get(key), got.get(key)
+        if isinstance(w, TensorDict):
+            _same(g, w)
+        elif isinstance(w, torch.Tensor):
+            assert g.dtype == w.dtype and torch.equal(g, w), key
+        elif isinstance(w, NonTensorStack):
+            assert g.tolist() == w.tolist()
+        else:
+            assert got[key] == want[key]
+
+
+@pytest.mark.parametrize("subpath", [None, "nested", "nested/deeper"])
+def test_a_load_equals_from_zarr(
+    zarr_path: Path, reference: TensorDict, subpath: str | None
+) -> None:
+    with Checkpoint(zarr_path) as ckpt:
+        assert ckpt.store.kind == "zarr" and not ckpt.store.mappable
+        got = ckpt.load(subpath=subpath)
+    _same(got, reference if subpath is None else reference.get(tuple(subpath.split("/"))))
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    read: list[str] = []
+    original = zarr.storage.LocalStore.get
+
+    async def spy(self, key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(key)
+        return await original(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(zarr.storage.LocalStore, "get", spy)
+    return read
+
+
+def test_browsing_reads_zarr_json_and_no_chunk(
+    zarr_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = _spy_reads(monkeypatch)
+    with Checkpoint(zarr_path) as ckpt:
+        nodes = list(walk(ckpt, ckpt.root))
+        assert rollup(ckpt, ckpt.root).leaves >= 9
+        assert search(ckpt, "deeper/z")[0] == [("nested", "deeper", "z")]
+        shapes = {n.path: tuple(n.record.shape) for n in nodes if n.is_leaf and n.record}
+    assert shapes[("nested", "deeper", "z")] == (5, 1, 4)
+    chunks = [key for key in read if "/c/" in key or key.startswith("c/")]
+    # the chunks of the non-tensor values shown (their folders' meta.json), no tensor's
+    assert {key.split("/c/")[0] for key in chunks} <= {"name", "config", "labels"}, read
+    assert "zarr.json" in read
+
+
+def test_a_preview_reads_only_the_chunks_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = torch.arange(4000 * 8, dtype=torch.float32).reshape(4000, 8)
+    TensorDict(big=big, batch_size=[]).to_zarr(tmp_path / "big.zarr", chunks=(100,))
+    read = _spy_reads(monkeypatch)
+    with Checkpoint(tmp_path / "big.zarr") as ckpt:
+        session = Session(ckpt, str(tmp_path / "big.zarr"), namespace={})
+        message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "preview",
+                   "params": {"path": ["big"], "rows": 5, "stats": False}}  # fmt: skip
+        reply, buffers = handle(session, message)
+    assert reply is not None and reply["ok"], reply
+    got = np.frombuffer(buffers[0], dtype=np.float32)
+    assert np.array_equal(got, big.reshape(-1)[: got.size].numpy())
+    chunks = [key for key in read if "/c/" in key]
+    assert chunks and len(chunks) <= 2, chunks  # of 40
+
+
+def test_a_pickled_value_is_never_unpickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    td["obj"] = NonTensorData({1, 2})  # a set: pickled by to_zarr
+    td.to_zarr(tmp_path / "p.zarr")
+    import pickle
+
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("unpickled"))
+    with Checkpoint(tmp_path / "p.zarr") as ckpt:
+        with pytest.raises(UnsafeCheckpointError, match=r"'/obj'.*never unpickles"):
+            ckpt.store.read_bytes("obj/meta.json", 1 << 20)
+        assert torch.equal(ckpt.load_leaf("a"), torch.zeros(2))
+
+
+@pytest.mark.parametrize("name", ["", "x\x00"])
+def test_a_member_name_no_file_can_have_is_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "bad.zarr"
+    TensorDict(a=torch.zeros(2), batch_size=[2]).to_zarr(path)
+    doc = json.loads((path / "zarr.json").read_text())
+    members = doc["consolidated_metadata"]["metadata"]
+    members[name] = members["a"]
+    (path / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(UnsafeCheckpointError, match=repr(name).replace("\\", "\\\\")):
+        Checkpoint(path)
+
+
+def test_a_name_zarr_refuses_is_a_format_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.zarr"
+    TensorDict(a=torch.zeros(2), batch_size=[2]).to_zarr(path)
+    doc = json.loads((path / "zarr.json").read_text())
+    doc["consolidated_metadata"]["metadata"][".."] = doc["consolidated_metadata"]["metadata"]["a"]
+    (path / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(CheckpointFormatError, match=r"bad\.zarr: zarr cannot read it"):
+        Checkpoint(path)
+
+
+def test_without_zarr_the_error_names_the_extra(
+    zarr_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "zarr", None)
+    with pytest.raises(MissingExtraError, match=r'pip install "tdview\[zarr\]"'):
+        Checkpoint(zarr_path)
+
+
+def test_a_folder_with_meta_json_stays_a_checkpoint(tmp_path: Path) -> None:
+    TensorDict(a=torch.zeros(2), batch_size=[2]).memmap(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "zarr.json").write_text("{}")
+    with open_store(tmp_path / "ckpt") as store:
+        assert store.kind == "directory"
+
+
+# -- remote: HTTP (our range server) and S3 (moto) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(zarr_root: Path) -> Iterator[RangeServer]:
+    require_module("aiohttp", "the HTTP store reads through it")
+    server = RangeServer(str(zarr_root))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_options(zarr_root: Path) -> Iterator[dict]:
+    require_module("moto", "the S3 server")
+    s3fs = require_module("s3fs", "the S3 client")
+    server, options = start_s3(BUCKET)
+    s3fs.S3FileSystem(**options).put(
+        str(zarr_root / "td.zarr"), f"{BUCKET}/td.zarr", recursive=True
+    )
+    yield options
+    server.stop()
+
+
+def test_remote_zarr_over_http_loads_as_the_local_one(
+    http: RangeServer, reference: TensorDict
+) -> None:
+    http.take()
+    with Checkpoint(f"{http.url}/td.zarr") as ckpt:
+        assert [c.key for c in ckpt.children(())]
+        browsed = [r.path for r in http.take()]
+        got = ckpt.load()
+    assert not [
+        p for p in browsed if "/c/" in p and p.split("/")[2] not in ("name", "config", "labels")
+    ]
+    _same(got, reference)
+
+
+def test_remote_zarr_on_s3_loads_as_the_local_one(s3_options: dict, reference: TensorDict) -> None:
+    with Checkpoint(tdview.remote(f"s3://{BUCKET}/td.zarr", **s3_options)) as ckpt:
+        _same(ckpt.load(subpath="nested"), reference["nested"])
