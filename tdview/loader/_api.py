@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._gc import gc_paused
-from ..errors import LimitExceededError, SubpathError
+from ..errors import LimitExceededError, NotACheckpointError, SubpathError
 from ..index import (
     Checkpoint,
     Collection,
@@ -132,6 +132,14 @@ def load_path(
     ckpt = Checkpoint(prefix, robust_key=robust_key, one_load=True)
     if isinstance(ckpt, Collection):  # a folder without meta.json: what tensordict raises
         error = not_a_checkpoint_folder(ckpt)
+        ckpt.close()
+        raise error
+    if ckpt.store.foreign_format is not None:  # tensordict's load_memmap refuses it too
+        error = NotACheckpointError(
+            f"{prefix} is a file but not a memory-mapped tensordict archive (expected a zip "
+            f"file with a top-level meta.json entry): it is {ckpt.store.foreign_format}. "
+            f"tdview.Checkpoint({os.fspath(prefix)!r}).load() reads it."
+        )
         ckpt.close()
         raise error
     try:

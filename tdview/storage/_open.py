@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import stat
 
+from ..errors import NotACheckpointError
 from ._archive import META, ArchiveStore
 from ._base import Store, not_found
+from ._consolidated import ConsolidatedStore, is_consolidated
 from ._directory import DirectoryStore
 from ._h5 import H5Store, is_h5
 from ._mapfile import map_file, not_a_checkpoint
@@ -68,7 +70,12 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     if stat.S_ISREG(st.st_mode) and is_safetensors(path):  # told by its header
         return open_safetensors(path)
     if stat.S_ISREG(st.st_mode):
-        return ArchiveStore(path)
+        try:
+            return ArchiveStore(path)
+        except NotACheckpointError:
+            if not is_consolidated(path):  # td.consolidate(filename=path): its footer
+                raise
+        return ConsolidatedStore(path)
     raise not_a_checkpoint(path, f"not a regular file (mode {st.st_mode:#o})")
 
 
