@@ -21,6 +21,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("Duplicates", "duplicates_of", "find_duplicates"), "._duplicates"),
     **dict.fromkeys(("SECTIONS", "SizeEntry", "SizeReport", "sizes", "walk_sizes"), "._sizes"),
     "add_du_parser": "._du_cli",
+    **dict.fromkeys(("KINDS", "CheckReport", "Problem"), "._check_report"),
+    "check": "._check",  # tdview.check: is it healthy
+    "add_check_parser": "._check_cli",  # tdview check on the command line
 }
 
 __all__ = sorted(_LAZY)

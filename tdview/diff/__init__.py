@@ -24,7 +24,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._cli import add_parser
+    from ._cli import ProgressBar, add_parser
     from ._jobs import COMPARE, CRC, Job, Span
     from ._pool import run_jobs
     from ._result import (
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         ValueStats,
     )
     from ._sides import Side, Source, open_side
+    from ._stream import open_source
     from ._text import line, summary
     from ._tiers import stored_crc
 
@@ -65,6 +66,7 @@ __all__ = [
     "DiffRollup",
     "Facts",
     "Job",
+    "ProgressBar",
     "Row",
     "Side",
     "Span",
@@ -73,6 +75,7 @@ __all__ = [
     "diff",
     "line",
     "open_side",
+    "open_source",
     "run_jobs",
     "stored_crc",
     "summary",
@@ -82,6 +85,7 @@ __all__ = [
 _LAZY = {
     **{name: "._result" for name in __all__ if name[0].isupper()},  # the result types
     "add_parser": "._cli",  # ``tdview diff`` on the command line
+    "ProgressBar": "._cli",  # the bar on stderr, for every command that reads payloads
     "line": "._text",  # a row as ``tdview diff`` prints it
     "summary": "._text",  # a Diff's one-line summary, as ``tdview diff`` ends
     # the payload jobs and a side, for the answers' walks (duplicates, check)
@@ -89,6 +93,7 @@ _LAZY = {
     "run_jobs": "._pool",  # jobs on threads, in bounded memory (imports torch)
     "Side": "._sides",
     "open_side": "._sides",
+    "open_source": "._stream",  # a leaf's bytes in chunks (tdview check's values)
     "stored_crc": "._tiers",  # an archive entry's CRC-32, no payload byte read
 }
 Progress = Callable[[int, int, str], object]

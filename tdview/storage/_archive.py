@@ -32,7 +32,7 @@ from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
 from ._crc import crc32
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
-from ._zip import FLAG_ENCRYPTED, LOCAL, CentralDirectory, CentralEntry
+from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ META = "meta.json"
 # Local headers read one by one in a walk before the rest are read in one pass (prepare).
 _BULK = 64
 _PAGE = mmap.PAGESIZE
+# General-purpose flag bit 3: the CRC and sizes follow the data, not in the local header.
+_DATA_DESCRIPTOR = 0x8
 # How far behind a read of read_into its pages are dropped from the process.
 _BEHIND = 2 << 20
 
@@ -246,6 +248,17 @@ class ArchiveStore(Store):
                 f"{self.root} changed since it was opened: it is now {size} bytes, it was "
                 f"{self.file_size} bytes. Open it again."
             )
+
+    def local_crc32(self, key: str) -> int | None:
+        e = self._central(key)
+        at = e.header_offset
+        if not self.mappable or e.flags & _DATA_DESCRIPTOR or at + LOCAL.size > self.file_size:
+            return None
+        self.check_intact()
+        fields = LOCAL.unpack_from(self.mapping, at)  # signature, ..., flags, ..., crc
+        if fields[0] != LOCAL_SIG or fields[2] & _DATA_DESCRIPTOR:
+            return None
+        return int(fields[6])
 
     def open_mapped(self, *, write: bool = False) -> int:
         """Open the archive file again, for another mapping of it (the loader's), and

@@ -546,6 +546,14 @@ class Store(abc.ABC):
                 done(key)
         return out
 
+    def local_crc32(self, key: str) -> int | None:
+        """The CRC-32 that the local header of archive entry ``key`` records, beside the
+        central directory's (:attr:`EntryInfo.crc32`); None for a store whose files are
+        their own, and where the header defers it to a data descriptor or cannot be read.
+        Writing an entry in place (``mode="r+"``) leaves both stale alike: two that
+        differ are damage (``tdview check``)."""
+        return None
+
     def check_intact(self) -> None:
         """Raise when what the store mapped can no longer be read safely (an archive
         file shorter now than when it was opened: a page past its end would kill the

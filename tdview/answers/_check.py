@@ -1,0 +1,239 @@
+"""``tdview.check``: is a checkpoint healthy.
+
+A walk over the index from the node asked (as the diff's): every problem the index
+flags on a node (a ``meta.json`` that does not parse, numbers against batch dims, a
+store's refusal, a missing file), then each leaf's file against its shape and dtype
+(short, long, empty). The payload passes follow (:mod:`._check_read`): each archive
+entry's CRC-32, and with ``values`` the NaN, ±Inf and all-zero counts of every leaf (of
+a torchrl replay buffer, the rows written only). Whatever is damaged is a problem of
+the report; only a checkpoint that cannot be opened at all raises (exit status 2).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+
+from ..errors import NotACheckpointError, SubpathError, TDViewError
+from ..index import (
+    Checkpoint,
+    Collection,
+    Node,
+    join_key,
+    normalize_subpath,
+    refusal,
+    show_path,
+    walk,
+)
+from ..storage import Store
+from ._check_read import check_entries, check_values
+from ._check_report import CheckReport
+from ._duplicates import find_duplicates
+
+Progress = Callable[[int, int, str], object]
+_ZIP_START = b"PK\x03\x04"
+
+
+def check(
+    path: str | os.PathLike[str] | Checkpoint,
+    subpath: object = None,
+    values: bool = False,
+    *,
+    progress: Progress | None = None,
+    num_threads: int | None = None,
+) -> CheckReport:
+    """Check a checkpoint, or the subtree at ``subpath``: is it healthy?
+
+    Parameters
+    ----------
+    path : str, os.PathLike or Checkpoint
+        A checkpoint directory or archive (or an open :class:`~tdview.Checkpoint`, left
+        open), or a folder of checkpoints with a ``subpath`` that reaches into one.
+    subpath : nested key or "a/b" path, optional
+        Check from this node (a leaf too).
+    values : bool
+        Also read every value: NaN and ±Inf counts, all-zero leaves (of a torchrl
+        replay buffer, the rows written only). Without it, only what integrity needs is
+        read: archive entries for their CRC-32, file sizes from the file system.
+    progress : callable, optional
+        ``progress(done_bytes, total_bytes, label)`` as payloads are read.
+    num_threads : int, optional
+        Threads computing CRC-32s (default: up to 4, one per CPU).
+
+    Returns
+    -------
+    CheckReport
+        ``problems`` (each with ``path``, ``kind``, ``message``), ``duplicates``,
+        ``checked`` counts; ``exit_status`` 0 or 1.
+
+    Raises
+    ------
+    NotACheckpointError, FileNotFoundError, SubpathError
+        Nothing to check there (exit status 2). A truncated archive is a problem of
+        the report, not an error.
+
+    Examples
+    --------
+    >>> report = tdview.check("ckpt.tdz")                            # doctest: +SKIP
+    >>> [(p.path, p.kind) for p in report.problems]                  # doctest: +SKIP
+    [(('model', 'weight'), 'stale_crc')]
+    """
+    keys = () if subpath is None or subpath in ((), "") else normalize_subpath(subpath)
+    if isinstance(path, Checkpoint):
+        return _check_open(path, keys, values, progress, num_threads)
+    try:
+        ckpt = Checkpoint(path)
+    except NotACheckpointError as error:
+        truncated = _truncated_archive(os.fspath(path), error)
+        if truncated is None:
+            raise
+        return truncated
+    with ckpt:
+        return _check_open(ckpt, keys, values, progress, num_threads)
+
+
+def _check_open(
+    ckpt: Checkpoint,
+    keys: tuple[str, ...],
+    values: bool,
+    progress: Progress | None,
+    num_threads: int | None,
+) -> CheckReport:
+    owner: Checkpoint = ckpt
+    inner = keys
+    if isinstance(ckpt, Collection):
+        owner, _, inner = ckpt.locate(keys)
+        if owner is ckpt:
+            raise SubpathError(
+                f"cannot check {show_path(keys)!r} of {ckpt.path}: it is a folder of "
+                "checkpoints; name one of them in the subpath."
+            )
+    start = owner.node(inner)
+    report = CheckReport(owner.path, inner, values=values)
+    leaves, owners = walk_nodes(owner, start, report)
+    threads = _threads(num_threads)
+    bad = check_entries(owner.store, start, owners, report, progress, threads)
+    if values:
+        whole = [leaf for leaf in leaves if leaf.file not in bad]
+        check_values(owner, whole, report, progress)
+    # stored twice: from the CRC-32s an archive records; with values, files hashed and
+    # every group confirmed byte by byte (the duplicates finder, :mod:`._duplicates`)
+    found = find_duplicates(
+        owner, inner, progress, read=values, confirm=values, num_threads=threads
+    )
+    report.duplicates = [list(group) for group in found.groups]
+    return report
+
+
+def walk_nodes(
+    ckpt: Checkpoint, start: Node, report: CheckReport
+) -> tuple[list[Node], dict[str, Node]]:
+    """Record what the index flags on every node from ``start`` down and each leaf's
+    file against its record; return the leaves whose files are whole (to read on), and
+    the node each store key belongs to (a leaf's files, a folder's ``meta.json``)."""
+    whole: list[Node] = []
+    owners: dict[str, Node] = {}
+    nodes = iter(walk(ckpt, start)) if not start.is_leaf else iter(())
+    node: Node | None = start
+    while node is not None:
+        report.checked["nodes"] += 1
+        _flagged(node, report)
+        for key in (node.file, node.sizes_file):
+            if key is not None:
+                owners[key] = node
+        if node.dirkey is not None:
+            owners[join_key(node.dirkey, "meta.json")] = node
+        if node.is_leaf:
+            report.checked["leaves"] += 1
+            if _leaf_file(ckpt.store, node, report):
+                whole.append(node)
+        above = node
+        try:
+            node = next(nodes, None)
+        except (TDViewError, OSError) as error:  # a folder the walk could not list
+            report.add(above.path, "unreadable", str(error))
+            break
+    return whole, owners
+
+
+def _flagged(node: Node, report: CheckReport) -> None:
+    """The index's problems of ``node``: a refusal, a missing file, or metadata."""
+    refused = refusal(node)
+    for problem in node.problems:
+        if problem is refused:
+            kind = "refused"
+        elif node.is_leaf and node.file is None and "is missing" in problem:
+            kind = "missing"
+        else:
+            kind = "metadata"
+        report.add(node.path, kind, str(problem))
+
+
+def _leaf_file(store: Store, node: Node, report: CheckReport) -> bool:
+    """Check a leaf's file against its record; True when its bytes can be read on."""
+    record = node.record
+    if record is None or node.file is None:
+        return False
+    payload = store.locate(node.file)
+    need = record.nbytes if not record.is_nested else None
+    sizes = node.sizes_file
+    if record.is_nested and sizes is not None:
+        have_sizes = store.locate(sizes).size
+        if have_sizes != record.sizes_nbytes:
+            report.add(
+                node.path,
+                "size",
+                f"{store.display(sizes)} has {have_sizes} bytes but the sizes of a nested "
+                f"leaf of shape {list(record.shape)} need {record.sizes_nbytes} bytes",
+            )
+            return False
+    if need is None or payload.size == need:
+        return True
+    shape = f"shape {list(record.shape)} of {record.dtype.name}"
+    if payload.size == 0:
+        report.add(
+            node.path, "empty", f"{payload.display} has 0 bytes but {shape} needs {need} bytes"
+        )
+    else:
+        which = "shorter" if payload.size < need else "longer"
+        report.add(
+            node.path,
+            "size",
+            f"{payload.display} has {payload.size} bytes, {which} than the {need} bytes "
+            f"{shape} needs",
+        )
+    return payload.size > need and not payload.in_archive
+
+
+def _truncated_archive(path: str, error: NotACheckpointError) -> CheckReport | None:
+    """A report of one ``truncated`` problem when ``path`` is a regular file that starts
+    as a zip archive but has no end of central directory; None for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, len(_ZIP_START), 0)
+    finally:
+        os.close(fd)
+    if head != _ZIP_START or "end-of-central-directory" not in str(error):
+        return None
+    report = CheckReport(os.path.abspath(path))
+    report.add(
+        (),
+        "truncated",
+        f"{report.path} starts as a zip archive but its end (the central directory, which "
+        "lists its entries) is missing: the file is truncated",
+    )
+    return report
+
+
+def _threads(num_threads: int | None) -> int:
+    if num_threads is None:
+        return max(1, min(4, os.cpu_count() or 1))
+    if type(num_threads) is not int or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}.")
+    return num_threads
