@@ -184,3 +184,13 @@ def test_the_meta_json_a_folder_shows(model_file: Path) -> None:
         }
         assert meta["shape"] == [] and meta["_class"] == "tensordict:TensorDict"
         assert store.display("model/embed/weight.memmap").endswith("::model.embed.weight")
+
+
+def test_load_memmap_refuses_it_naming_the_checkpoint_load(model_file: Path) -> None:
+    """tensordict's loader refuses a file that is no archive with a ValueError: so does
+    load_memmap, naming the call that reads it."""
+    with pytest.raises(ValueError) as reference:
+        TensorDict.load_memmap(model_file)
+    with pytest.raises(type(reference.value)) as found:
+        tdview.load_memmap(model_file)
+    assert f"tdview.Checkpoint({str(model_file)!r}).load()" in str(found.value)

@@ -15,7 +15,12 @@ from ._mapfile import map_file, not_a_checkpoint
 from ._probe import open_dir
 from ._remote import is_remote, open_remote
 from ._safetensors_files import is_safetensors
-from ._safetensors_open import open_safetensors
+from ._safetensors_open import (
+    INDEX_SUFFIX,
+    open_safetensors,
+    open_safetensors_folder,
+    open_shard_index,
+)
 from ._zarr import ZarrStore, is_zarr_folder, is_zarr_url, open_zarr_url
 from ._zip import parse_central_directory
 
@@ -58,6 +63,11 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         return ZarrStore(path)
     opened = open_dir(path)
     if opened is not None:  # a directory (Linux: told by opening it, no stat)
+        found = open_safetensors_folder(path)  # no meta.json, a safetensors model
+        if found is not None:
+            if opened[1] >= 0:
+                os.close(opened[1])
+            return found
         return DirectoryStore(path, real=opened[0], root_fd=opened[1])
     try:
         st = os.stat(path)
@@ -69,6 +79,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
         return H5Store(path)
     if stat.S_ISREG(st.st_mode) and is_safetensors(path):  # told by its header
         return open_safetensors(path)
+    if stat.S_ISREG(st.st_mode) and path.endswith(INDEX_SUFFIX):  # a shard set's index
+        return open_shard_index(path)
     if stat.S_ISREG(st.st_mode):
         try:
             return ArchiveStore(path)

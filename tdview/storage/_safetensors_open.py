@@ -3,15 +3,36 @@ holding it), or a remote file or shard set over fsspec."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+from collections.abc import Callable
+from typing import Any
 
-from ._base import not_found
+from ..errors import CheckpointFormatError, TDViewError
+from ._base import check_key, not_found
+from ._directory import DirectoryStore
 from ._mapfile import READ_FLAGS
-from ._safetensors_files import LocalShard
+from ._safetensors_files import LocalShard, Shard
 from ._safetensors_store import SafetensorsStore
+from ._safetensors_tree import META
 
-__all__ = ["open_safetensors"]
+__all__ = [
+    "INDEX_SUFFIX",
+    "folder_index",
+    "open_safetensors",
+    "open_safetensors_folder",
+    "open_shard_index",
+    "parse_index",
+    "shard_set",
+]
+
+#: How a shard index's name ends; the one Hugging Face writes; a single file's name.
+INDEX_SUFFIX = ".safetensors.index.json"
+INDEX = "model" + INDEX_SUFFIX
+SINGLE = "model.safetensors"
+#: The largest shard index read (a million keys take about 60 MB).
+MAX_INDEX = 256 << 20
 
 
 def open_safetensors(path: str) -> SafetensorsStore:
@@ -35,3 +56,149 @@ def open_safetensors(path: str) -> SafetensorsStore:
         raise not_found(root)
     shard = LocalShard(root, fd, st, reopen)
     return SafetensorsStore(root, [shard], metadata=shard.header.metadata)
+
+
+def folder_index(names: list[str]) -> str | None:
+    """The file of a folder's names that makes it a safetensors checkpoint: its shard
+    index (``model.safetensors.index.json``, else the only ``*.safetensors.index.json``),
+    else ``model.safetensors``; None for any other folder.
+
+    Examples
+    --------
+    >>> folder_index(["config.json", "model.safetensors"])
+    'model.safetensors'
+    >>> folder_index(["a.safetensors.index.json", "a-1.safetensors"]), folder_index(["x"])
+    ('a.safetensors.index.json', None)
+    """
+    if INDEX in names:
+        return INDEX
+    indexes = [name for name in names if name.endswith(INDEX_SUFFIX)]
+    if len(indexes) == 1:
+        return indexes[0]
+    return SINGLE if SINGLE in names else None
+
+
+def open_safetensors_folder(path: str) -> SafetensorsStore | None:
+    """The safetensors checkpoint of folder ``path`` when it has no ``meta.json`` and
+    holds one (:func:`folder_index`), else None. Its files are opened through a
+    :class:`DirectoryStore` of the folder, under its rules for links (a Hugging Face
+    snapshot's links into ``blobs/`` are followed, for reading)."""
+    if os.path.lexists(os.path.join(path, META)):
+        return None
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None
+    found = folder_index(names)
+    if found is None:
+        return None
+    return _through(DirectoryStore(path), found, path)
+
+
+def open_shard_index(path: str) -> SafetensorsStore:
+    """The shard set a local ``*.safetensors.index.json`` names (its shards beside it)."""
+    root = os.path.abspath(path)
+    return _through(DirectoryStore(os.path.dirname(root)), os.path.basename(root), root)
+
+
+def _through(folder: DirectoryStore, name: str, root: str) -> SafetensorsStore:
+    """The checkpoint of file ``name`` of ``folder`` (a single file or a shard index),
+    its files opened through ``folder``, which the store closes."""
+    try:
+        if name.endswith(INDEX_SUFFIX):
+            index = folder.read_bytes(name, MAX_INDEX)
+            store = shard_set(
+                root, index, folder.display(name), lambda shard: _folder_shard(folder, shard)
+            )
+        else:
+            shard = _folder_shard(folder, name)
+            store = SafetensorsStore(root, [shard], metadata=shard.header.metadata)
+    except BaseException:
+        folder.close()
+        raise
+    store.closing.append(folder)
+    return store
+
+
+def _folder_shard(folder: DirectoryStore, name: str) -> LocalShard:
+    check_key(name, folder.root)
+    fd, st, _ = folder.map(name, write=False)
+
+    def reopen(write: bool) -> int:
+        return folder.map(name, write=write)[0]
+
+    return LocalShard(folder.display(name), fd, st, reopen)
+
+
+def shard_set(
+    root: str, index: bytes, where: str, open_shard: Callable[[str], Shard]
+) -> SafetensorsStore:
+    """The store of a shard set from its index's bytes (``where`` names it in errors):
+    every shard the index names opened with ``open_shard``; what does not agree (a
+    missing shard, a key the index names that its shard does not hold, a shard key the
+    index does not name) is a problem of the key's node, not an error of the whole.
+
+    Raises
+    ------
+    CheckpointFormatError
+        The index is not ``{"weight_map": {key: file name}, "metadata": {...}}``.
+    """
+    metadata, weight_map = parse_index(index, where)
+    shards: dict[str, Shard] = {}
+    lost: dict[str, str] = {}
+    for name in dict.fromkeys(weight_map.values()):
+        try:
+            shards[name] = open_shard(name)
+        except FileNotFoundError:
+            lost[name] = f"its shard {name} is missing (the index names it)"
+        except (OSError, TDViewError) as error:
+            lost[name] = f"its shard {name} cannot be read: {str(error).rstrip('.')}"
+    holder: dict[str, Shard] = {}
+    refused: dict[str, str] = {}
+    for name, shard in shards.items():
+        for tensor in shard.header.tensors:
+            named = weight_map.get(tensor.name)
+            if named == name or tensor.name not in holder:
+                holder[tensor.name] = shard
+            if named is None:
+                refused[tensor.name] = f"shard {name} holds it, but the index does not name it"
+    unknown = {
+        key: lost.get(name, f"the index names shard {name} for it, but no shard holds it")
+        for key, name in weight_map.items()
+        if key not in holder
+    }
+    for key, name in weight_map.items():
+        if key in holder and name in shards and holder[key] is not shards[name]:
+            refused[key] = f"the index names shard {name} for it, but it is in another shard"
+    return SafetensorsStore(
+        root,
+        list(shards.values()),
+        metadata=metadata,
+        refused=refused,
+        unknown=unknown,
+        where=holder,
+    )
+
+
+def parse_index(data: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """``(metadata, weight_map)`` of a shard index's bytes, checked.
+
+    Examples
+    --------
+    >>> parse_index(b'{"metadata": {"total_size": 8}, "weight_map": {"w": "a.safetensors"}}', "i")
+    ({'total_size': 8}, {'w': 'a.safetensors'})
+    """
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise CheckpointFormatError(f"{where} is not UTF-8 JSON ({error}).") from None
+    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(v, str) and v for v in weight_map.values()
+    ):
+        raise CheckpointFormatError(
+            f"{where}: a shard index maps each key to its file under 'weight_map'; got "
+            f"{str(weight_map)[:80]!r}."
+        )
+    metadata = raw.get("metadata")
+    return (metadata if isinstance(metadata, dict) else None), weight_map

@@ -84,6 +84,8 @@ class SafetensorsStore(Store):
         ]
         self.layout = Layout(tensors, self._unknown)
         self._where = dict(where) if where is not None else {}
+        #: what the store closes with its shards (the folder they are opened through)
+        self.closing: list[Store] = []
         self._refused = {self.layout.keys[name]: why for name, why in (refused or {}).items()}
 
     # -- naming --------------------------------------------------------------------------
@@ -255,3 +257,5 @@ class SafetensorsStore(Store):
     def close(self) -> None:
         for shard in self.shards:
             shard.close()
+        for other in self.closing:
+            other.close()
