@@ -54,9 +54,10 @@ NULLABLE = {
     "heatmap",
     "cols",
     "at",
+    "duplicates_bytes",
 }
 #: Keys whose value is free-form (a record or any JSON): only its type is compared.
-FREE = {"by_dtype", "value"}
+FREE = {"by_dtype", "by_section", "value"}
 #: Element sizes of the buffer dtypes.
 ITEMSIZE = {
     "bool": 1,
@@ -154,6 +155,7 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
     covered |= {"reply_preview_view"}  # test_preview_view
     covered |= {"reply_children_collection"}  # below
+    covered |= {"reply_sizes"}  # test_sizes
     covered |= {n for n in NAMES if n.startswith("reply_diff_")} | {"state_compare"}
     # (test_protocol_diff_golden: the compare view's replies and traits)
     assert set(NAMES) <= covered, set(NAMES) - covered

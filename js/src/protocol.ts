@@ -52,6 +52,7 @@ import {
   withReplace,
 } from "./compare-protocol";
 import { parseIndex } from "./preview-index";
+import { type SizesMethods, sizesParamDecoders, sizesResultDecoders } from "./sizes-protocol";
 import {
   array,
   bool,
@@ -416,7 +417,7 @@ export interface LoadResult {
 }
 
 /** The methods, the compare view's (`diff_*`, compare-protocol.ts) included. */
-export interface Methods extends DiffMethods {
+export interface Methods extends DiffMethods, SizesMethods {
   children: { params: ChildrenParams; result: ChildrenResult };
   node: { params: NodeParams; result: NodeDetails };
   search: { params: SearchParams; result: SearchResult };
@@ -434,6 +435,7 @@ export const METHODS = [
   "preview",
   "devices",
   "load",
+  "sizes",
   ...DIFF_METHODS,
 ] as const;
 
@@ -637,6 +639,7 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
     })(v, at);
     return withReplace(v, at, params);
   },
+  ...sizesParamDecoders,
   ...diffParamDecoders,
 };
 
@@ -745,6 +748,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
     ),
   }),
   load: object({ path, summary: str, variable: nullable(str), code: str }),
+  ...sizesResultDecoders,
   // a diff_preview holds a preview of each side, a diff_load answers as a load
   ...diffResultDecoders(
     (v, at) => resultDecoders.preview(v, at),

@@ -62,7 +62,7 @@ const freeForm = (path: (string | number)[]) => path.includes("value");
  * node's `member` (only a collection's member checkpoints have one). */
 const optionalKey = (path: (string | number)[]) =>
   freeForm(path.slice(0, -1)) ||
-  path[path.length - 2] === "by_dtype" ||
+  ["by_dtype", "by_section"].includes(String(path[path.length - 2])) ||
   path[path.length - 1] === "member" ||
   (path.length === 2 && path[0] === "params" && OPTIONAL_PARAMS.has(String(path[1])));
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..index import Checkpoint, Collection, Node
-from . import _collection, _load, _preview, _search, _summaries
+from . import _collection, _load, _preview, _search, _sizes, _summaries
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
@@ -53,6 +53,11 @@ def search(call: Call) -> Reply:
         source=call.source,
         count=p["count"],
     ), []
+
+
+def sizes(call: Call) -> Reply:
+    p = call.params
+    return _sizes.sizes_result(call.ckpt, p["path"], p["limit"]), []
 
 
 def devices(call: object) -> Reply:

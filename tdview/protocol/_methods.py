@@ -43,6 +43,7 @@ from ._params import (
     search_params,
 )
 from ._session import Session
+from ._sizes import sizes_params
 
 __all__ = ["DIFF_METHODS", "LANES", "METHODS", "TABLE", "Method", "answer", "lane"]
 
@@ -95,6 +96,7 @@ TABLE: dict[str, Method] = {
             "devices", devices_params, _lane("browse"), _answers.devices, compare=_answers.devices
         ),
         Method("load", load_params, _lane("load"), _answers.load, _answers.load_own),
+        Method("sizes", sizes_params, _lane("walk"), _answers.sizes),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
         _diff("diff_children", "browse", _compare.children),
         _diff("diff_node", "browse", _compare.node),

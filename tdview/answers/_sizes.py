@@ -1,0 +1,376 @@
+"""Where the bytes of a checkpoint go: bytes per child, per dtype and per section.
+
+Every number comes from the index's rollups (:func:`tdview.index.rollup`): no payload
+byte is read. A level's entries are its children, largest first; the view gathers the
+small ones into an "other" cell (:meth:`SizeReport.gathered`).
+
+Sections answer "why is my checkpoint 128 MB when the model is 21 MB". A node's section
+is decided by the first of its ancestors (itself included) within
+:data:`SECTION_DEPTH` keys of its checkpoint's root that a rule recognises:
+
+1. ``optimizer``: a node whose children include ``state`` and ``param_groups`` (an
+   optimizer's ``state_dict`` saved as a tensordict), or a key with a word ``optim``,
+   ``optimizer(s)`` or ``opt`` (words split on ``_ - .`` and spaces: ``optim_state``,
+   ``optimizer``);
+2. ``buffers``: a torchrl replay-buffer storage (a ``storage_metadata.json`` beside its
+   ``meta.json``, as :func:`tdview.index.storage_rows` reads it), or a key with a word
+   ``replay`` or named ``rb``/``replay_buffer``;
+3. ``model``: a key with a word ``model(s)``, ``module``, ``net``, ``network``,
+   ``policy``, ``actor``, ``critic``, ``backbone``, ``encoder`` or ``decoder``, or named
+   ``state_dict``, ``params``, ``parameters`` or ``weights``.
+
+Whatever no rule recognises is ``rest``: a name that merely looks like a model is not
+taken for one beyond these words, and nothing is inferred from shapes. A node whose
+subtree spans several sections is ``mixed``; its bytes are split by its children down
+to :data:`SECTION_DEPTH`. In a folder of checkpoints each member is judged from its own
+root; side files are ``rest``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TDViewError
+from ..index import (
+    FOLDER,
+    MAX_DEPTH,
+    Node,
+    Rollup,
+    Tree,
+    cancel_point,
+    normalize_subpath,
+    open_tree,
+    rollup,
+    storage_rows,
+)
+
+__all__ = ["MIXED", "SECTIONS", "SizeEntry", "SizeReport", "dtype_bytes", "sizes", "walk_sizes"]
+
+MODEL, OPTIMIZER, BUFFERS, REST = "model", "optimizer", "buffers", "rest"
+#: The sections, in the order the view lists them.
+SECTIONS = (MODEL, OPTIMIZER, BUFFERS, REST)
+#: The section of a subtree whose bytes span more than one.
+MIXED = "mixed"
+#: How many keys below a checkpoint's root a section is looked for (``trainer/model``).
+SECTION_DEPTH = 2
+#: Entries shown however small they are (the largest, when the level has that many).
+ALWAYS_SHOWN = 8
+#: The "dtype" of bytes that are no tensor's: a pickle a load would unpickle, and the
+#: side files of a folder of checkpoints.
+PICKLE, FILES = "pickle", "files"
+
+_WORDS = re.compile(r"[_\-. ]+")
+_OPTIMIZER_WORDS = {"optim", "optimizer", "optimizers", "opt"}
+_BUFFER_WORDS = {"replay"}
+_BUFFER_NAMES = {"rb", "replay_buffer", "replaybuffer"}
+_MODEL_WORDS = {
+    "model",
+    "models",
+    "module",
+    "net",
+    "network",
+    "policy",
+    "actor",
+    "critic",
+    "backbone",
+    "encoder",
+    "decoder",
+}
+_MODEL_NAMES = {"state_dict", "params", "parameters", "weights"}
+
+
+@dataclass(frozen=True)
+class SizeEntry:
+    """One child of the level: its full path, bytes (of its whole subtree), tensors,
+    its one dtype (``"mixed"``; None without bytes), its section (``"mixed"`` when its
+    bytes span several) and whether it can be zoomed into."""
+
+    key: str
+    path: tuple[str, ...]
+    kind: str
+    bytes: int
+    leaves: int
+    dtype: str | None
+    section: str
+    has_children: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "path": list(self.path),
+            "kind": self.kind,
+            "bytes": self.bytes,
+            "leaves": self.leaves,
+            "dtype": self.dtype,
+            "section": self.section,
+            "has_children": self.has_children,
+        }
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """The sizes of one subtree: its totals, and its children largest first.
+
+    ``by_dtype`` and ``by_section`` add up to ``bytes`` (bytes that are no tensor's are
+    ``"pickle"`` or ``"files"`` in ``by_dtype``). ``duplicates_bytes`` is None until
+    duplicates are looked for.
+    """
+
+    path: tuple[str, ...]
+    kind: str
+    bytes: int
+    leaves: int
+    section: str
+    by_dtype: dict[str, int]
+    by_section: dict[str, int]
+    entries: list[SizeEntry]
+    duplicates_bytes: int | None = None
+
+    def gathered(self, limit: int, min_fraction: float = 0.005) -> tuple[list[SizeEntry], int, int]:
+        """``(shown, other_count, other_bytes)``: the ``limit`` largest entries, less
+        those under ``min_fraction`` of the total beyond the eight largest, and what is
+        left, gathered.
+
+        Examples
+        --------
+        >>> report = sizes("ckpt")                                      # doctest: +SKIP
+        >>> shown, count, nbytes = report.gathered(30)                  # doctest: +SKIP
+        """
+        floor = self.bytes * min_fraction
+        shown: list[SizeEntry] = []
+        for entry in self.entries[: max(limit, 0)]:  # largest first: the rest are smaller
+            if len(shown) >= ALWAYS_SHOWN and entry.bytes < floor:
+                break
+            shown.append(entry)
+        rest = self.entries[len(shown) :]
+        return shown, len(rest), sum(e.bytes for e in rest)
+
+
+@dataclass
+class _Sizer:
+    """One walk's memo: each node's section and section split, asked once."""
+
+    tree: Tree
+    sections: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)
+    splits: dict[tuple[int, tuple[str, ...]], dict[str, int]] = field(default_factory=dict)
+
+    def report(self, path: tuple[str, ...]) -> SizeReport:
+        owner, prefix, inner = self.tree.locate(path)
+        node = owner.node(inner)
+        total = rollup(owner, node)
+        entries = [self.entry(owner, prefix, child) for child in _children(owner, node)]
+        entries.sort(key=lambda e: (-e.bytes, e.key))
+        split = self.split(owner, node)
+        return SizeReport(
+            path=tuple(path),
+            kind=node.kind,
+            bytes=total.bytes,
+            leaves=total.leaves,
+            section=_section_of(split),
+            by_dtype=_sorted(dtype_bytes(total)),
+            by_section=_sorted(split),
+            entries=entries,
+        )
+
+    def entry(self, owner: Tree, prefix: tuple[str, ...], node: Node) -> SizeEntry:
+        cancel_point()
+        total = rollup(owner, node)
+        split = self.split(owner, node)
+        has_children = not node.is_leaf and _count(owner, node) > 0
+        return SizeEntry(
+            key=node.key,
+            path=prefix + node.path,
+            kind=node.kind,
+            bytes=total.bytes,
+            leaves=total.leaves,
+            dtype=_one(dtype_bytes(total)) or (MIXED if total.bytes else None),
+            section=_section_of(split),
+            has_children=has_children,
+        )
+
+    def split(self, owner: Tree, node: Node) -> dict[str, int]:
+        """The bytes of ``node``'s subtree by section (adding up to its rollup)."""
+        memo = (id(owner), node.path)
+        found = self.splits.get(memo)
+        if found is not None:
+            return found
+        if owner.is_folder:
+            member, _, inner = owner.locate(node.path)
+            if member is not owner:  # a member of a folder: judged from its own root
+                return self.split(member, member.node(inner))
+        total = rollup(owner, node).bytes
+        if owner.is_folder:
+            split = self._folder_split(owner, node)
+        else:
+            split = self._checkpoint_split(owner, node, total)
+        rest = total - sum(split.values())
+        if rest > 0:
+            split[REST] = split.get(REST, 0) + rest
+        split = {k: v for k, v in split.items() if v > 0}
+        self.splits[memo] = split
+        return split
+
+    def _checkpoint_split(self, owner: Tree, node: Node, total: int) -> dict[str, int]:
+        section = self.section(owner, node.path)
+        if section is not None:
+            return {section: total}
+        if node.is_leaf or len(node.path) >= SECTION_DEPTH:
+            return {REST: total}
+        split: dict[str, int] = {}
+        for child in _children(owner, node):
+            cancel_point()
+            _add(split, self.split(owner, child))
+        return split
+
+    def _folder_split(self, coll: Tree, node: Node) -> dict[str, int]:
+        """A folder of checkpoints' own node: its members judged from their roots, its
+        side files the rest."""
+        split: dict[str, int] = {}
+        for child in _children(coll, node):
+            cancel_point()
+            if child.kind == FOLDER and len(child.path) >= MAX_DEPTH:
+                continue  # not counted by the folder's total either
+            _add(split, self.split(coll, child))
+        return split
+
+    def section(self, owner: Tree, path: tuple[str, ...]) -> str | None:
+        """The section the rules give ``path`` or an ancestor within SECTION_DEPTH."""
+        for depth in range(min(len(path), SECTION_DEPTH) + 1):
+            memo = (id(owner), path[:depth])
+            if memo not in self.sections:
+                self.sections[memo] = _rule(owner, owner.node(path[:depth]))
+            found = self.sections[memo]
+            if found is not None:
+                return found
+        return None
+
+
+def _rule(owner: Tree, node: Node) -> str | None:
+    """The section a rule of the module recognises ``node`` as (None: no rule)."""
+    if not node.is_leaf:
+        try:
+            if owner.lookup(node, "state") and owner.lookup(node, "param_groups"):
+                return OPTIMIZER
+            if storage_rows(owner, node) is not None:
+                return BUFFERS
+        except (TDViewError, OSError):
+            pass  # an unreadable storage_metadata.json: no rule from it
+    if not node.path:
+        return None
+    key = node.key.lower()
+    words = set(_WORDS.split(key))
+    if words & _OPTIMIZER_WORDS:
+        return OPTIMIZER
+    if words & _BUFFER_WORDS or key in _BUFFER_NAMES:
+        return BUFFERS
+    if words & _MODEL_WORDS or key in _MODEL_NAMES:
+        return MODEL
+    return None
+
+
+def _children(owner: Tree, node: Node) -> list[Node]:
+    if node.is_leaf:
+        return []
+    try:
+        return owner.children(node)
+    except (TDViewError, OSError):
+        return []  # the node's details say why; its bytes stay in its rollup
+
+
+def _count(owner: Tree, node: Node) -> int:
+    try:
+        return owner.count_children(node)
+    except (TDViewError, OSError):
+        return 0
+
+
+def dtype_bytes(total: Rollup) -> dict[str, int]:
+    """A rollup's bytes by dtype, its pickles as ``"pickle"`` and the bytes of no
+    tensor (a folder of checkpoints' side files) as ``"files"``: they add up."""
+    found: dict[str, int] = {}
+    for name, size in total.by_dtype.items():
+        if size > 0:  # "float32", as a leaf's summary names it
+            short = name.removeprefix("torch.")
+            found[short] = found.get(short, 0) + size
+    if total.pickle_bytes:
+        found[PICKLE] = total.pickle_bytes
+    files = total.bytes - sum(found.values())
+    if files > 0:
+        found[FILES] = files
+    return found
+
+
+def _one(split: dict[str, int]) -> str | None:
+    return next(iter(split)) if len(split) == 1 else None
+
+
+def _section_of(split: dict[str, int]) -> str:
+    return _one(split) or (MIXED if len(split) > 1 else REST)
+
+
+def _add(into: dict[str, int], other: dict[str, int]) -> None:
+    for key, value in other.items():
+        into[key] = into.get(key, 0) + value
+
+
+def _sorted(found: dict[str, int]) -> dict[str, int]:
+    return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def sizes(tree: Tree | str | os.PathLike[str], subpath: object = ()) -> SizeReport:
+    """Where the bytes of the subtree at ``subpath`` go, from metadata alone.
+
+    Parameters
+    ----------
+    tree : Tree or path
+        An open checkpoint or folder of checkpoints, or a path to open (and close).
+    subpath : nested key, optional
+        The subtree (a key tuple, or ``"a/b"``); the root by default.
+
+    Returns
+    -------
+    SizeReport
+        Its bytes by dtype and by section (see the module for the rules), and each
+        child's bytes, dtype and section, largest first.
+
+    Examples
+    --------
+    >>> report = sizes("step_1000.tdz")                                 # doctest: +SKIP
+    >>> report.by_section                                               # doctest: +SKIP
+    {'optimizer': 28096, 'model': 14048, 'rest': 8}
+    >>> [(e.key, e.bytes) for e in report.entries][:2]                  # doctest: +SKIP
+    [('optimizer', 28096), ('model', 14048)]
+    """
+    if isinstance(tree, (str, os.PathLike)):
+        with open_tree(tree) as opened:
+            return sizes(opened, subpath)
+    return _Sizer(tree).report(_path(subpath))
+
+
+def walk_sizes(tree: Tree, subpath: object = (), depth: int = 1) -> Iterator[SizeEntry]:
+    """Every entry down to ``depth`` levels below ``subpath`` (``du -d``): each level
+    largest first, an entry followed by its own entries.
+
+    Examples
+    --------
+    >>> [e.path for e in walk_sizes(open_tree("step_1000.tdz"), depth=1)]  # doctest: +SKIP
+    [('optimizer',), ('model',), ('step',), ('lr',)]
+    """
+    sizer = _Sizer(tree)
+    stack = [iter(sizer.report(_path(subpath)).entries)]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        yield entry
+        if entry.has_children and len(stack) < depth:
+            stack.append(iter(sizer.report(entry.path).entries))
+
+
+def _path(subpath: object) -> tuple[str, ...]:
+    return () if subpath == () else normalize_subpath(subpath)
