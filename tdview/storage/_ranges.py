@@ -261,6 +261,8 @@ class Transport:
         async with await self._http_request(job.path, f"bytes={job.start}-{job.end - 1}") as r:
             _check_status(r, job.path, asked)
             got = _content_range(r, job.path, asked)
+            if got is not None and got[2] is not None and self.sizes.get(job.path) is None:
+                self.sizes[job.path] = got[2]  # the object's size, told for free
             if got is not None and (got[0], got[1]) != (job.start, job.end - 1):
                 raise RemoteReadError(
                     f"{job.path}: asked for {asked}, the server sent bytes {got[0]}-{got[1]} "

@@ -168,6 +168,7 @@ def open_remote(path: str | RemotePath) -> Store:
     from ._ranges import cached_size
     from ._remote_archive import RemoteArchiveStore
     from ._remote_dir import RemoteDirectoryStore
+    from ._safetensors_open import is_safetensors_url, open_remote_safetensors
 
     where = path if isinstance(path, RemotePath) else remote(path)
     fs, fspath = filesystem(where)
@@ -192,6 +193,10 @@ def open_remote(path: str | RemotePath) -> Store:
             )
         return RemoteDirectoryStore(
             url.rstrip("/"), fs, fspath.rstrip("/"), concurrency=where.concurrency
+        )
+    if is_safetensors_url(url):  # told by its name: a look would cost a request
+        return open_remote_safetensors(
+            url, fs, fspath, concurrency=where.concurrency, size=size
         )
     return RemoteArchiveStore(
         url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify

@@ -6,13 +6,17 @@ opened again to be mapped).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 from ..errors import ArchiveError, LeafDataError, TDViewError
 from ._mapfile import READ_FLAGS
+from ._ranges import Job, Transport, span_jobs
 from ._safetensors import PREFIX, Header, header_length, parse_header
 
-__all__ = ["LocalShard", "Shard", "is_safetensors"]
+__all__ = ["LocalShard", "RemoteShard", "Shard", "is_safetensors"]
+
+_PIECE = 8 << 20  # the largest single ranged read
 
 _CHUNK = 64 << 20  # the largest single pread
 
@@ -29,6 +33,15 @@ class Shard:
     def read(self, start: int, dest: memoryview) -> None:
         """Fill ``dest`` with the file's bytes from ``start``."""
         raise NotImplementedError
+
+    def read_many(
+        self, spans: Sequence[tuple[int, memoryview, str]], done: Callable[[str], object]
+    ) -> None:
+        """Fill each ``dest`` with the bytes from its ``start``, calling ``done(key)`` as
+        each is in (a remote file reads them concurrently)."""
+        for start, dest, key in spans:
+            self.read(start, dest)
+            done(key)
 
     def writable(self) -> bool:
         return False
@@ -136,3 +149,35 @@ def is_safetensors(path: str) -> bool:
     if len(head) < PREFIX + 1 or head[PREFIX : PREFIX + 1] != b"{":
         return False
     return PREFIX + int.from_bytes(head[:PREFIX], "little") <= size
+
+
+class RemoteShard(Shard):
+    """A safetensors object read by ranges through a :class:`~._ranges.Transport`: its
+    header in two reads (the length, then the JSON), its tensors when asked for."""
+
+    def __init__(self, transport: Transport, url: str, path: str) -> None:
+        self.display, self.transport, self.path = url, transport, path
+        n = header_length(transport.read_bytes(path, 0, PREFIX), url, transport.sizes.get(path))
+        size = transport.sizes.get(path)  # known from an info, or the first read's reply
+        self.header = parse_header(transport.read_bytes(path, PREFIX, PREFIX + n), url, size)
+        self.size = size if size is not None else -1
+
+    def read(self, start: int, dest: memoryview) -> None:
+        self.transport.read(span_jobs(self.path, start, [(0, len(dest))], dest, _PIECE))
+
+    def read_many(
+        self, spans: Sequence[tuple[int, memoryview, str]], done: Callable[[str], object]
+    ) -> None:
+        jobs = []
+        for start, dest, key in spans:
+            for job in span_jobs(self.path, start, [(0, len(dest))], dest, _PIECE):
+                job.tag = key
+                jobs.append(job)
+        left = Counter(job.tag for job in jobs)
+
+        def finished(job: Job) -> None:
+            left[job.tag] -= 1
+            if not left[job.tag]:
+                done(job.tag)
+
+        self.transport.read(jobs, finished)

@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import stat
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CheckpointFormatError, TDViewError
+from ..errors import CheckpointFormatError, LimitExceededError, TDViewError
 from ._base import check_key, not_found
 from ._directory import DirectoryStore
 from ._mapfile import READ_FLAGS
-from ._safetensors_files import LocalShard, Shard
+from ._ranges import Transport
+from ._safetensors_files import LocalShard, RemoteShard, Shard
 from ._safetensors_store import SafetensorsStore
 from ._safetensors_tree import META
 
 __all__ = [
     "INDEX_SUFFIX",
     "folder_index",
+    "is_safetensors_url",
+    "open_remote_safetensors",
     "open_safetensors",
     "open_safetensors_folder",
     "open_shard_index",
@@ -202,3 +206,52 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
         )
     metadata = raw.get("metadata")
     return (metadata if isinstance(metadata, dict) else None), weight_map
+
+
+def is_safetensors_url(url: str) -> bool:
+    """A URL of a safetensors file or shard index, told by its name: a look at a remote
+    object costs a request.
+
+    Examples
+    --------
+    >>> is_safetensors_url("s3://b/model.safetensors"), is_safetensors_url("s3://b/x.tdz")
+    (True, False)
+    """
+    return url.endswith((".safetensors", INDEX_SUFFIX))
+
+
+def open_remote_safetensors(
+    url: str, fs: Any, path: str, *, concurrency: int | None, size: int | None
+) -> SafetensorsStore:
+    """The safetensors file or shard set at ``url`` (``path`` on ``fs``), read by ranges:
+    two reads per file for the tree (an index first for a shard set). ``size``: the
+    object's, when an ``info`` told it."""
+    transport = Transport(fs, concurrency=concurrency)
+    transport.sizes[path] = size
+    try:
+        if not url.endswith(INDEX_SUFFIX):
+            shard = RemoteShard(transport, url, path)
+            store = SafetensorsStore(url, [shard], metadata=shard.header.metadata)
+        else:
+            found, index = transport.tail(path, MAX_INDEX)
+            if found > MAX_INDEX:
+                raise LimitExceededError(
+                    f"{url} is {found:,} bytes, above the limit of {MAX_INDEX:,} bytes."
+                )
+            store = shard_set(
+                url, index, url, lambda name: _remote_shard(transport, url, path, name)
+            )
+    except BaseException:
+        transport.close()
+        raise
+    store.transport = transport
+    return store
+
+
+def _remote_shard(transport: Transport, url: str, path: str, name: str) -> RemoteShard:
+    check_key(name, url)
+    return RemoteShard(
+        transport,
+        posixpath.join(posixpath.dirname(url), name),
+        posixpath.join(posixpath.dirname(path), name),
+    )

@@ -22,11 +22,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArchiveError, LimitExceededError
+import numpy as np
+
+from ..errors import ArchiveError, LimitExceededError, TDViewError
 from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
+from ._ranges import Transport
 from ._safetensors_files import Shard
 from ._safetensors_tree import META, Layout
 
@@ -86,6 +89,8 @@ class SafetensorsStore(Store):
         self._where = dict(where) if where is not None else {}
         #: what the store closes with its shards (the folder they are opened through)
         self.closing: list[Store] = []
+        #: a remote store's ranged reads (counted: ``transport.requests``), else None
+        self.transport: Transport | None = None
         self._refused = {self.layout.keys[name]: why for name, why in (refused or {}).items()}
 
     # -- naming --------------------------------------------------------------------------
@@ -250,6 +255,31 @@ class SafetensorsStore(Store):
         elif len(out):
             shard.read(begin + offset, out)
 
+    def fetch(
+        self, wanted: Mapping[str, int | None], *, done: Callable[[str], object] | None = None
+    ) -> dict[str, Any]:
+        """Each leaf's bytes, whole (the loader checks their size), read shard by shard
+        (a remote shard's concurrently); a key that cannot be read gets its error."""
+        out: dict[str, Any] = {}
+        spans: dict[int, tuple[Shard, list[tuple[int, memoryview, str]]]] = {}
+        for key in wanted:
+            try:
+                shard, begin, end = self._tensor(key)
+            except (OSError, ValueError, TDViewError) as error:
+                out[key] = error
+                if done is not None:
+                    done(key)
+                continue
+            out[key] = np.empty(end - begin, np.uint8)
+            spans.setdefault(id(shard), (shard, []))[1].append((begin, out[key].data, key))
+        for shard, reads in spans.values():
+            try:
+                shard.read_many(reads, done or _nothing)
+            except (OSError, TDViewError) as error:
+                for _, _, key in reads:
+                    out[key] = error
+        return out
+
     def check_intact(self) -> None:
         if self.mappable:
             self.shards[0].check_intact()
@@ -259,3 +289,7 @@ class SafetensorsStore(Store):
             shard.close()
         for other in self.closing:
             other.close()
+
+
+def _nothing(key: str) -> None:
+    return None
