@@ -197,3 +197,51 @@ def test_progress_and_cancel(tmp_path: Path) -> None:
 
     with pytest.raises(Cancelled):
         find_duplicates(path, cancel=stop)
+
+
+# ------------------------------------------------------------------------- the protocol
+
+
+def _ask(session, path: list[str], read: bool) -> dict:
+    from tdview.protocol import handle
+
+    message = {
+        "kind": "tdview:request",
+        "v": 1,
+        "id": 8589934593,
+        "method": "duplicates",
+        "params": {"path": path, "read": read},
+    }
+    reply, buffers = handle(session, message)
+    assert buffers == [] and reply is not None and reply["ok"], reply
+    return reply
+
+
+def test_the_duplicates_method_browses_free_and_reads_when_asked(tmp_path: Path) -> None:
+    """An archive answers from its CRC-32s without reading; a directory says it did not
+    search until asked to read, then confirms byte by byte (the golden reply's shape)."""
+    import json
+
+    from tdview.protocol import Session
+
+    from .test_protocol_golden import golden, same_shape
+
+    gold = golden("reply_duplicates")["message"]
+    for suffix in SUFFIXES:
+        path = write(tied_checkpoint(), tmp_path / f"tied{suffix}")
+        with Checkpoint(path) as ckpt:
+            session = Session(ckpt, str(path), namespace={})
+            leaf = ["model", "decoder", "weight"]
+            free = _ask(session, leaf, read=False)
+            same_shape(free, gold)
+            json.dumps(free, allow_nan=False)
+            if suffix == ".tdz":
+                assert free["result"]["same"] == [["model", "embed", "weight"]]
+                assert free["result"]["searched"] and not free["result"]["confirmed"]
+            else:
+                assert free["result"]["same"] == [] and not free["result"]["searched"]
+            read = _ask(session, leaf, read=True)
+            same_shape(read, gold)
+            assert read["result"] == gold["result"]  # the golden is this answer
+            alone = _ask(session, ["model", "block", "weight"], read=True)["result"]
+            assert alone["same"] == [] and alone["bytes"] is None and alone["searched"]

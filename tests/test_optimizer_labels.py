@@ -206,3 +206,33 @@ def test_the_trainers_layout_by_name_needs_no_label(tmp_path: Path) -> None:
     first, _ = write_training_steps(tmp_path)
     with Checkpoint(first) as ckpt:
         assert optimizer_map(ckpt, ("optimizer",)) is None
+
+
+def test_the_details_say_the_parameter_or_why_not(tmp_path: Path) -> None:
+    """The protocol's node details carry ``param`` on an optimizer's state only."""
+    from tdview.protocol import Session, handle
+
+    net, optimizer = trained("shapes_do_not")
+    path = saved(net, optimizer, tmp_path / "ck")
+    expected = reference(net, optimizer)
+    with Checkpoint(path) as ckpt:
+        session = Session(ckpt, str(path), namespace={})
+
+        def details(keys: list[str]) -> dict:
+            message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "node"}
+            reply, _ = handle(session, {**message, "params": {"path": keys}})
+            assert reply is not None and reply["ok"], reply
+            return reply["result"]
+
+        head = next(k for k, n in expected.items() if n == "head.weight")
+        block = next(k for k, n in expected.items() if n == "blocks.0.weight")
+        assert details(["optim", "state", head])["param"] == {
+            "name": "head.weight",
+            "path": ["model", "head", "weight"],
+            "reason": None,
+        }
+        unknown = details(["optim", "state", block])["param"]
+        assert unknown["name"] is None and unknown["path"] is None
+        assert "shape [32, 32]" in unknown["reason"]
+        assert "param" not in details(["optim", "state"])
+        assert "param" not in details(["model", "head", "weight"])

@@ -24,6 +24,7 @@ from ..index import (
     stack_schema,
     storage_rows,
 )
+from ._duplicates import param_field
 from ._json import bounded_value
 
 #: Said of a node whose load unpickles, as ``tdview tree`` says it (``PICKLE_POLICY``).
@@ -252,6 +253,9 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
         rollup=total,
         rows=_rows(ckpt, node, problems),
     )
+    param = param_field(ckpt, node)  # an optimizer's state/<i>: its parameter, or why not
+    if param is not None:
+        result["param"] = param
     if stack_members(ckpt, node) is not None:  # a lazy stack: its merged schema, with
         result["schema"] = _schema(ckpt, node) if total is not None else None  # totals
     return result
