@@ -155,6 +155,7 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {"reply_node_storage", "reply_preview_storage"}  # test_replay_buffers
     covered |= {"reply_preview_view"}  # test_preview_view
     covered |= {"reply_children_collection"}  # below
+    covered |= {"reply_duplicates"}  # test_duplicates
     covered |= {"reply_sizes"}  # test_sizes
     covered |= {n for n in NAMES if n.startswith("reply_diff_")} | {"state_compare"}
     # (test_protocol_diff_golden: the compare view's replies and traits)

@@ -51,6 +51,13 @@ import {
   diffResultDecoders,
   withReplace,
 } from "./compare-protocol";
+import {
+  type DuplicatesMethods,
+  duplicatesParamDecoders,
+  duplicatesResultDecoders,
+  type ParamLabel,
+  withParam,
+} from "./duplicates-protocol";
 import { parseIndex } from "./preview-index";
 import { type SizesMethods, sizesParamDecoders, sizesResultDecoders } from "./sizes-protocol";
 import {
@@ -215,6 +222,8 @@ export interface NodeDetails extends NodeSummary {
   /** The merged schema of a lazy stack (or a tensorclass over one), with the subtree
    * totals; null before them; absent on other nodes. */
   schema?: StackSchema | null;
+  /** An optimizer's `state/<i>`: its parameter, or why it is not known; absent elsewhere. */
+  param?: ParamLabel;
 }
 
 export interface Options {
@@ -417,7 +426,7 @@ export interface LoadResult {
 }
 
 /** The methods, the compare view's (`diff_*`, compare-protocol.ts) included. */
-export interface Methods extends DiffMethods, SizesMethods {
+export interface Methods extends DuplicatesMethods, DiffMethods, SizesMethods {
   children: { params: ChildrenParams; result: ChildrenResult };
   node: { params: NodeParams; result: NodeDetails };
   search: { params: SearchParams; result: SearchResult };
@@ -435,6 +444,7 @@ export const METHODS = [
   "preview",
   "devices",
   "load",
+  "duplicates",
   "sizes",
   ...DIFF_METHODS,
 ] as const;
@@ -640,6 +650,7 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
     return withReplace(v, at, params);
   },
   ...sizesParamDecoders,
+  ...duplicatesParamDecoders,
   ...diffParamDecoders,
 };
 
@@ -692,7 +703,7 @@ function decodePreviewView(v: unknown, at: string, params: PreviewParams): Previ
 const stat = nullable(num);
 const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
   children: object({ path, offset: count, total: count, children: array(decodeNodeSummary) }),
-  node: withSchema(decodeNodeDetails),
+  node: withParam(withSchema(decodeNodeDetails)),
   search: object({
     pattern: str,
     offset: count,
@@ -749,6 +760,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
   }),
   load: object({ path, summary: str, variable: nullable(str), code: str }),
   ...sizesResultDecoders,
+  ...duplicatesResultDecoders,
   // a diff_preview holds a preview of each side, a diff_load answers as a load
   ...diffResultDecoders(
     (v, at) => resultDecoders.preview(v, at),

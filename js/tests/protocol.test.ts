@@ -55,6 +55,7 @@ const OPTIONAL_PARAMS = new Set([
   "col_offset",
   "rows_scope",
   "replace",
+  "read",
 ]);
 /** Key paths with free-form content: inside a non-tensor value. */
 const freeForm = (path: (string | number)[]) => path.includes("value");

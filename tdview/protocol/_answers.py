@@ -10,6 +10,7 @@ from typing import Any
 
 from ..index import Checkpoint, Collection, Node
 from . import _collection, _load, _preview, _search, _sizes, _summaries
+from ._duplicates import duplicates_result
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
 ProgressFn = Callable[[int, int, str], None]
@@ -58,6 +59,11 @@ def search(call: Call) -> Reply:
 def sizes(call: Call) -> Reply:
     p = call.params
     return _sizes.sizes_result(call.ckpt, p["path"], p["limit"]), []
+
+
+def duplicates(call: Call) -> Reply:
+    p = call.params
+    return duplicates_result(call.ckpt, p["path"], p["read"], call.report), []
 
 
 def devices(call: object) -> Reply:

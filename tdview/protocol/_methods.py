@@ -33,6 +33,7 @@ from . import _answers, _collection, _compare
 from ._answers import Call
 from ._checks import fail
 from ._diff_params import diff_params
+from ._duplicates import duplicates_params
 from ._messages import REQUEST, Request, check_bounds, envelope
 from ._params import (
     children_params,
@@ -96,6 +97,7 @@ TABLE: dict[str, Method] = {
             "devices", devices_params, _lane("browse"), _answers.devices, compare=_answers.devices
         ),
         Method("load", load_params, _lane("load"), _answers.load, _answers.load_own),
+        Method("duplicates", duplicates_params, _lane("walk"), _answers.duplicates),
         Method("sizes", sizes_params, _lane("walk"), _answers.sizes),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
         _diff("diff_children", "browse", _compare.children),
