@@ -11,6 +11,7 @@ put in that order before it is compared, nothing else of it is touched.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,24 @@ def test_a_rewritten_footer_padded_with_spaces_reads(tmp_path: Path) -> None:
         got = ckpt.load()
     assert got.names == ["t"]
     assert_same(got, _reference(path))
+
+
+def test_renames_between_two_files_are_paired_by_their_bytes(tmp_path: Path) -> None:
+    """No CRC-32 is recorded in a consolidated file: the diff computes each leaf's from
+    its bytes (an equal size alone pairs nothing), and its default level reads none."""
+    TensorDict(x=torch.ones(4), y=torch.zeros(4)).consolidate(filename=tmp_path / "a.td")
+    TensorDict(x2=torch.zeros(4), y2=torch.ones(4)).consolidate(filename=tmp_path / "b.td")
+    run = [sys.executable, "-m", "tdview", "diff", str(tmp_path / "a.td"), str(tmp_path / "b.td")]
+    found = json.loads(
+        subprocess.run(
+            [*run, "--level", "fingerprint", "--json"], capture_output=True, text=True
+        ).stdout
+    )
+    renamed = {
+        tuple(r["renamed_from"]): tuple(r["path"])
+        for r in found["rows"]
+        if r["status"] == "renamed"
+    }
+    assert renamed == {("y",): ("x2",), ("x",): ("y2",)}
+    auto = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True).stdout)
+    assert auto["level"] == "metadata"

@@ -78,7 +78,7 @@ def free_level(a: Side, b: Side) -> str:
     """What :data:`AUTO` means for two sides: ``"fingerprint"`` when both are archives
     (each entry's size and CRC-32 are in the central directory, read with the index: no
     payload byte is read), else ``"metadata"``."""
-    return "fingerprint" if a.ckpt.store.packed and b.ckpt.store.packed else "metadata"
+    return "fingerprint" if a.ckpt.store.crc_recorded and b.ckpt.store.crc_recorded else "metadata"
 
 
 def _label(side: Side) -> str:

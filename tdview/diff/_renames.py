@@ -66,7 +66,7 @@ class Renames:
             self.fingerprints[id(row)] = (0, 0)
             return None
         store = side.ckpt.store
-        if store.packed:  # the archive records each entry's CRC-32
+        if store.crc_recorded:  # the archive records each entry's CRC-32
             try:
                 entry = store.entry(file)
             except (TDViewError, OSError):

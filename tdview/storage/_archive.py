@@ -83,6 +83,7 @@ class ArchiveStore(Store):
 
     kind = "archive"
     packed = True
+    crc_recorded = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.root = os.path.abspath(os.fspath(path))

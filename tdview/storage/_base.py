@@ -325,6 +325,10 @@ class Store(abc.ABC):
     #: (a consolidated file), a phrase naming it: ``load_memmap`` refuses it as
     #: tensordict does, and ``Checkpoint(path).load()`` reads it
     foreign_format: str | None = None
+    #: True for a store whose files' CRC-32s are recorded (an archive's central
+    #: directory): ``EntryInfo.crc32`` gives it without a payload byte read; False where
+    #: none is (a directory, a consolidated file: a CRC is computed from the bytes)
+    crc_recorded: bool = False
 
     @abc.abstractmethod
     def display(self, key: str) -> str:

@@ -33,13 +33,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
+from ._group_tree import encode_name  # the robust key encoding of tensordict's writers
 
 __all__ = ["FOOTER", "MAX_FOOTER", "Folder", "Layout", "footer_length", "looks_consolidated"]
 
 #: the trailing int64 that gives the JSON document's length
 FOOTER = 8
-#: the largest JSON document read (a 10,000-leaf file's is about 1 MB)
-MAX_FOOTER = 256 << 20
+#: the largest JSON document read (a 10,000-leaf file's is about 1 MB; as a meta.json's)
+MAX_FOOTER = 64 << 20
 #: levels of nesting accepted (tensordict's own trees are far shallower)
 MAX_DEPTH = 200
 META = "meta.json"
@@ -52,28 +53,6 @@ _NT_STACK = ("<class 'tensordict.tensorclass.NonTensorStack'>", "tensordict:NonT
 # tensorclass (non-tensor data is a record of "non_tensors", never a level)
 _NT_DATA = "<class 'tensordict.tensorclass.NonTensorData'>"
 _LEVEL_FIELDS = frozenset({"cls", "cls_metadata", "leaves", "non_tensors", "size"})
-
-# The robust key encoding of tensordict's writers (every writer since 0.14): a key is one
-# path component, each of these characters written %XX; "" is "%", "." and ".." are
-# "%2E" and "%2E%2E". The index asks for a leaf by that name, so the layout must give it;
-# tests/test_consolidated_hostile.py holds it equal to tdview.format.encode_key.
-_UNSAFE = set('/<>:"|?*\\ %') | {chr(c) for c in range(32)} | {chr(127)}
-_ENCODE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
-
-
-def encode_name(key: str) -> str:
-    """The file-system name tensordict's writer gives ``key`` (see ``_UNSAFE``).
-
-    Examples
-    --------
-    >>> encode_name("a/b"), encode_name(""), encode_name("..")
-    ('a%2Fb', '%', '%2E%2E')
-    """
-    if not key:
-        return "%"
-    if key in (".", ".."):
-        return "%2E" * len(key)
-    return key.translate(_ENCODE)
 
 
 def footer_length(tail: bytes, file_size: int, where: str) -> int:
@@ -344,10 +323,10 @@ def _stack(level: dict, header: tuple[str, str]) -> Folder:
         folder.meta = _dumps(meta)
         return folder
     for key, record in level.get("non_tensors", {}).items():
-        folder.dirs[key] = (record, "data")
+        folder.dirs[encode_name(key)] = (record, "data")
     for key, child in level.items():
         if key not in _LEVEL_FIELDS and isinstance(child, dict):
-            folder.dirs[key] = (child, _role(child))
+            folder.dirs[encode_name(key)] = (child, _role(child))
     folder.meta = _dumps(meta)
     return folder
 
