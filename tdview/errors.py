@@ -146,6 +146,11 @@ class RemoteModeError(TDViewError, ValueError):
     nothing written to them could reach the remote files."""
 
 
+class ProcessGroupError(TDViewError, RuntimeError):
+    """A ``tdview.distributed`` load was called outside an initialized
+    ``torch.distributed`` process group (``init_process_group``)."""
+
+
 class MissingExtraError(TDViewError, ImportError):
     """A format needs a package that is not installed; the message names the tdview
     extra that installs it (``pip install "tdview[h5]"``)."""

@@ -38,6 +38,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # the static text tree (`tdview tree`, the saved output) and its HTML: index only
     "views": BASE | {"storage", "format", "index"},
     "diff": BASE | {"storage", "format", "index", "loader"},
+    # loads across the ranks of a torch.distributed group: indexed loads of the loader
+    "distributed": BASE | {"storage", "format", "index", "loader"},
     # check, sizes, duplicates: walks over the index, as the diff is
     "answers": BASE | {"storage", "format", "index", "loader", "diff"},
     "protocol": BASE | {"storage", "format", "index", "loader", "diff", "answers"},
