@@ -127,8 +127,11 @@ def load_code(
     variable: str | None,
     *,
     leaf: bool = False,
+    foreign: bool = False,
 ) -> str:
     """The Python line that loads the same subtree (or, ``leaf``, tensor) with tdview.
+    ``foreign``: a format ``load_memmap`` refuses, as tensordict's does (safetensors, a
+    consolidated file...): the line reads it with ``Checkpoint(...).load``.
 
     Examples
     --------
@@ -138,6 +141,8 @@ def load_code(
     'tdview.load_memmap("ckpt.tdz", subpath=("a/b",), device="cpu", mode=None, allow_pickle=True)'
     >>> load_code("ckpt.tdz", ("replay", "reward"), "cpu", "r", False, "r", leaf=True)
     'r = tdview.Checkpoint("ckpt.tdz").load_leaf("replay/reward", device="cpu", mode="r")'
+    >>> load_code("m.safetensors", ("model",), "cpu", None, False, "m", foreign=True)
+    'm = tdview.Checkpoint("m.safetensors").load(subpath="model", device="cpu", mode=None)'
     """
     where = ""
     if path and any(not key or "/" in key for key in path):
@@ -157,6 +162,8 @@ def load_code(
         if allow_pickle:
             args.append("allow_pickle=True")
         call = f"tdview.load_memmap({', '.join(args)})"
+        if foreign:
+            call = f"tdview.Checkpoint({args[0]}).load({', '.join(args[1:])})"
     return f"{variable} = {call}" if variable else call
 
 
@@ -351,7 +358,14 @@ def load(
         "summary": short_repr(value),
         "variable": variable,
         "code": load_code(
-            source, path, device, params["mode"], params["allow_pickle"], variable, leaf=leaf
+            source,
+            path,
+            device,
+            params["mode"],
+            params["allow_pickle"],
+            variable,
+            leaf=leaf,
+            foreign=ckpt.store.foreign_format is not None,
         ),
     }
     check()  # the last chance to cancel: once bound, the load is reported as done
