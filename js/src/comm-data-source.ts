@@ -42,6 +42,7 @@ import {
   type Result,
   type SearchResult,
 } from "./protocol";
+import { SIZES_LIMIT, type SizesResult } from "./sizes-protocol";
 import { isPlainObject, ShapeError } from "./validate";
 
 type Listener = (a?: unknown, b?: unknown) => void;
@@ -175,6 +176,10 @@ export class CommDataSource implements DataSource {
     const params = previewParams(path, rows, opts);
     const { result, buffers } = await this.call("preview", params, { ...opts });
     return resolvePreview(result, buffers);
+  }
+
+  sizes(path: Path, opts?: CallOptions): Promise<SizesResult> {
+    return this.#result("sizes", { path, limit: SIZES_LIMIT }, opts);
   }
 
   devices(opts?: CallOptions): Promise<DevicesResult> {

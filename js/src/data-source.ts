@@ -30,6 +30,7 @@ import type {
   SearchParams,
   SearchResult,
 } from "./protocol";
+import type { SizesResult } from "./sizes-protocol";
 
 /** Error types raised by the client itself (the server's are its exception names). */
 export type ClientErrorType = "Cancelled" | "Timeout" | "ConnectionLost" | "BadReply";
@@ -205,6 +206,8 @@ export interface DataSource {
     onProgress?: (p: ProgressInfo) => void,
     opts?: CallOptions,
   ): Promise<LoadResult>;
+  /** One level of where a subtree's bytes go (absent: the source cannot say). */
+  sizes?(path: Path, opts?: CallOptions): Promise<SizesResult>;
 }
 
 export function cancelledError(): ProtocolError {

@@ -34,6 +34,7 @@ import {
 import { keyTuple, subpathLiteral } from "./python-code";
 import { LoadPanel } from "./render-load";
 import { PreviewSection } from "./render-preview";
+import { SizesView } from "./render-sizes";
 
 const MAX_VALUE_CHARS = 2000;
 
@@ -253,6 +254,8 @@ export class DetailsPanel {
   readonly head: DetailsHead;
   readonly preview: PreviewSection;
   readonly loader: LoadPanel;
+  /** The "Sizes" view of a subtree (its toggle is in the head). */
+  readonly sizes: SizesView;
   readonly #info: HTMLElement;
   readonly #factsToggle: HTMLButtonElement;
   readonly #factsId = `tdview-facts-${++nextFactsId}`;
@@ -280,7 +283,9 @@ export class DetailsPanel {
     this.#factsToggle = button("Facts", "tdview-facts-toggle", () =>
       this.setFactsFolded(!this.#folded),
     );
-    this.head = new DetailsHead(rootName || "(root)", [this.#factsToggle]);
+    this.sizes = new SizesView(source.sizes?.bind(source) ?? null, rootName || "(root)");
+    this.sizes.onActive = (on) => this.element.classList.toggle("tdview-sizes-on", on);
+    this.head = new DetailsHead(rootName || "(root)", [this.#factsToggle, this.sizes.toggle]);
     this.head.onMaximize = (on) => this.element.classList.toggle("tdview-maximized", on);
     this.#factsToggle.setAttribute("aria-controls", this.#factsId);
     this.#syncFolded(0);
@@ -292,7 +297,13 @@ export class DetailsPanel {
       options: options.options ?? DEFAULT_OPTIONS,
     });
     this.loader.onPickleChange = () => this.#renderLock();
-    this.element.append(this.head.element, this.#info, this.preview.element, this.loader.element);
+    this.element.append(
+      this.head.element,
+      this.#info,
+      this.sizes.element,
+      this.preview.element,
+      this.loader.element,
+    );
     this.loader.element.hidden = true;
   }
 
@@ -338,6 +349,7 @@ export class DetailsPanel {
     if (path === null) {
       this.#info.replaceChildren();
       this.head.show(null);
+      this.sizes.setNode(null);
       this.#hideActions();
       return;
     }
@@ -368,6 +380,7 @@ export class DetailsPanel {
     this.#abort?.abort();
     this.preview.dispose();
     this.loader.dispose();
+    this.sizes.dispose();
     for (const copy of this.#copies) copy.dispose();
   }
 
@@ -400,6 +413,7 @@ export class DetailsPanel {
     this.#info.replaceChildren(list, this.#lock);
     this.#syncFolded(list.childElementCount / 2);
     this.head.show(details);
+    this.sizes.setNode(details);
     this.#details = details;
     this.onDetails?.(details);
     this.preview.setNode(details);

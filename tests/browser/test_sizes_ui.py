@@ -1,0 +1,154 @@
+"""The Sizes view in a real JupyterLab at 1280x720: a trainer's checkpoint (a model and
+its AdamW state, ``tests/training_steps.py``) as a treemap whose cells' areas are the
+bytes ``tdview.answers.sizes`` gives in the kernel, its totals by section beside it, a
+zoom by click and by keyboard, breadcrumbs, Escape back out, labels inside their cells.
+Light and dark screenshots."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ..training_steps import write_training_steps
+from .notebook import open_and_run, write_notebook
+from .test_widget import TIMEOUT, row, run_cell
+from .test_widget_ui import details, settle_theme
+
+CKPT = "run/step_1000.tdz"
+
+
+@pytest.fixture
+def page_1280(browser: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def open_sizes(page: Any, lab: Any, name: str, theme: str) -> Any:
+    if not (lab.root / CKPT).exists():
+        write_training_steps(lab.root / "run")
+    write_notebook(lab.root, name, [f'from tdview import TDView\nv = TDView("{CKPT}")\nv'])
+    open_and_run(page, lab, name)
+    if theme != "light":
+        settle_theme(page, theme)
+    widget = page.locator(".tdview-root")
+    row(page, "step_1000.tdz", 1).first.locator(".tdview-key").click()
+    toggle = details(widget).locator(".tdview-sizes-toggle")
+    toggle.wait_for(timeout=TIMEOUT)
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "true"
+    widget.locator(".tdview-sizes-cell").first.wait_for(timeout=TIMEOUT)
+    return widget
+
+
+def kernel_sizes(page: Any, subpath: str = "") -> dict[str, Any]:
+    out = run_cell(
+        page,
+        "import json\nfrom tdview.answers import sizes\n"
+        f"r = sizes({CKPT!r}, {subpath!r} or ())\n"
+        "print('SIZES', json.dumps({'bytes': r.bytes, 'by_section': r.by_section,"
+        " 'entries': {e.key: e.bytes for e in r.entries}}))",
+    )
+    line = next(x for x in out.splitlines() if x.startswith("SIZES "))
+    return json.loads(line[6:])
+
+
+_CELLS = """(map) => { const m = map.getBoundingClientRect();
+    return [...map.querySelectorAll('.tdview-sizes-cell')].map((c) => {
+        const r = c.getBoundingClientRect();
+        const label = c.querySelector('.tdview-sizes-label');
+        const l = label ? label.getBoundingClientRect() : null;
+        return {name: c.getAttribute('aria-label').split(':')[0], w: r.width, h: r.height,
+                inside: r.left >= m.left - 0.5 && r.right <= m.right + 0.5 &&
+                        r.top >= m.top - 0.5 && r.bottom <= m.bottom + 0.5,
+                label: l && {fits: l.left >= r.left - 0.5 && l.right <= r.right + 0.5 &&
+                                    l.top >= r.top - 0.5 && l.bottom <= r.bottom + 0.5}};
+    }); }"""
+
+
+def cells(widget: Any) -> list[dict[str, Any]]:
+    return widget.locator(".tdview-sizes-map").evaluate(_CELLS)
+
+
+def check_cells(widget: Any, truth: dict[str, Any]) -> None:
+    """Areas are the kernel's bytes; cells and labels stay inside."""
+    found = cells(widget)
+    whole = sum(c["w"] * c["h"] for c in found)
+    for cell in found:
+        assert cell["inside"], cell
+        assert cell["label"] is None or cell["label"]["fits"], cell
+        if cell["name"] in truth["entries"]:
+            share = truth["entries"][cell["name"]] / truth["bytes"]
+            assert abs(cell["w"] * cell["h"] / whole - share) < 0.01, (cell, share)
+
+
+def focused(page: Any) -> str:
+    label = page.evaluate("() => (document.activeElement.getAttribute('aria-label') || '')")
+    return label.split(":")[0]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) -> None:
+    page = page_1280
+    widget = open_sizes(page, lab, f"tdview_sizes_{theme}.ipynb", theme)
+    sizes = widget.locator(".tdview-sizes")
+    labels = sizes.locator(".tdview-sizes-label").all_inner_texts()
+    assert labels[:2] == ["optimizer", "model"], labels
+    truth = kernel_sizes(page)
+    check_cells(widget, truth)
+    sections = sizes.locator(".tdview-sizes-legend").first.locator("li").all_inner_texts()
+    assert [s.split()[0] for s in sections] == list(truth["by_section"]), sections
+    assert "The optimizer's state is 2.0× the model." in sizes.inner_text()
+    assert details(widget).locator("dl.tdview-facts").is_hidden()  # the view takes the panel
+    page.screenshot(path=str(artifacts / f"tdview-sizes-1280x720-{theme}.png"))
+
+    # the keyboard: one tab stop, arrows between the cells, Enter zooms, Escape back out
+    first = sizes.locator(".tdview-sizes-cell").first
+    first.focus()
+    assert focused(page) == "optimizer"
+    # the model lies below or beside the optimizer, as the map's shape has it
+    optimizer_box = first.bounding_box()
+    model_box = sizes.locator(".tdview-sizes-cell").nth(1).bounding_box()
+    below = model_box["y"] >= optimizer_box["y"] + optimizer_box["height"] - 1
+    page.keyboard.press("ArrowDown" if below else "ArrowRight")
+    assert focused(page) == "model"
+    page.keyboard.press("ArrowUp" if below else "ArrowLeft")
+    assert focused(page) == "optimizer"
+    page.keyboard.press("ArrowDown" if below else "ArrowRight")
+    page.keyboard.press("Enter")
+    crumbs = sizes.locator(".tdview-sizes-crumbs")
+    crumbs.locator("[aria-current]").get_by_text("model", exact=True).wait_for(timeout=TIMEOUT)
+    assert crumbs.inner_text().replace("\n", "") == "step_1000.tdz›model"
+    page.wait_for_function(
+        "() => document.activeElement.classList.contains('tdview-sizes-cell')", timeout=TIMEOUT
+    )
+    check_cells(widget, kernel_sizes(page, "model"))
+    sizes.locator(".tdview-sizes-cell").first.focus()
+    page.screenshot(path=str(artifacts / f"tdview-sizes-zoomed-1280x720-{theme}.png"))
+    page.keyboard.press("Escape")
+    crumbs.locator("[aria-current]").get_by_text("step_1000.tdz").wait_for(timeout=TIMEOUT)
+    page.wait_for_function(
+        "() => (document.activeElement.getAttribute('aria-label') || '').startsWith('model')",
+        timeout=TIMEOUT,
+    )
+
+    # a click zooms too; the breadcrumb goes back; colour by dtype
+    sizes.locator(".tdview-sizes-cell", has_text="optimizer").first.click()
+    crumbs.locator("[aria-current]").get_by_text("optimizer").wait_for(timeout=TIMEOUT)
+    crumbs.locator("button").first.click()
+    crumbs.locator("[aria-current]").get_by_text("step_1000.tdz").wait_for(timeout=TIMEOUT)
+    sizes.locator(".tdview-sizes-colour").click()
+    legend = sizes.locator(".tdview-sizes-legend-active .tdview-sizes-legend-title")
+    assert legend.inner_text() == "By dtype"
+
+    # the whole width gives the map room
+    narrow = widget.locator(".tdview-sizes-map").bounding_box()
+    details(widget).locator(".tdview-maximize").click()
+    page.wait_for_timeout(300)
+    wide = widget.locator(".tdview-sizes-map").bounding_box()
+    assert wide["width"] > 1.5 * narrow["width"], (narrow, wide)
+    check_cells(widget, truth)
+    page.screenshot(path=str(artifacts / f"tdview-sizes-wide-1280x720-{theme}.png"))
