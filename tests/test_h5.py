@@ -16,7 +16,7 @@ from tensordict import NonTensorStack, TensorDict
 
 from tdview.errors import MissingExtraError, UnsafeCheckpointError
 from tdview.format import encode_key
-from tdview.index import Checkpoint, rollup, search, walk
+from tdview.index import Checkpoint, leaf_storage, rollup, search, walk
 from tdview.protocol import Session, handle
 from tdview.storage import open_store
 
@@ -155,6 +155,13 @@ def test_a_preview_reads_only_the_rows_shown(
     assert np.array_equal(got, big.reshape(-1)[: got.size].numpy())
     rows = [i[-1] for i in asked if isinstance(i, tuple) and isinstance(i[-1], slice)]
     assert rows and all(s.stop - s.start <= 100 for s in rows), asked
+
+
+def test_a_leaf_is_read_not_mapped(h5_path: Path) -> None:
+    with Checkpoint(h5_path) as ckpt:
+        storage = leaf_storage(ckpt.store, ckpt.node("nested/deeper/z"))
+    assert storage.cost == "copy" and storage.stored_bytes == 6 * 5 * 4
+    assert storage.location is not None and storage.location.endswith("td.h5::/nested/deeper/z")
 
 
 def test_byte_ranges_are_the_elements_in_c_order(h5_path: Path) -> None:

@@ -124,8 +124,9 @@ def leaf_storage(store: Store, node: Node) -> LeafStorage:
     offset = payload.offset
     if payload.compression != "stored":
         cost = DECOMPRESS
-    elif payload.in_archive and (
-        record.is_nested or offset is None or offset % record.dtype.itemsize
+    elif not payload.mappable or (  # read into memory (remote, HDF5, zarr)
+        payload.in_archive
+        and (record.is_nested or offset is None or offset % record.dtype.itemsize)
     ):
         cost = COPY
     else:
