@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,12 @@ from tensordict import (
 
 import tdview
 from tdview.errors import NotACheckpointError
-from tdview.index import Checkpoint
+from tdview.index import Checkpoint, walk
 from tdview.protocol import Session, handle
 
+from ._optional import require_module
 from .compare import assert_same
+from .remote_servers import RangeServer
 
 
 @tensorclass
@@ -265,3 +268,40 @@ def test_renames_between_two_files_are_paired_by_their_bytes(tmp_path: Path) -> 
     assert renamed == {("y",): ("x2",), ("x",): ("y2",)}
     auto = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True).stdout)
     assert auto["level"] == "metadata"
+
+
+# -- remote: an HTTP server of ranges (tests/remote_servers.py) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(files: dict[str, Path]) -> Iterator[RangeServer]:
+    require_module("aiohttp", "the HTTP store reads through it")
+    server = RangeServer(str(files["tree"].parent))
+    yield server
+    server.stop()
+
+
+def test_over_http_the_tree_is_two_reads_and_a_load_its_own_bytes(
+    http: RangeServer, files: dict[str, Path]
+) -> None:
+    """Opening reads the object's end twice (as a zip, then as a consolidated file: the
+    last 64 KiB, which hold the footer); browsing reads nothing more; a subtree's load
+    reads that subtree's spans."""
+    http.take()
+    with Checkpoint(f"{http.url}/tree.td") as ckpt:
+        assert len(list(walk(ckpt, ckpt.root))) > 20  # every node of the tree
+        opened = http.take()
+        assert len(opened) == 2 and all(r.range == "bytes=-65536" for r in opened), opened
+        got = ckpt.load(subpath="nested")
+        read = http.take()
+        span = ckpt.store.layout.folder("nested/deep").files["w.memmap"]
+    assert_same(got, _reference(files["tree"], ("nested",)), storage=False)
+    assert [r.span() for r in read] == [(span[0], span[0] + span[1])]  # w's bytes alone
+
+
+def test_over_http_a_load_equals_from_consolidated(
+    http: RangeServer, files: dict[str, Path]
+) -> None:
+    with Checkpoint(f"{http.url}/tree.td") as ckpt:
+        got = ckpt.load()
+    assert_same(got, _reference(files["tree"]), storage=False)

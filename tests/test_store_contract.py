@@ -44,6 +44,7 @@ KINDS = {
     "remote-directory": ("directory", False, False),
     "remote-archive": ("archive", True, False),
     "consolidated": ("archive", True, True),
+    "remote-consolidated": ("archive", True, False),
     "safetensors": ("safetensors", True, True),
     "remote-safetensors": ("safetensors", True, False),
 }
@@ -130,6 +131,9 @@ def _open(request: pytest.FixtureRequest, kind: str, archive: str = "ckpt.tdz") 
         return open_store(root / archive)
     if kind == "consolidated":
         return open_store(root / "ckpt.td")
+    if kind == "remote-consolidated":
+        server = request.getfixturevalue("contract_http")
+        return open_store(f"{server.url}/ckpt.td")
     if kind == "safetensors":
         return open_store(root / "ckpt.safetensors")
     if kind == "remote-safetensors":
@@ -308,6 +312,7 @@ CAPABILITIES = {
     "remote-directory": (False, False, False),
     "remote-archive": (True, False, False),
     "consolidated": (True, False, False),
+    "remote-consolidated": (True, False, False),
     "safetensors": (True, False, False),
     "remote-safetensors": (True, False, False),
 }

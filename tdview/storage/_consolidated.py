@@ -28,59 +28,26 @@ from ._mapfile import READ_FLAGS
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # what read_into fills: any writable buffer
 
-__all__ = ["CONSOLIDATED", "ConsolidatedStore", "is_consolidated"]
+__all__ = ["CONSOLIDATED", "ConsolidatedFile", "ConsolidatedStore", "is_consolidated"]
 
 #: what :attr:`Store.foreign_format` says of a consolidated file
 CONSOLIDATED = "a tensordict consolidated file (TensorDict.from_consolidated reads it)"
 
 
-class ConsolidatedStore(Store):
-    """Read a consolidated file as the folders of a memory-mapped save.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file. It is opened read-only and mapped once.
-
-    Raises
-    ------
-    NotACheckpointError
-        The file does not end with a consolidated footer.
-    CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
-        The footer is not what tensordict writes, too large, or a leaf lies outside the
-        payload or over another.
-
-    Examples
-    --------
-    >>> store = ConsolidatedStore("/run/td.bin")                   # doctest: +SKIP
-    >>> store.list_dir("")                                          # doctest: +SKIP
-    ['a.memmap', 'b', 'meta.json']
-    """
+class ConsolidatedFile(Store):
+    """What a consolidated file's store answers from its footer alone (the folders, the
+    files and where each lies): the local :class:`ConsolidatedStore` and the remote
+    :class:`~._consolidated_remote.RemoteConsolidatedStore` differ only in how they
+    read bytes (:meth:`_read_span`)."""
 
     kind = "archive"
     packed = True
     foreign_format = CONSOLIDATED
+    layout: Layout
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.root = os.path.abspath(os.fspath(path))
-        fd = os.open(self.root, READ_FLAGS)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size < FOOTER + 2:
-                raise NotACheckpointError(f"{self.root} is not a tensordict consolidated file.")
-            self.mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
-        self.file_size = len(self.mapping)
-        self._identity = st.st_dev, st.st_ino
-        try:
-            n = footer_length(self.mapping[-FOOTER:], self.file_size, self.root)
-            payload = self.file_size - FOOTER - n
-            self.layout = Layout(self.mapping[payload : payload + n], payload, self.root)
-        except BaseException:
-            self.mapping.close()
-            raise
-        self._view = memoryview(self.mapping)
+    def _read_span(self, start: int, out: memoryview) -> None:
+        """Fill ``out`` with the file's bytes from ``start``."""
+        raise NotImplementedError
 
     # -- the Store interface -----------------------------------------------------------
 
@@ -144,8 +111,8 @@ class ConsolidatedStore(Store):
         return EntryInfo(key, self.display(key), size, size, "stored", None, None)
 
     def locate(self, key: str) -> Payload:
-        """A leaf's span in the file (mappable in place), or a ``meta.json`` made from
-        the footer (no offset: it is read, never mapped)."""
+        """A leaf's span in the file (mappable in place where the store maps), or a
+        ``meta.json`` made from the footer (no offset: it is read, never mapped)."""
         offset, size = self._span(key)
         return Payload(
             key=key,
@@ -159,7 +126,7 @@ class ConsolidatedStore(Store):
             crc32=None,
             encrypted=False,
             as_stored=True,
-            mappable=offset is not None,
+            mappable=self.mappable and offset is not None,
             error=None
             if offset is not None
             else ArchiveError(
@@ -177,8 +144,68 @@ class ConsolidatedStore(Store):
             )
         if isinstance(found, bytes):
             return found
-        self.check_intact()
-        return self.mapping[found[0] : found[0] + size]
+        out = bytearray(size)
+        self._read_span(found[0], memoryview(out))
+        return bytes(out)
+
+    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
+        found = self._file(key)
+        out = memoryview(buf).cast("B")
+        size = len(found) if isinstance(found, bytes) else found[1]
+        if offset < 0 or offset + len(out) > size:
+            raise ValueError(
+                f"{self.display(key)}: bytes {offset}..{offset + len(out)} lie outside its "
+                f"{size} bytes."
+            )
+        if isinstance(found, bytes):
+            out[:] = found[offset : offset + len(out)]
+        elif len(out):
+            self._read_span(found[0] + offset, out)
+
+
+class ConsolidatedStore(ConsolidatedFile):
+    """Read a consolidated file as the folders of a memory-mapped save.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file. It is opened read-only and mapped once.
+
+    Raises
+    ------
+    NotACheckpointError
+        The file does not end with a consolidated footer.
+    CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
+        The footer is not what tensordict writes, too large, or a leaf lies outside the
+        payload or over another.
+
+    Examples
+    --------
+    >>> store = ConsolidatedStore("/run/td.bin")                   # doctest: +SKIP
+    >>> store.list_dir("")                                          # doctest: +SKIP
+    ['a.memmap', 'b', 'meta.json']
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(path))
+        fd = os.open(self.root, READ_FLAGS)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size < FOOTER + 2:
+                raise NotACheckpointError(f"{self.root} is not a tensordict consolidated file.")
+            self.mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        self.file_size = len(self.mapping)
+        self._identity = st.st_dev, st.st_ino
+        try:
+            n = footer_length(self.mapping[-FOOTER:], self.file_size, self.root)
+            payload = self.file_size - FOOTER - n
+            self.layout = Layout(self.mapping[payload : payload + n], payload, self.root)
+        except BaseException:
+            self.mapping.close()
+            raise
+        self._view = memoryview(self.mapping)
 
     def writable(self, key: str | None = None) -> bool:
         """Whether the file is writable: every leaf lives in that one file."""
@@ -217,17 +244,9 @@ class ConsolidatedStore(Store):
     def opened_path(self, fd: int, key: str) -> str:
         return self.root
 
-    def read_into(self, key: str, offset: int, buf: Buffer) -> None:
-        found = self._file(key)
-        out = memoryview(buf).cast("B")
-        data = self._view[found[0] : found[0] + found[1]] if isinstance(found, tuple) else found
-        if offset < 0 or offset + len(out) > len(data):
-            raise ValueError(
-                f"{self.display(key)}: bytes {offset}..{offset + len(out)} lie outside its "
-                f"{len(data)} bytes."
-            )
+    def _read_span(self, start: int, out: memoryview) -> None:
         self.check_intact()
-        out[:] = data[offset : offset + len(out)]
+        out[:] = self._view[start : start + len(out)]
 
     def check_intact(self) -> None:
         """Raise ``ArchiveError`` when the file is now shorter than when it was opened (a

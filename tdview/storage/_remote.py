@@ -165,6 +165,7 @@ def open_remote(path: str | RemotePath) -> Store:
     NotACheckpointError
         An object that is not a zip with a top-level ``meta.json``.
     """
+    from ._consolidated_remote import RemoteConsolidatedStore
     from ._ranges import cached_size
     from ._remote_archive import RemoteArchiveStore
     from ._remote_dir import RemoteDirectoryStore
@@ -198,9 +199,16 @@ def open_remote(path: str | RemotePath) -> Store:
         return open_remote_safetensors(
             url, fs, fspath, concurrency=where.concurrency, size=size
         )
-    return RemoteArchiveStore(
-        url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify
-    )
+    try:
+        return RemoteArchiveStore(
+            url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify
+        )
+    except NotACheckpointError as not_zip:
+        error = not_zip
+    try:  # td.consolidate(filename=...): a footer at the end of the object
+        return RemoteConsolidatedStore(url, fs, fspath, concurrency=where.concurrency, size=size)
+    except NotACheckpointError:
+        raise error from None
 
 
 def filesystem(where: RemotePath) -> tuple[Any, str]:
