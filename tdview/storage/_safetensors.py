@@ -28,6 +28,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
+from typing import NamedTuple
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
 
@@ -73,8 +74,7 @@ DTYPES: dict[str, tuple[str, int]] = {
 }
 
 
-@dataclass(frozen=True)
-class Tensor:
+class Tensor(NamedTuple):
     """One tensor of a safetensors header.
 
     Attributes
@@ -221,13 +221,37 @@ def _metadata(value: object, where: str) -> dict[str, str] | None:
 
 
 def _tensor(name: str, record: object, where: str, data_start: int) -> Tensor:
+    if type(record) is dict:  # the common record, checked in a few tests
+        dtype, shape, offsets = record.get("dtype"), record.get("shape"), record.get("data_offsets")
+        found = DTYPES.get(dtype) if type(dtype) is str else None
+        if (
+            found is not None
+            and type(shape) is list
+            and len(shape) <= MAX_RANK
+            and type(offsets) is list
+            and len(offsets) == 2
+        ):
+            begin, end = offsets
+            if (
+                type(begin) is int
+                and type(end) is int
+                and 0 <= begin <= end
+                and all(type(n) is int and n >= 0 for n in shape)
+                and end - begin == prod(shape) * found[1]
+            ):
+                return Tensor(name, found[0], tuple(shape), data_start + begin, data_start + end)
+    raise _bad_tensor(name, record, where)
+
+
+def _bad_tensor(name: str, record: object, where: str) -> CheckpointFormatError:
+    """What is wrong with a record :func:`_tensor` refused."""
     what = f"{where}: tensor {_short(name)}"
     if not isinstance(record, dict):
-        raise CheckpointFormatError(f"{what} is {_short(record)}, not a record.")
+        return CheckpointFormatError(f"{what} is {_short(record)}, not a record.")
     dtype = record.get("dtype")
     found = DTYPES.get(dtype) if isinstance(dtype, str) else None
     if found is None:
-        raise CheckpointFormatError(
+        return CheckpointFormatError(
             f"{what} has dtype {_short(dtype)}, not one of tdview's: {', '.join(DTYPES)}."
         )
     shape = record.get("shape")
@@ -236,7 +260,7 @@ def _tensor(name: str, record: object, where: str, data_start: int) -> Tensor:
         or len(shape) > MAX_RANK
         or not all(type(n) is int and n >= 0 for n in shape)
     ):
-        raise CheckpointFormatError(
+        return CheckpointFormatError(
             f"{what} has shape {_short(shape)}: a list of at most {MAX_RANK} sizes >= 0 is "
             "expected."
         )
@@ -247,17 +271,15 @@ def _tensor(name: str, record: object, where: str, data_start: int) -> Tensor:
         or not all(type(n) is int and n >= 0 for n in offsets)
         or offsets[0] > offsets[1]
     ):
-        raise CheckpointFormatError(
+        return CheckpointFormatError(
             f"{what} has data_offsets {_short(offsets)}: [begin, end] with "
             "0 <= begin <= end is expected."
         )
     need = prod(shape) * found[1]
-    if offsets[1] - offsets[0] != need:
-        raise CheckpointFormatError(
-            f"{what}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, but "
-            f"shape {shape} of {dtype} needs {need} bytes."
-        )
-    return Tensor(name, found[0], tuple(shape), data_start + offsets[0], data_start + offsets[1])
+    return CheckpointFormatError(
+        f"{what}: data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, but "
+        f"shape {shape} of {dtype} needs {need} bytes."
+    )
 
 
 def _check_spans(tensors: Sequence[Tensor], where: str, file_size: int | None) -> None:

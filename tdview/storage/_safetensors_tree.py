@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from math import prod
 
 from ..errors import CheckpointFormatError
@@ -60,13 +59,19 @@ def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in _DIGITS.split(name) if p)
 
 
-@dataclass
 class _Folder:
-    entries: dict[str, str | None] = field(default_factory=dict)  # name -> real key or None
-    folders: set[str] = field(default_factory=set)  # entry names that are folders
-    files: set[str] = field(default_factory=set)  # file names (encoded, .memmap)
-    dirs: set[str] = field(default_factory=set)  # folder names (encoded)
-    meta: bytes | None = None
+    """One folder: its entries (name -> real key, None for a sub-folder) in the header's
+    order, its sub-folders, its file and folder names, its meta.json once made."""
+
+    __slots__ = ("entries", "meta", "names", "prefix", "sub")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix  # its key and a "/" ("" for the root)
+        self.entries: dict[str, str | None] = {}
+        self.sub: dict[str, _Folder] = {}  # entry name -> the folder
+        #: (file names, folder names), made when first asked
+        self.names: tuple[frozenset[str], frozenset[str]] | None = None
+        self.meta: bytes | None = None
 
 
 class Layout:
@@ -89,54 +94,52 @@ class Layout:
     def __init__(
         self, tensors: Iterable[tuple[str, str, Sequence[int]]], unknown: Iterable[str] = ()
     ) -> None:
-        records = {name: (dtype, tuple(shape)) for name, dtype, shape in tensors}
-        lost = [name for name in unknown if name not in records]
-        names = set(records) | set(lost)
-        self._folders: dict[str, _Folder] = {"": _Folder()}
-        self._records: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+        records: dict[str, tuple[str, tuple[int, ...]] | None] = {
+            name: (dtype, tuple(shape)) for name, dtype, shape in tensors
+        }
+        for name in unknown:
+            records.setdefault(name, None)
+        self._records = records
+        root = _Folder("")
+        self._folders: dict[str, _Folder] = {"": root}
         self.files: dict[str, str] = {}
         self.unknown: dict[str, str] = {}  # dirkey of an unknown key -> the key
         self.keys: dict[str, str] = {}  # real key -> its store key (file, or folder)
-        for name in sorted(names, key=_natural):
-            record = records.get(name)
-            dirkey, leaf = self._place(name, names)
-            folder = self._folders[dirkey]
+        for name, record in records.items():
+            folder, leaf = self._place(name, root)
             folder.entries[leaf] = name
-            self._records[name] = record
-            prefix = dirkey + "/" if dirkey else ""
+            encoded = file_name(leaf)
             if record is None:
-                self.unknown[self.keys.setdefault(name, prefix + file_name(leaf))] = name
+                self.unknown[self.keys.setdefault(name, folder.prefix + encoded)] = name
             elif prod(record[1]):  # tensordict writes no file for an empty tensor
-                folder.files.add(file_name(leaf) + ".memmap")
-                key = self.keys[name] = prefix + file_name(leaf) + ".memmap"
+                key = self.keys[name] = folder.prefix + encoded + ".memmap"
                 self.files[key] = name
 
-    def _place(self, name: str, names: set[str]) -> tuple[str, str]:
-        """``(folder key, entry name)`` of key ``name``, making its folders."""
+    def _place(self, name: str, root: _Folder) -> tuple[_Folder, str]:
+        """``(folder, entry name)`` of key ``name``, making its folders."""
         parts = name.split(".")
-        depth = 0
-        while depth < len(parts) - 1:
-            part = parts[depth]
-            if part in RESERVED or ".".join(parts[: depth + 1]) in names:
-                break
+        last = len(parts) - 1
+        depth, prefix, names = 0, parts[0], self._records
+        while depth < last and parts[depth] not in RESERVED and prefix not in names:
             depth += 1
-        if depth and depth == len(parts) - 1 and parts[-1] in RESERVED:
+            prefix = f"{prefix}.{parts[depth]}"
+        if depth and depth == last and parts[-1] in RESERVED:
             depth -= 1  # a reserved leaf name: flat, one level up
-        leaf = ".".join(parts[depth:])
+        leaf = parts[-1] if depth == last else ".".join(parts[depth:])
         if leaf in RESERVED:
             raise CheckpointFormatError(
                 f"tensor {name!r}: a key named {leaf!r} at the top level cannot be shown as "
                 "a tensordict entry (tensordict's meta.json reserves that name)."
             )
-        dirkey = ""
+        folder = root
         for part in parts[:depth]:
-            parent = self._folders[dirkey]
-            parent.entries.setdefault(part, None)
-            parent.folders.add(part)
-            parent.dirs.add(file_name(part))
-            dirkey = f"{dirkey}/{file_name(part)}" if dirkey else file_name(part)
-            self._folders.setdefault(dirkey, _Folder())
-        return dirkey, leaf
+            sub = folder.sub.get(part)
+            if sub is None:
+                key = folder.prefix + file_name(part)
+                sub = folder.sub[part] = self._folders[key] = _Folder(key + "/")
+                folder.entries.setdefault(part, None)
+            folder = sub
+        return folder, leaf
 
     # -- what the store asks -----------------------------------------------------------
 
@@ -145,29 +148,44 @@ class Layout:
 
     def children(self, dirkey: str) -> list[str]:
         """The sorted names in folder ``dirkey`` (``KeyError`` if it is none)."""
-        folder = self._folders[dirkey]
-        return sorted({META, *folder.files, *folder.dirs})
+        files, dirs = self._names(dirkey)
+        return sorted(files | dirs)
 
     def files_in(self, dirkey: str) -> frozenset[str]:
         """The file names of folder ``dirkey`` (``KeyError`` if it is none)."""
-        return frozenset({META, *self._folders[dirkey].files})
+        return self._names(dirkey)[0]
 
     def dirs_in(self, dirkey: str) -> frozenset[str]:
         """The sub-folder names of folder ``dirkey`` (``KeyError`` if it is none)."""
-        return frozenset(self._folders[dirkey].dirs)
+        return self._names(dirkey)[1]
+
+    def _names(self, dirkey: str) -> tuple[frozenset[str], frozenset[str]]:
+        folder = self._folders[dirkey]
+        if folder.names is None:
+            dirs = frozenset(file_name(name) for name in folder.sub)
+            files = {META}
+            for name, real in folder.entries.items():
+                if real is not None and name not in folder.sub:
+                    key = folder.prefix + file_name(name) + ".memmap"
+                    if key in self.files:
+                        files.add(key[len(folder.prefix) :])
+            folder.names = frozenset(files), dirs
+        return folder.names
 
     def leaf(self, key: str) -> str | None:
         """The real key of the tensor whose file ``key`` is, or None."""
         return self.files.get(key)
 
     def meta(self, dirkey: str) -> bytes:
-        """The ``meta.json`` of folder ``dirkey``, made the first time it is asked."""
+        """The ``meta.json`` of folder ``dirkey``, made the first time it is asked: its
+        entries in their names' natural order (``layers.2`` before ``layers.10``)."""
         folder = self._folders[dirkey]
         if folder.meta is None:
             parts = []
-            for name, real in folder.entries.items():
+            for name in sorted(folder.entries, key=_natural):
+                real = folder.entries[name]
                 record = None if real is None else self._records[real]
-                if name in folder.folders or record is None:
+                if name in folder.sub or record is None:
                     value = '{"type": "TensorDict"}'
                 else:
                     dtype, shape = record
