@@ -20,7 +20,7 @@ from ._version import __version__
 from .diff import diff  # isort: skip
 
 if TYPE_CHECKING:
-    from .index import Checkpoint
+    from .index import Checkpoint, open_tree
     from .loader import load, load_memmap
     from .storage import remote, trust_paths
     from .widget import TDView
@@ -30,6 +30,7 @@ _LAZY = {
     "TDView": ".widget",
     "load": ".loader",
     "load_memmap": ".loader",
+    "open_tree": ".index",
     "trust_paths": ".storage",
     "remote": ".storage",
 }
@@ -41,6 +42,7 @@ __all__ = [
     "diff",
     "load",
     "load_memmap",
+    "open_tree",
     "remote",
     "trust_paths",
 ]

@@ -56,7 +56,7 @@ def parse_cli_subpath(text: str) -> tuple[str, ...]:
 
 def _tree(args: argparse.Namespace) -> int:
     from ._text import printable
-    from .index import Checkpoint, Collection
+    from .index import is_folder, open_tree
     from .views import (
         TreeOptions,
         holds_checkpoints,
@@ -70,8 +70,8 @@ def _tree(args: argparse.Namespace) -> int:
     options = TreeOptions(
         depth=depth, pattern=args.filter, limit=args.limit, rollups=not args.no_rollups
     )
-    with Checkpoint(args.path, robust_key=False if args.legacy_keys else None) as ckpt:
-        if isinstance(ckpt, Collection):
+    with open_tree(args.path, robust_key=False if args.legacy_keys else None) as ckpt:
+        if is_folder(ckpt):
             if not holds_checkpoints(ckpt):
                 print(f"tdview: {printable(nothing_found(ckpt))}", file=sys.stderr)
                 return 1

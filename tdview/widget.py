@@ -18,7 +18,7 @@ import traitlets
 from . import views
 from ._compare_widget import compare_state, open_comparison, static_html, static_text
 from ._text import error_text, printable
-from .index import Checkpoint, Collection, normalize_subpath
+from .index import Tree, is_folder, normalize_subpath, open_tree
 from .protocol import (
     MODES,
     PROTOCOL_VERSION,
@@ -177,9 +177,9 @@ class TDView(anywidget.AnyWidget):
             )
         try:
             if compare is None:
-                ckpt = Checkpoint(source, robust_key=robust_key)
+                ckpt = open_tree(source, robust_key=robust_key)
                 root = root_summary(ckpt, source)  # totals on demand
-                if isinstance(ckpt, Collection) and not holds_checkpoints(ckpt):
+                if is_folder(ckpt) and not holds_checkpoints(ckpt):
                     error = nothing_found(ckpt)
                 elif ckpt.root.problems:
                     error = "; ".join(ckpt.root.problems)
@@ -202,7 +202,7 @@ class TDView(anywidget.AnyWidget):
             height=height,
             **kwargs,
         )
-        self.checkpoint: Checkpoint | None = ckpt
+        self.checkpoint: Tree | None = ckpt
         self.comparison = comparison
         self._compare_source = None if compare is None else os.fspath(compare)
         self.value: Any = None

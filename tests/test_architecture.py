@@ -58,13 +58,13 @@ ROOT_LAYER = {"_compare_widget": "widget", "_demo": "demo", "__main__": "cli", "
 
 #: Function-level imports that go right on purpose: (importing file, imported module).
 DEFERRED = {
-    # Checkpoint.load and Checkpoint.load_leaf are the index's doors into the loader, so
-    # that an open index makes later loads O(subtree): each builds a LoadRequest and
-    # calls run (a Collection inherits them; run finds the member). Imported when
+    # Tree.load and Tree.load_leaf (a checkpoint's, a folder of checkpoints') are the
+    # index's doors into the loader, so that an open index makes later loads O(subtree):
+    # each builds a LoadRequest and calls run (run finds a folder's member). Imported when
     # called: load stands on index (a top-level import would be a cycle), and `import
     # tdview.index` stays free of torch and tensordict. A hook registered by the load
     # package would only hide this arrow (ARCHITECTURE.md, Layers).
-    ("index/_checkpoint.py", "tdview.loader"),
+    ("index/_tree.py", "tdview.loader"),
 }
 
 #: Imports of another package's private module or name (``tdview.Y._z``, ``from tdview.Y
@@ -405,7 +405,7 @@ def test_few_type_ignores() -> None:
 HAND_BOUNDED = {
     "storage/_names.py": "a store's folders: a drop keeps the folders above the key",
     "loader/_context.py": "a load's folder paths: the root's is set again after a drop",
-    "index/_checkpoint.py": "a checkpoint's metas: bounded for one load only",
+    "index/_tree.py": "a checkpoint's metas: bounded for one load only",
 }
 
 

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from ..errors import NotACheckpointError, SubpathError, TDViewError
 from ..index import (
     Checkpoint,
-    Collection,
     Node,
+    Tree,
+    is_folder,
     join_key,
     normalize_subpath,
     refusal,
@@ -36,7 +37,7 @@ _ZIP_START = b"PK\x03\x04"
 
 
 def check(
-    path: str | os.PathLike[str] | Checkpoint,
+    path: str | os.PathLike[str] | Tree,
     subpath: object = None,
     values: bool = False,
     *,
@@ -80,7 +81,7 @@ def check(
     [(('model', 'weight'), 'stale_crc')]
     """
     keys = () if subpath is None or subpath in ((), "") else normalize_subpath(subpath)
-    if isinstance(path, Checkpoint):
+    if isinstance(path, Tree):
         return _check_open(path, keys, values, progress, num_threads)
     try:
         ckpt = Checkpoint(path)
@@ -94,21 +95,18 @@ def check(
 
 
 def _check_open(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     keys: tuple[str, ...],
     values: bool,
     progress: Progress | None,
     num_threads: int | None,
 ) -> CheckReport:
-    owner: Checkpoint = ckpt
-    inner = keys
-    if isinstance(ckpt, Collection):
-        owner, _, inner = ckpt.locate(keys)
-        if owner is ckpt:
-            raise SubpathError(
-                f"cannot check {show_path(keys)!r} of {ckpt.path}: it is a folder of "
-                "checkpoints; name one of them in the subpath."
-            )
+    owner, _, inner = ckpt.locate(keys)
+    if is_folder(owner):  # a folder of checkpoints' own node
+        raise SubpathError(
+            f"cannot check {show_path(keys)!r} of {ckpt.path}: it is a folder of "
+            "checkpoints; name one of them in the subpath."
+        )
     start = owner.node(inner)
     report = CheckReport(owner.path, inner, values=values)
     leaves, owners = walk_nodes(owner, start, report)
@@ -126,9 +124,7 @@ def _check_open(
     return report
 
 
-def walk_nodes(
-    ckpt: Checkpoint, start: Node, report: CheckReport
-) -> tuple[list[Node], dict[str, Node]]:
+def walk_nodes(ckpt: Tree, start: Node, report: CheckReport) -> tuple[list[Node], dict[str, Node]]:
     """Record what the index flags on every node from ``start`` down and each leaf's
     file against its record; return the leaves whose files are whole (to read on), and
     the node each store key belongs to (a leaf's files, a folder's ``meta.json``)."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import TDViewError
-from ..index import Checkpoint, Node, cancel_point, join_key, rows_of_leaf
+from ..index import Node, Tree, cancel_point, join_key, rows_of_leaf
 from ..storage import Store
 from ._check_report import CheckReport
 from ._check_values import ValueCounts, count_chunk
@@ -136,7 +136,7 @@ def _path(owners: dict[str, Node], key: str) -> tuple[str, ...]:
 
 
 def check_values(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     leaves: list[Node],
     report: CheckReport,
     progress: Progress | None,
@@ -173,7 +173,7 @@ def check_values(
         _value_problems(leaf, counts, report)
 
 
-def _value_bytes(ckpt: Checkpoint, leaf: Node) -> int:
+def _value_bytes(ckpt: Tree, leaf: Node) -> int:
     """The bytes of ``leaf`` whose values count: its whole payload, or of a torchrl
     storage the rows written."""
     record = leaf.record

@@ -27,7 +27,7 @@ from importlib import import_module
 from typing import Any
 
 from ..errors import TDViewError
-from ..index import Checkpoint, NestedPath, Node, cancel_point, cancellable, normalize_subpath
+from ..index import NestedPath, Node, Tree, cancel_point, cancellable, normalize_subpath
 from ..index import walk as walk_below
 
 Progress = Callable[[int, int, str], object]
@@ -133,7 +133,7 @@ def find_duplicates(
 
 
 def duplicates_of(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     path: object,
     *,
     read: bool = True,
@@ -174,7 +174,7 @@ def _leaf(node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
     return _Leaf(node.path, node.file, nbytes, record.dtype.name, order)
 
 
-def _leaves(ckpt: Checkpoint, node: Node, min_bytes: int) -> Iterator[_Leaf]:
+def _leaves(ckpt: Tree, node: Node, min_bytes: int) -> Iterator[_Leaf]:
     nodes: Iterable[Node] = [node] if node.is_leaf else walk_below(ckpt, node)
     for order, each in enumerate(nodes):
         leaf = _leaf(each, min_bytes, order)
@@ -191,7 +191,7 @@ def _by(leaves: Iterable[_Leaf], key: Callable[[_Leaf], object]) -> list[list[_L
 
 
 def _search(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     leaves: list[_Leaf],
     progress: Progress | None,
     read: bool,
@@ -224,7 +224,7 @@ def _size_and_dtype(leaf: _Leaf) -> tuple[int, str]:
 
 
 def _stored_crcs(
-    ckpt: Checkpoint, leaves: list[_Leaf], skipped: list[tuple[NestedPath, str]]
+    ckpt: Tree, leaves: list[_Leaf], skipped: list[tuple[NestedPath, str]]
 ) -> list[_Leaf]:
     """Fill each leaf's CRC-32 an archive records; the leaves left to hash."""
     stored_crc = _diff().stored_crc
@@ -244,7 +244,7 @@ def _stored_crcs(
 class _Runner:
     """The diff's payload jobs over one checkpoint's store, progress and cancel passed."""
 
-    def __init__(self, ckpt: Checkpoint, progress: Progress | None, num_threads: int | None):
+    def __init__(self, ckpt: Tree, progress: Progress | None, num_threads: int | None):
         self.ckpt, self.progress = ckpt, progress
         self.threads = num_threads or max(1, min(4, os.cpu_count() or 1))
 

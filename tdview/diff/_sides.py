@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 
 from ..errors import SubpathError
-from ..index import Checkpoint, Collection, NestedPath, Node, normalize_subpath, show_path
+from ..index import NestedPath, Node, Tree, is_folder, normalize_subpath, open_tree, show_path
 
-Source = str | os.PathLike[str] | Checkpoint
+Source = str | os.PathLike[str] | Tree
 
 
 @dataclass
@@ -17,11 +17,11 @@ class Side:
     """One side: the checkpoint that owns the compared node, that node, and whether the
     diff opened the checkpoint (and so closes it)."""
 
-    ckpt: Checkpoint
+    ckpt: Tree
     node: Node
     subpath: NestedPath
     label: str
-    opened: Checkpoint | None
+    opened: Tree | None
 
     def close(self) -> None:
         if self.opened is not None:
@@ -41,21 +41,18 @@ def open_side(source: Source, subpath: object) -> Side:
     """
     path = () if subpath is None or subpath == () or subpath == "" else normalize_subpath(subpath)
     opened = None
-    if isinstance(source, Checkpoint):
+    if isinstance(source, Tree):
         ckpt = source
     else:
-        ckpt = opened = Checkpoint(source)
+        ckpt = opened = open_tree(source)
     try:
-        owner: Checkpoint = ckpt
-        inner = path
-        if isinstance(ckpt, Collection):
-            owner, _, inner = ckpt.locate(path)
-            if owner is ckpt:
-                raise SubpathError(
-                    f"cannot diff {show_path(path)!r} of {ckpt.path}: "
-                    f"{ckpt.not_loadable(path)} Name one of its checkpoints in the subpath "
-                    "(diff compares checkpoints, or subtrees of them, not folders)."
-                )
+        owner, _, inner = ckpt.locate(path)
+        if is_folder(owner):  # a folder of checkpoints' own node
+            raise SubpathError(
+                f"cannot diff {show_path(path)!r} of {ckpt.path}: "
+                f"{owner.not_loadable(inner)} Name one of its checkpoints in the subpath "
+                "(diff compares checkpoints, or subtrees of them, not folders)."
+            )
         node = owner.node(inner)
     except BaseException:
         if opened is not None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import TDViewError
 from ..format import torch_dtype
-from ..index import NON_TENSOR, NON_TENSOR_STACK, Checkpoint, Node, pickle_key
+from ..index import NON_TENSOR, NON_TENSOR_STACK, Node, Tree, pickle_key
 from ._jobs import COMPARE, CRC, VALUES, Job, Span
 from ._renames import Renames
 from ._result import CRC_EQUAL, DIFFERS, EQUAL, SAME, Row, ValueStats
@@ -277,7 +277,7 @@ def stored_crc(store: Any, key: str, size: int) -> int | None:
     return entry.crc32
 
 
-def _node_value(ckpt: Checkpoint, node: Node, allow_pickle: bool) -> Any:
+def _node_value(ckpt: Tree, node: Node, allow_pickle: bool) -> Any:
     """A non-tensor node's value: from ``meta.json``, ``json_types.json`` names or its
     pickle (a NonTensorData's ``data`` field; a tensorclass's extra fields)."""
     from ..loader import non_tensor_extras, unpickle_file

@@ -18,11 +18,11 @@ from ..errors import TDViewError
 from ..format import LeafRecord
 from ..index import (
     LEAF,
-    Checkpoint,
     LeafFile,
     LoadItem,
     NestedPath,
     Node,
+    Tree,
     leaf_entry,
     load_access,
     needs_unpickling,
@@ -65,7 +65,7 @@ def _record_facts(record: LeafRecord) -> Facts:
     return found
 
 
-def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
+def facts(ckpt: Tree, item: Item) -> tuple[Facts, str]:
     """The facts of an item and its problems (``""`` when none)."""
     if isinstance(item, LeafFile):
         return _record_facts(item.record), ""
@@ -103,7 +103,7 @@ def facts(ckpt: Checkpoint, item: Item) -> tuple[Facts, str]:
     return found, problem
 
 
-def children(ckpt: Checkpoint, item: Item | None) -> list[Item]:
+def children(ckpt: Tree, item: Item | None) -> list[Item]:
     if item is None or isinstance(item, LeafFile) or item.is_leaf:
         return []
     return list(load_access(ckpt).load_items(item))

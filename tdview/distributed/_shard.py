@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..errors import ProcessGroupError, TDViewError
-from ..index import Checkpoint, resolve_subpath
+from ..index import Tree, open_tree, resolve_subpath
 
 __all__ = ["load", "load_shard", "rows_of_rank"]
 
@@ -41,7 +41,7 @@ def _group(group: Any) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _shard_index(ckpt: Checkpoint, subpath: Any, dim: int, rank: int, world: int) -> Any:
+def _shard_index(ckpt: Tree, subpath: Any, dim: int, rank: int, world: int) -> Any:
     """The index of rank ``rank``'s rows along batch dim ``dim`` of the subtree."""
     node = resolve_subpath(ckpt, subpath)
     batch = ckpt.batch_size(node)
@@ -81,7 +81,7 @@ def _agree(error: BaseException | None, src: int, group: Any) -> None:
 
 
 def load_shard(
-    path: str | os.PathLike[str] | Checkpoint,
+    path: str | os.PathLike[str] | Tree,
     subpath: Any = None,
     *,
     dim: int = 0,
@@ -161,7 +161,7 @@ def _scattered(
 
 
 def load(
-    path: str | os.PathLike[str] | Checkpoint,
+    path: str | os.PathLike[str] | Tree,
     subpath: Any = None,
     *,
     src: int = 0,
@@ -202,10 +202,10 @@ class _Opened:
     """``path`` opened as a Checkpoint and closed after (an open one is left open)."""
 
     def __init__(self, path: Any) -> None:
-        self._own = not isinstance(path, Checkpoint)
-        self._ckpt = Checkpoint(path) if self._own else path
+        self._own = not isinstance(path, Tree)
+        self._ckpt = open_tree(path) if self._own else path
 
-    def __enter__(self) -> Checkpoint:
+    def __enter__(self) -> Tree:
         return self._ckpt
 
     def __exit__(self, *exc: object) -> None:

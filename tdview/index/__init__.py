@@ -7,7 +7,7 @@ unpickles, never imports a module named in a checkpoint, and never writes.
 from __future__ import annotations
 
 from ._cancel import cancel_point, cancellable
-from ._checkpoint import Checkpoint, Page, load_access
+from ._checkpoint import Checkpoint, open_tree
 from ._children import collection_names, leaf_names
 from ._collection import (
     FOLDER,
@@ -18,6 +18,7 @@ from ._collection import (
     RAW_MEMMAP,
     Collection,
     is_collection_folder,
+    is_folder,
     not_a_checkpoint_folder,
 )
 from ._dims import range_problem
@@ -55,6 +56,7 @@ from ._rollup import Rollup, cached_rollup, rollup
 from ._schema import SchemaEntry, schema_lines, stack_members, stack_schema
 from ._search import SearchPage, iter_matches, search, search_page, walk
 from ._subpath import resolve_subpath
+from ._tree import Located, Page, Tree, load_access
 
 __all__ = [
     "DECOMPRESS",
@@ -77,6 +79,7 @@ __all__ = [
     "LeafStorage",
     "LoadAccess",
     "LoadItem",
+    "Located",
     "Matcher",
     "NestedPath",
     "Node",
@@ -88,6 +91,7 @@ __all__ = [
     "SchemaEntry",
     "SearchPage",
     "StorageRows",
+    "Tree",
     "cached_rollup",
     "cancel_point",
     "cancellable",
@@ -95,6 +99,7 @@ __all__ = [
     "compile_pattern",
     "described_pickle",
     "is_collection_folder",
+    "is_folder",
     "iter_matches",
     "join_key",
     "leaf_entry",
@@ -106,6 +111,7 @@ __all__ = [
     "not_a_checkpoint_folder",
     "optimizer_map",
     "param_label",
+    "open_tree",
     "path_matcher",
     "pickle_info",
     "pickle_key",

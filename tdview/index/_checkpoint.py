@@ -1,14 +1,12 @@
-"""``Checkpoint``: the lazy, metadata-only index of a tensordict checkpoint."""
+"""``Checkpoint``: the lazy, metadata-only index of a tensordict checkpoint; ``open_tree``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, cast
+from typing import Any
 
-from .._cache import BoundedCache
 from .._gc import gc_paused
 from .._text import echo
 from ..errors import SubpathError, TDViewError
@@ -19,12 +17,11 @@ from ..format import (
     TensorclassNode,
     TensorDictNode,
     ViewNode,
-    parse_meta_json,
-    parse_node,
 )
 from ..storage import Store, open_store
 from . import _children as ch
 from ._ahead import SLOW_READ_S, ReadAhead, read_ahead_wanted
+from ._collection import Collection, not_a_checkpoint_folder
 from ._dims import nested_batch_problems, range_problem
 from ._loading import LoadAccess
 from ._match import Matcher
@@ -34,30 +31,18 @@ from ._node import (
     VIEW,
     Node,
 )
-from ._paths import NestedPath, join_key, normalize_subpath, show_path
+from ._paths import join_key, normalize_subpath, show_path
 from ._rollup import Rollup, tree_rollup
 from ._search import Batch, tree_batches
+from ._tree import Located, Page, Tree
 
-# Parsed TensorDict nodes shared by identical meta.json files: how many, and how large.
-SHARED_METAS = 4096
-_SHARED_META_BYTES = 16384
 # Parsed meta.json files kept by a checkpoint opened for one load (all dropped beyond)
 _ONE_LOAD_METAS = 4096
 # Kinds whose numbers are checked against their members' or source's batch dims.
 _RANGED = frozenset({LAZY_STACK, NON_TENSOR_STACK, VIEW})
 
 
-@dataclass(frozen=True)
-class Page:
-    """One page of a node's children (``total`` counts them all)."""
-
-    path: NestedPath
-    offset: int
-    total: int
-    items: list[Node]
-
-
-class Checkpoint:
+class Checkpoint(Tree):
     """The structure of a checkpoint (directory or archive), read from metadata only.
 
     Nodes are read when first asked for and cached; rollups and search walk the tree on
@@ -69,7 +54,8 @@ class Checkpoint:
     prefix : str or Path
         A checkpoint directory, or a zip archive (any suffix) with a top-level meta.json.
         A directory without a ``meta.json`` opens as a folder of checkpoints: a
-        :class:`~tdview.index.Collection` (a subclass).
+        :class:`~tdview.index.Collection` (not a checkpoint: both are a
+        :class:`~tdview.index.Tree`, and :func:`~tdview.index.open_tree` routes the path).
     robust_key : bool, optional
         ``False`` reads the legacy raw-name layout only; ``None``/``True`` read the
         percent-encoded names with the legacy fallback.
@@ -87,47 +73,15 @@ class Checkpoint:
     (512, 64)
     """
 
-    _first: bytes | TDViewError | OSError | None = None  # see __init__
-    #: the class of a folder of checkpoints (``Collection``), which registers itself as
-    #: it is defined (``holds_checkpoints=True``): no import of it here, no circle
-    _folders: type[Checkpoint] | None = None
-
-    def __init_subclass__(cls, *, holds_checkpoints: bool = False, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if holds_checkpoints:
-            Checkpoint._folders = cls
-
     def __new__(
         cls,
         prefix: str | os.PathLike[str],
         *,
         robust_key: bool | None = None,
         one_load: bool = False,
-    ) -> Checkpoint:
-        # A folder without a meta.json is a folder of checkpoints: a Collection. The store
-        # opened and the root's meta.json read to tell (no lstat more than a load makes)
-        # are handed to __init__.
-        if cls is not Checkpoint:
-            return super().__new__(cls)
-        store = open_store(prefix)
-        first: bytes | TDViewError | OSError | None = None
-        took = 0.0  # how long the root's meta.json took: a slow file system reads ahead
-        if store.kind == "directory":
-            start = perf_counter()
-            try:
-                first = store.read_bytes("meta.json", MAX_META_BYTES)
-                took = _confirmed(store, perf_counter() - start)
-            except FileNotFoundError as error:
-                if not os.path.lexists(os.path.join(store.root, "meta.json")):
-                    store.close()
-                    assert Checkpoint._folders is not None  # index/_collection.py is loaded
-                    return super().__new__(Checkpoint._folders)
-                first = error
-            except (TDViewError, OSError) as error:
-                first = error
-        self = super().__new__(cls)
-        self._opened = store, first, took  # type: ignore[attr-defined]
-        return self
+    ) -> Any:  # a Checkpoint, or a Collection for a folder of checkpoints
+        # Checkpoint(path) for users: open_tree routes the path (the one place it is)
+        return open_tree(prefix, robust_key=robust_key, one_load=one_load)
 
     def __init__(
         self,
@@ -136,103 +90,40 @@ class Checkpoint:
         robust_key: bool | None = None,
         one_load: bool = False,
     ) -> None:
-        opened = self.__dict__.pop("_opened", None)
-        self.store: Store = open_store(prefix) if opened is None else opened[0]
-        # the root's meta.json as __new__ read it (read_meta takes it once)
-        self._first = None if opened is None else opened[1]
+        pass  # opened by open_tree (see __new__), which gave this object built
+
+    @classmethod
+    def _over(
+        cls,
+        store: Store,
+        first: bytes | TDViewError | OSError | None,
+        took: float,
+        *,
+        robust_key: bool | None,
+        one_load: bool,
+    ) -> Checkpoint:
+        """The checkpoint of an open ``store``, whose root's ``meta.json`` (``first``: its
+        bytes, or what reading them raised) took ``took`` seconds to read."""
+        self: Checkpoint = object.__new__(cls)
+        self.store = store
+        self._first = first  # read_meta takes it once
         # the reads queued ahead (see _ahead), on a slow file system only
-        wanted = opened is not None and read_ahead_wanted(opened[2])
-        self._ahead = ReadAhead(self.store, robust_key is not False) if wanted else None
+        wanted = read_ahead_wanted(took)
+        self._ahead = ReadAhead(store, robust_key is not False) if wanted else None
         self.robust = robust_key is not False
-        self._metas: dict[str, NodeMeta | TDViewError | OSError] = {}
-        self._metas_bound = _ONE_LOAD_METAS if one_load else None  # see one_load
-        self._parsed: BoundedCache[bytes, NodeMeta] = BoundedCache(SHARED_METAS)  # _remember
-        #: bytes of ``meta.json`` read so far (lets a caller bound the work of a display)
-        self.meta_bytes_read = 0
-        #: the cached rollup of each folder totalled so far (see :func:`~tdview.index.rollup`):
-        #: a folder is one node's, so its totals hold whichever node object asks
-        self.folder_rollups: dict[str, Any] = {}
+        self._start_cache(_ONE_LOAD_METAS if one_load else None)
         #: the doors of the loader and of the index's walks (see :func:`load_access`)
         self._loading = LoadAccess(self)
         self.root = self._loading.make_collection((), "", None)
-
-    @property
-    def path(self) -> str:
-        return self.store.root
+        return self
 
     def close(self) -> None:
         if self._ahead is not None:
             self._ahead.close()  # no read of its store left running
         self.store.close()
 
-    def __enter__(self) -> Checkpoint:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"Checkpoint({self.path!r}, {self.store.kind})"
-
-    # -- metadata -------------------------------------------------------------------
-
-    def read_meta(self, dirkey: str, *, walking: bool = False) -> NodeMeta:
-        """The parsed ``meta.json`` of a folder (cached); raises what reading it raised.
-
-        ``walking``: the caller goes on to the folder's children. No folder is listed for
-        its ``meta.json``: the store opens it by name (a folder is listed, if at all,
-        when its children are looked for, and its ``meta.json`` says how many).
-        """
-        found = self._metas.get(dirkey)
-        if found is None:
-            key = join_key(dirkey, "meta.json")
-            first, self._first = (self._first, None) if not dirkey else (None, self._first)
-            try:
-                if isinstance(first, Exception):
-                    raise first
-                ahead = self._ahead.take(key) if self._ahead is not None else None
-                parsed = None
-                if first is not None:
-                    data = first
-                elif ahead is not None:
-                    data, parsed = ahead.result()  # what the read raised is raised here
-                else:
-                    data = self.store.read_bytes(key, MAX_META_BYTES)
-                found = self._decode(key, data, parsed)
-            except (TDViewError, OSError) as error:
-                found = error
-            self._keep(dirkey, found)
-        if isinstance(found, Exception):
-            raise found
-        return found
-
-    def _decode(self, key: str, data: bytes, parsed: object) -> NodeMeta:
-        """The node of the ``meta.json`` bytes read at ``key`` (or parsed ahead)."""
-        self.meta_bytes_read += len(data)
-        found = self._parsed.get(data)
-        if found is None:
-            if isinstance(parsed, Exception):
-                raise parsed
-            if parsed is not None:
-                found = cast(NodeMeta, parsed)
-            else:
-                where = self.store.display(key)
-                found = parse_node(parse_meta_json(data, where), where)
-            self._remember(data, found)
-        return found
-
-    def _keep(self, dirkey: str, found: NodeMeta | TDViewError | OSError) -> None:
-        metas = self._metas
-        if self._metas_bound is not None and len(metas) >= self._metas_bound:
-            metas.clear()
-        metas[dirkey] = found
-
-    def _remember(self, data: bytes, meta: NodeMeta) -> None:
-        """Keep a parsed TensorDict node by its ``meta.json`` bytes: the layers and
-        experts of a model repeat the same file, which is then parsed once. Only
-        TensorDict nodes (immutable records) are shared; the cache is bounded."""
-        if type(meta) is TensorDictNode and len(data) <= _SHARED_META_BYTES:
-            self._parsed.put(data, meta)
 
     # -- navigation -----------------------------------------------------------------
 
@@ -412,10 +303,16 @@ class Checkpoint:
         """The matches of a search below ``under`` (see :func:`~tdview.index.search`)."""
         return tree_batches(self, matcher, self.node(under))
 
-    def locate(self, subpath: object = ()) -> tuple[Checkpoint, NestedPath, NestedPath]:
+    def locate(self, subpath: object = ()) -> Located:
         """``(owner, prefix, inner)`` as a folder of checkpoints answers it: a checkpoint
         owns all its paths (``(self, (), path)``; :meth:`node` says if one is missing)."""
-        return self, (), () if subpath == () else normalize_subpath(subpath)
+        return Located(self, (), () if subpath == () else normalize_subpath(subpath))
+
+    def load_target(
+        self, subpath: object, *, leaf: bool, mode: str | None
+    ) -> tuple[Checkpoint, object]:
+        """A checkpoint loads its own paths: ``(self, subpath)``."""
+        return self, subpath
 
     def batch_size(self, node: Node) -> tuple[int, ...] | None:
         """The batch size tensordict would give the node (None when unknown)."""
@@ -488,64 +385,73 @@ class Checkpoint:
             return self.device(inner) if inner is not None else None
         return getattr(meta, "device", None)
 
-    # -- loading (tdview.loader; imported on first use: it stands on the index) -----
 
-    def load(
-        self,
-        subpath: object = None,
-        device: Any = None,
-        non_blocking: bool = False,
-        *,
-        out: Any = None,
-        mode: str | None = None,
-        num_threads: int = 0,
-        allow_pickle: bool | None = None,
-        progress: Any = None,
-        index: Any = None,
-    ) -> Any:
-        """Load the tensordict at ``subpath`` (the root by default), as
-        :func:`tdview.load_memmap` does, reusing this index: the metadata already read is
-        not read again, so a later load costs only its own subtree.
+def open_tree(
+    prefix: str | os.PathLike[str],
+    *,
+    robust_key: bool | None = None,
+    one_load: bool = False,
+    folders: bool = True,
+) -> Tree:
+    """Open a checkpoint, or a folder of checkpoints: the one place a path is routed.
 
-        ``progress``, if given, is called with the nested key of each leaf once loaded.
-        ``index`` (what ``td[index]`` takes on the batch dims) loads ``load(...)[index]``,
-        reading only the rows selected.
-        In a folder of checkpoints (a ``Collection``), ``subpath`` must reach a member
-        (or a node in one).
+    The root's ``meta.json`` is read (timed: a slow file system reads ahead, see
+    :mod:`._ahead`); a store whose root holds none is a folder of checkpoints, a
+    :class:`Collection` (where the store can be browsed as one: :meth:`Collection.browses`).
 
-        Examples
-        --------
-        >>> ckpt = Checkpoint("ckpt.tdz")                                # doctest: +SKIP
-        >>> head = ckpt.load("model/head", device="cpu", mode="r")       # doctest: +SKIP
-        """
-        from ..loader import LoadRequest, run
+    Parameters
+    ----------
+    prefix : str or Path
+        A checkpoint directory, a zip archive (any suffix) with a top-level ``meta.json``,
+        an fsspec URL, or a folder holding checkpoints.
+    robust_key, one_load
+        As :class:`Checkpoint` takes them.
+    folders : bool, optional
+        ``False``: a folder of checkpoints is refused with a
+        :class:`~tdview.errors.NotACheckpointFolderError` naming (up to 8 of) them, as
+        :func:`tdview.load_memmap` refuses it.
 
-        request = LoadRequest(
-            subpath, device, non_blocking, out, mode, num_threads, allow_pickle, progress,
-            index=index,
-        )  # fmt: skip
-        return run(self, request)
-
-    def load_leaf(self, subpath: object, device: Any = None, mode: str | None = "r") -> Any:
-        """Load one tensor leaf (a ``torch.Tensor``; copy-on-write with the default ``"r"``).
-
-        In a folder of checkpoints, a member's leaf, or a raw array of the folder (read
-        only: ``mode="r+"`` is refused).
-
-        Examples
-        --------
-        >>> Checkpoint("ckpt").load_leaf("nested/reward").shape              # doctest: +SKIP
-        torch.Size([2, 3, 1])
-        """
-        from ..loader import LoadRequest, run
-
-        return run(self, LoadRequest(subpath, device, mode=mode, leaf=True))
+    Examples
+    --------
+    >>> with open_tree("run") as tree:                                # doctest: +SKIP
+    ...     print(type(tree).__name__, [n.key for n in tree.children()])
+    Collection ['step_1000', 'step_2000.tdz']
+    """
+    store = open_store(prefix)
+    try:
+        first, took = _root_meta(store)
+    except BaseException:
+        store.close()
+        raise
+    if first is None:
+        folder = Collection(store, open_tree, robust_key=robust_key)
+        if not folders:
+            error = not_a_checkpoint_folder(folder)
+            folder.close()
+            raise error
+        return folder
+    return Checkpoint._over(store, first, took, robust_key=robust_key, one_load=one_load)
 
 
-def load_access(ckpt: Checkpoint) -> LoadAccess:
-    """The doors of ``ckpt`` that a load goes through (see :mod:`._loading`): kept off
-    the checkpoint's own face, which is for users."""
-    return ckpt._loading
+def _root_meta(store: Store) -> tuple[bytes | TDViewError | OSError | None, float]:
+    """The root's ``meta.json`` (its bytes, or what reading it raised) and how long it
+    took to read; ``(None, 0.0)`` when the root holds none and the store is browsed as a
+    folder of checkpoints (a dangling link named ``meta.json`` is a checkpoint's, broken)."""
+    start = perf_counter()
+    try:
+        first = store.read_bytes("meta.json", MAX_META_BYTES)
+    except FileNotFoundError as error:
+        try:
+            if Collection.browses(store) and "meta.json" not in store.list_dir(""):
+                return None, 0.0
+        except OSError:
+            pass
+        return error, 0.0
+    except (TDViewError, OSError) as error:
+        return error, 0.0
+    # only a local folder's reads are timed: a remote store has its own concurrent reads
+    took = _confirmed(store, perf_counter() - start) if store.local_folders else 0.0
+    return first, took
 
 
 def _confirmed(store: Store, took: float) -> float:

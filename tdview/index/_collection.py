@@ -3,8 +3,9 @@
 A training run keeps ``step_1000/`` and ``step_2000.tdz``; torchrl's ``ReplayBuffer.dumps``
 writes ``storage/`` (a checkpoint) beside ``writer/metadata.json`` and ``prefetch.pkl``;
 ``torchrl.checkpoint`` writes ``manifest.json`` and ``components/NNNN-name/state/``; a
-tensordict cache keeps a folder per entry. Opened with :class:`~tdview.index.Checkpoint`,
-such a folder becomes a collection whose tree mirrors its folders on disk:
+tensordict cache keeps a folder per entry. Opened with :func:`~tdview.index.open_tree` (or
+:class:`~tdview.index.Checkpoint`), such a folder becomes a collection whose tree mirrors
+its folders on disk. It is no checkpoint: both are a :class:`~tdview.index.Tree`.
 
 * a **member** is a checkpoint found in it: a directory holding a ``meta.json`` (its
   parent holds none: below a member, folders are the member's own), or a ``.tdz`` or
@@ -25,48 +26,42 @@ loop cannot make a walk endless).
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, TypeGuard
 
-from .._cache import BoundedCache
 from .._text import echo
 from ..errors import NotACheckpointFolderError, SubpathError, TDViewError
-from ..format import (
-    DEFAULT_MAX_DEPTH,
-    DTYPES,
-    LeafRecord,
-    PickleInfo,
-    json_depth,
-    scan_pickle,
-    unscanned,
-)
-from ..storage import DirectoryStore
+from ..format import PickleInfo, scan_pickle, unscanned
+from ..storage import Store
 from ._cancel import cancel_point
-from ._checkpoint import SHARED_METAS, Checkpoint, Page
 from ._loading import LoadAccess
 from ._match import Matcher
 from ._node import LEAF, Node
 from ._paths import NestedPath, normalize_subpath, show_path
 from ._rollup import Rollup, rollup
 from ._search import Batch, search, tree_batches
+from ._side_files import (
+    JSON_FILE,
+    PICKLE_FILE,
+    RAW_MEMMAP,
+    describe_raw_arrays,
+    raw_record,
+    read_value,
+    size_of,
+)
+from ._tree import Located, Page, Tree
 
 # Node kinds of a collection's own tree (members' nodes keep the checkpoint kinds).
 COLLECTION = "collection"
 FOLDER = "folder"
 MEMBER = "checkpoint"
-JSON_FILE = "json"
-PICKLE_FILE = "pickle"
-RAW_MEMMAP = "raw .memmap"  # the class name of a side .memmap leaf
 
 #: Folder levels below the collection root that a walk descends.
 MAX_DEPTH = 16
 #: Entries of one folder considered (a folder of more says so on its node).
 MAX_ENTRIES = 100_000
-#: The largest side JSON file whose value is read.
-MAX_SIDE_JSON = 1024 * 1024
 #: The largest side pickle whose imports are scanned.
 MAX_SIDE_PICKLE = 1024 * 1024
 _ARCHIVE_SUFFIXES = (".tdz", ".zip")
@@ -86,13 +81,41 @@ def is_collection_folder(path: str | os.PathLike[str]) -> bool:
     return not os.path.lexists(os.path.join(path, "meta.json")) and os.path.isdir(path)
 
 
-class Collection(Checkpoint, holds_checkpoints=True):
+#: How a folder of checkpoints opens a member (:func:`~tdview.index.open_tree`).
+OpenTree = Callable[..., Tree]
+
+
+def is_folder(tree: Tree) -> TypeGuard[Collection]:
+    """Whether ``tree`` is a folder of checkpoints, as its capability
+    :attr:`~tdview.index.Tree.is_folder` says: its own nodes (folders, members, side
+    files) are answered with what only it has (:meth:`Collection.side_value`,
+    :meth:`Collection.member`...).
+
+    Examples
+    --------
+    >>> is_folder(open_tree("run")), is_folder(open_tree("run/step_1000"))  # doctest: +SKIP
+    (True, False)
+    """
+    return tree.is_folder
+
+
+class Collection(Tree):
     """A folder of checkpoints (see the module docstring), browsed as one tree.
 
-    ``Checkpoint(folder)`` returns one when ``folder`` has no ``meta.json``. Paths below a
-    member reach into it: ``collection.node("storage/obs")`` is the node ``obs`` of the
-    member ``storage`` (a node of that member's own :class:`Checkpoint`, whose paths are
-    relative to it); :meth:`locate` says which checkpoint owns a path.
+    ``open_tree(folder)`` (and ``Checkpoint(folder)``) returns one when ``folder`` has no
+    ``meta.json``. Paths below a member reach into it: ``collection.node("storage/obs")``
+    is the node ``obs`` of the member ``storage`` (a node of that member's own
+    :class:`Checkpoint`, whose paths are relative to it); :meth:`locate` says which
+    checkpoint owns a path.
+
+    Parameters
+    ----------
+    store : Store
+        The folder, open (the collection closes it).
+    open_member : callable
+        How a member is opened: :func:`~tdview.index.open_tree`.
+    robust_key : bool, optional
+        As :class:`Checkpoint` takes it, for each member.
 
     Examples
     --------
@@ -104,24 +127,15 @@ class Collection(Checkpoint, holds_checkpoints=True):
     >>> run.load("step_1000/model")                               # doctest: +SKIP
     """
 
-    store: DirectoryStore  # a folder, never an archive
+    is_folder = True
 
-    def __init__(
-        self,
-        prefix: str | os.PathLike[str],
-        *,
-        robust_key: bool | None = None,
-        one_load: bool = False,
-    ) -> None:
-        self.store = DirectoryStore(prefix)
+    def __init__(self, store: Store, open_member: OpenTree, *, robust_key: bool | None) -> None:
+        self.store = store
         self.robust = robust_key is not False
         self._robust_key = robust_key
-        self._metas = {}
-        self._metas_bound = None  # its members are opened for as long as it is
-        self._parsed = BoundedCache(SHARED_METAS)
-        self.meta_bytes_read = 0
-        self.folder_rollups = {}
-        self._members: dict[str, Checkpoint | TDViewError | OSError] = {}
+        self._open_member = open_member
+        self._start_cache(None)  # no meta.json of its own: its members read theirs
+        self._members: dict[str, Tree | TDViewError | OSError] = {}
         self._ahead = None
         # its loads go to its members (a load of its own maps raw side arrays by key)
         self._loading = LoadAccess(self, walks=False)
@@ -130,11 +144,21 @@ class Collection(Checkpoint, holds_checkpoints=True):
     def __repr__(self) -> str:
         return f"Collection({self.path!r})"
 
+    @staticmethod
+    def browses(store: Store) -> bool:
+        """Whether a store whose root holds no ``meta.json`` is browsed as a folder of
+        checkpoints: one whose folders are the local disk's (listed with ``scandir``)."""
+        return store.local_folders
+
     def close(self) -> None:
         for member in self._members.values():
-            if isinstance(member, Checkpoint):
+            if not isinstance(member, Exception):
                 member.close()
         self.store.close()
+
+    def read_ahead(self, dirkey: str, meta: Any, *, probes: bool = True) -> None:
+        """Nothing: a folder of checkpoints has no ``meta.json`` to read ahead (each of its
+        members reads ahead its own)."""
 
     # -- the collection's own tree ---------------------------------------------------
 
@@ -167,7 +191,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
         entries.sort(key=lambda e: e.name)
         found = (self._entry_node(node, entry) for entry in entries)
         children = [child for child in found if child is not None]
-        _describe_raw_arrays(self.store, node.dirkey, children)
+        describe_raw_arrays(self.store, node.dirkey, children)
         return children
 
     def _entry_node(self, parent: Node, entry: os.DirEntry[str]) -> Node | None:
@@ -191,13 +215,13 @@ class Collection(Checkpoint, holds_checkpoints=True):
         if lower.endswith(_PICKLE_SUFFIXES):
             return Node(path=path, kind=PICKLE_FILE, file=key)
         if lower.endswith(".memmap"):
-            size = _file_size(self.store, key)
+            size = size_of(self.store, key)
             return Node(
                 path=path,
                 kind=LEAF,
                 file=key,
                 type_hint=RAW_MEMMAP,
-                record=_raw_record(name, "torch.uint8", (size,)),
+                record=raw_record(name, "torch.uint8", (size,)),
             )
         return None
 
@@ -205,7 +229,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
         """The value of a side JSON file, read on first use (None when it cannot be read:
         the node's problem says why)."""
         if node.kind == JSON_FILE and not node.has_value and node.file is not None:
-            _read_value(self.store, node)
+            read_value(self.store, node)
         return node.value
 
     def side_pickle(self, node: Node) -> PickleInfo:
@@ -228,7 +252,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
 
     def file_size(self, node: Node) -> int:
         """Bytes of a side file or an archive member (0 when it cannot be read)."""
-        return _file_size(self.store, node.file) if node.file is not None else 0
+        return size_of(self.store, node.file) if node.file is not None else 0
 
     def total(self, node: Node) -> Rollup:
         """The totals of a node of the collection's own tree: its members' rollups, its
@@ -259,7 +283,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
                 total.add(self.total(child))
         return total
 
-    def member(self, where: object) -> Checkpoint:
+    def member(self, where: object) -> Tree:
         """The checkpoint of a member (a path or a member node), opened on first use.
 
         Raises
@@ -280,7 +304,9 @@ class Collection(Checkpoint, holds_checkpoints=True):
         found = self._members.get(key)
         if found is None:
             try:
-                found = Checkpoint(os.path.join(self.store.root, key), robust_key=self._robust_key)
+                found = self._open_member(
+                    os.path.join(self.store.root, key), robust_key=self._robust_key
+                )
             except (TDViewError, OSError) as error:
                 found = error
                 node.problems.append(str(error))
@@ -303,7 +329,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
             node = found
         return node
 
-    def locate(self, subpath: object = ()) -> tuple[Checkpoint, NestedPath, NestedPath]:
+    def locate(self, subpath: object = ()) -> Located:
         """``(owner, prefix, inner)``: the checkpoint that owns the node at ``subpath``,
         the path of that checkpoint in the collection (``()`` for the collection itself)
         and the node's path inside it.
@@ -317,7 +343,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
         node = self.root
         for depth, key in enumerate(path):
             if node.kind == MEMBER:
-                return self.member(node), path[:depth], path[depth:]
+                return Located(self.member(node), path[:depth], path[depth:])
             found = (self._own_children(node) and node.children_cache or {}).get(key)
             if found is None:
                 keys = [c.key for c in self._own_children(node)][:8]
@@ -329,10 +355,10 @@ class Collection(Checkpoint, holds_checkpoints=True):
             node = found
         if node.kind == MEMBER:
             try:
-                return self.member(node), path, ()
+                return Located(self.member(node), path, ())
             except (TDViewError, OSError):
                 pass  # a member that cannot be opened is a node of the collection's own
-        return self, (), path
+        return Located(self, (), path)
 
     def is_own(self, node: Node) -> bool:
         """Whether ``node`` belongs to the collection's own tree (not to a member)."""
@@ -340,7 +366,7 @@ class Collection(Checkpoint, holds_checkpoints=True):
             node.type_hint == RAW_MEMMAP
         )
 
-    # -- the Checkpoint interface, routed -----------------------------------------------
+    # -- the Tree interface, routed -------------------------------------------------------
 
     def node(self, subpath: object = ()) -> Node:
         owner, _, inner = self.locate(subpath)
@@ -436,6 +462,28 @@ class Collection(Checkpoint, holds_checkpoints=True):
                     continue
                 yield from tree_batches(member, matcher, member.root, node.path)
 
+    def load_target(self, subpath: object, *, leaf: bool, mode: str | None) -> tuple[Tree, object]:
+        """The member a load of ``subpath`` reads and the subpath in it; a raw array of
+        the folder for a leaf (read only).
+
+        Raises
+        ------
+        SubpathError
+            ``subpath`` reaches no member (a folder, a side file: :meth:`not_loadable`
+            says why), or ``mode="r+"`` asks to write a raw array of the folder.
+        """
+        owner, _, inner = self.locate(() if subpath is None and not leaf else subpath)
+        if owner is not self:
+            return owner, inner if leaf else (inner or None)
+        if not leaf:
+            raise SubpathError(self.not_loadable(inner))
+        if mode == "r+":
+            raise SubpathError(
+                f"{self.store.display('/'.join(inner))} is a side file of a "
+                "collection: tdview maps it read-only (mode='r' or None)."
+            )
+        return self, inner
+
     def members(self) -> list[Node]:
         """Every member node of the collection (see :meth:`walk_own` for the bounds)."""
         return [node for node in self.walk_own() if node.kind == MEMBER]
@@ -470,94 +518,3 @@ def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
     else:
         text = f"{coll.path} is not a checkpoint, and no checkpoint was found in it."
     return NotACheckpointFolderError(os.path.join(coll.path, "meta.json"), text)
-
-
-def read_side_json(store: DirectoryStore, key: str) -> Any:
-    """The value of a side ``.json`` file (at most :data:`MAX_SIDE_JSON` bytes, nesting
-    bounded as a ``meta.json``'s)."""
-    where = store.display(key)
-    size = store.entry(key).size
-    if size > MAX_SIDE_JSON:
-        raise ValueError(
-            f"{where} is {size:,} bytes: larger than the {MAX_SIDE_JSON:,} "
-            "bytes tdview reads of a side JSON file"
-        )
-    data = store.read_bytes(key, MAX_SIDE_JSON)
-    if json_depth(data) > DEFAULT_MAX_DEPTH:
-        raise ValueError(f"{where} nests deeper than {DEFAULT_MAX_DEPTH} levels")
-    try:
-        return json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{where} is not JSON: {error}") from None
-
-
-def _read_value(store: DirectoryStore, node: Node) -> None:
-    assert node.file is not None
-    try:
-        node.value, node.has_value = read_side_json(store, node.file), True
-    except (TDViewError, OSError, ValueError) as error:
-        node.problems.append(str(error))
-        node.has_value = True  # read once: the problem stays
-
-
-def _file_size(store: DirectoryStore, key: str) -> int:
-    try:
-        return store.entry(key).size
-    except (TDViewError, OSError):
-        return 0
-
-
-def _raw_record(name: str, dtype: str, shape: tuple[int, ...]) -> LeafRecord:
-    return LeafRecord(key=name, dtype=DTYPES[dtype], shape=shape, is_nested=False, device=None)
-
-
-def _describe_raw_arrays(store: DirectoryStore, dirkey: str, children: list[Node]) -> None:
-    """Type the raw ``.memmap`` files of a folder from a neighbouring JSON.
-
-    Two descriptions are read: torchrl's samplers (``sampler_metadata.json`` records
-    ``_max_capacity``; ``sumtree.memmap`` and ``mintree.memmap`` hold that many float64,
-    as torchrl 0.14's ``PrioritizedSampler.dumps`` writes them), and a JSON object that
-    maps the file's stem to ``{"shape": [...], "dtype": "torch.<name>"}``. A description
-    whose size does not fit the file is not used: the file stays raw bytes, with a
-    problem that says so.
-    """
-    raws = [c for c in children if c.type_hint == RAW_MEMMAP]
-    if not raws:
-        return
-    described: dict[str, tuple[str, tuple[int, ...], str]] = {}
-    for side in children:
-        if side.kind != JSON_FILE:
-            continue
-        if not side.has_value:
-            _read_value(store, side)
-        value = side.value
-        if not isinstance(value, dict):
-            continue
-        capacity = value.get("_max_capacity")
-        if (
-            side.key == "sampler_metadata.json"
-            and isinstance(capacity, (int, float))
-            and (capacity == int(capacity) and capacity >= 0)
-        ):
-            for stem in ("sumtree", "mintree"):
-                described[stem] = ("torch.float64", (int(capacity),), side.key)
-        for stem, spec in value.items():
-            if isinstance(spec, dict) and spec.get("dtype") in DTYPES:
-                shape = spec.get("shape")
-                if isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape):
-                    described[stem] = (spec["dtype"], tuple(shape), side.key)
-    for raw in raws:
-        stem = raw.key[: -len(".memmap")]
-        if stem not in described:
-            continue
-        dtype, shape, source = described[stem]
-        record = _raw_record(raw.key, dtype, shape)
-        size = _file_size(store, raw.file or "")
-        if record.nbytes == size:
-            raw.record = record
-        else:
-            raw.problems.append(
-                f"{store.display(raw.file or '')}: {source} describes it as {dtype} "
-                f"{list(shape)} ({record.nbytes:,} bytes) but the file holds {size:,} "
-                "bytes; shown as raw bytes"
-            )

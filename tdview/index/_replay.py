@@ -34,7 +34,7 @@ from ._node import LEAF, TENSORCLASS, TENSORDICT, Node
 from ._paths import NestedPath, join_key
 
 if TYPE_CHECKING:
-    from ._checkpoint import Checkpoint
+    from ._tree import Tree
 
 #: The file torchrl writes next to a storage's ``meta.json``.
 STORAGE_METADATA = "storage_metadata.json"
@@ -96,7 +96,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def storage_rows(ckpt: Checkpoint, node: Node) -> StorageRows | None:
+def storage_rows(ckpt: Tree, node: Node) -> StorageRows | None:
     """The written rows of ``node`` when it is a torchrl storage: a folder holding a
     ``storage_metadata.json`` beside its ``meta.json`` and a batch size of one dim.
     None for any other node, and for a storage of more batch dims (see the module).
@@ -143,7 +143,7 @@ def storage_rows(ckpt: Checkpoint, node: Node) -> StorageRows | None:
     return StorageRows(written, batch[0], node.path, where)
 
 
-def rows_of_leaf(ckpt: Checkpoint, path: NestedPath) -> StorageRows | None:
+def rows_of_leaf(ckpt: Tree, path: NestedPath) -> StorageRows | None:
     """The written rows of the torchrl storage that dim 0 of the leaf at ``path``
     indexes: the nearest folder above the leaf with a ``storage_metadata.json``, when
     every node from it down to the leaf is a TensorDict or tensorclass of that same

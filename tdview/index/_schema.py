@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..format import LazyStackNode, TensorclassNode
-from ._checkpoint import Checkpoint
 from ._children import has_members
 from ._node import LAZY_STACK, LEAF, NON_TENSOR, TENSORCLASS, TENSORDICT, Node
 from ._paths import NestedPath
+from ._tree import Tree
 
 #: Lazy stacks of lazy stacks read as stacks, this deep (deeper: as their members).
 _MAX_STACK_DEPTH = 32
@@ -82,7 +82,7 @@ class SchemaEntry:
         return f"{'/'.join(self.key)}: {what}{shape}"
 
 
-def stack_members(ckpt: Checkpoint, node: Node) -> tuple[list[Node], int] | None:
+def stack_members(ckpt: Tree, node: Node) -> tuple[list[Node], int] | None:
     """The members of a lazy stack, or of a tensorclass over one (a stacked torchrl
     ``History``), and the stack dim; None for any other node."""
     meta = node.meta
@@ -97,7 +97,7 @@ def stack_members(ckpt: Checkpoint, node: Node) -> tuple[list[Node], int] | None
     return None
 
 
-def stack_schema(ckpt: Checkpoint, node: Node, *, _depth: int = 0) -> list[SchemaEntry] | None:
+def stack_schema(ckpt: Tree, node: Node, *, _depth: int = 0) -> list[SchemaEntry] | None:
     """The merged schema of a lazy stack (or of a tensorclass over one), keys in the
     order the members first hold them; None for any other node.
 
@@ -140,7 +140,7 @@ def schema_lines(entries: list[SchemaEntry], total: int) -> list[str]:
     ]
 
 
-def _member_facts(ckpt: Checkpoint, member: Node, depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
+def _member_facts(ckpt: Tree, member: Node, depth: int) -> Iterator[tuple[NestedPath, _Fact]]:
     """Every key below one member, depth-first in load order, with what it is there. A
     lazy stack (the member, or a node below it) gives its own schema's keys, stacked."""
     if depth < _MAX_STACK_DEPTH and stack_members(ckpt, member) is not None:
@@ -174,7 +174,7 @@ def _member_facts(ckpt: Checkpoint, member: Node, depth: int) -> Iterator[tuple[
 
 
 def _stacked_facts(
-    ckpt: Checkpoint, node: Node, prefix: NestedPath, depth: int
+    ckpt: Tree, node: Node, prefix: NestedPath, depth: int
 ) -> Iterator[tuple[NestedPath, _Fact]]:
     """The keys of a lazy stack's schema under ``prefix``, with their stacked shapes."""
     found = stack_members(ckpt, node)

@@ -21,12 +21,12 @@ from ..format import (
     parse_meta_json,
 )
 from . import _children as ch
-from ._checkpoint import Checkpoint, load_access
 from ._node import Node
 from ._paths import NestedPath, join_key, normalize_subpath, show_path
+from ._tree import Tree, load_access
 
 
-def resolve_subpath(ckpt: Checkpoint, subpath: object, *, leaf: bool = False) -> Node:
+def resolve_subpath(ckpt: Tree, subpath: object, *, leaf: bool = False) -> Node:
     """The node a load of ``subpath`` reads: the collection node it names (the root for
     None), or with ``leaf`` the tensor leaf it names (``Checkpoint.load_leaf``).
 
@@ -79,7 +79,7 @@ def resolve_subpath(ckpt: Checkpoint, subpath: object, *, leaf: bool = False) ->
     return node
 
 
-def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
+def _lookup(ckpt: Tree, node: Node, key: str) -> Node | None:
     if (
         node.meta is None
         and node.dirkey is not None
@@ -89,7 +89,7 @@ def _lookup(ckpt: Checkpoint, node: Node, key: str) -> Node | None:
     return ckpt.lookup(node, key)
 
 
-def _by_folder_name(ckpt: Checkpoint, node: Node, name: str) -> Node | None:
+def _by_folder_name(ckpt: Tree, node: Node, name: str) -> Node | None:
     """The child tensordict whose folder is ``name``, an encoded key as the folder shows
     on disk (``"sp%20ace"`` for ``"sp ace"``): tensordict's fallback to raw names finds
     that folder too."""
@@ -104,7 +104,7 @@ def _by_folder_name(ckpt: Checkpoint, node: Node, name: str) -> Node | None:
     return child if child.dirkey.rpartition("/")[2] == name else None
 
 
-def _unrecorded_folder(ckpt: Checkpoint, node: Node, key: str) -> str:
+def _unrecorded_folder(ckpt: Tree, node: Node, key: str) -> str:
     """A hint when a folder of ``key`` exists that the parent's ``meta.json`` does not
     record (tensordict's loader, which goes by folders, would load it)."""
     if node.is_leaf or node.dirkey is None:
@@ -129,7 +129,7 @@ def _no_tensordict(path: tuple[str, ...], why: str) -> SubpathError:
     return SubpathError(f"No tensordict found under subpath {'/'.join(path)!r} ({why}).")
 
 
-def _leaf(ckpt: Checkpoint, subpath: object) -> Node:
+def _leaf(ckpt: Tree, subpath: object) -> Node:
     node = ckpt.node(subpath)
     if not node.is_leaf:
         raise SubpathError(
@@ -138,7 +138,7 @@ def _leaf(ckpt: Checkpoint, subpath: object) -> Node:
     return node
 
 
-def _descend(ckpt: Checkpoint, path: NestedPath) -> Node | None:
+def _descend(ckpt: Tree, path: NestedPath) -> Node | None:
     """The collection node at ``path`` (not empty) when each step is a collection
     recorded by a TensorDict: of each folder on the way, only the entry of the next
     step is read from its decoded ``meta.json`` (see
@@ -176,7 +176,7 @@ def _descend(ckpt: Checkpoint, path: NestedPath) -> Node | None:
     return None
 
 
-def _passing_meta(ckpt: Checkpoint, dirkey: str) -> NodeMeta | dict | None:
+def _passing_meta(ckpt: Tree, dirkey: str) -> NodeMeta | dict | None:
     """The parsed ``meta.json`` of a folder when it is read already, else its decoded
     JSON (cached; the bounds of :func:`~tdview.format.parse_meta_json` hold); None
     when it does not read."""

@@ -10,12 +10,11 @@ from typing import Any, NamedTuple
 import torch
 
 from .._gc import gc_paused
-from ..errors import LimitExceededError, NotACheckpointError, SubpathError
+from ..errors import LimitExceededError, NotACheckpointError
 from ..index import (
-    Checkpoint,
-    Collection,
     Node,
-    not_a_checkpoint_folder,
+    Tree,
+    open_tree,
     resolve_subpath,
     show_path,
     walk,
@@ -129,11 +128,8 @@ def load_path(
     prefix: str | os.PathLike[str], request: LoadRequest, robust_key: bool | None = None
 ) -> Any:
     """:func:`tdview.load_memmap`: open ``prefix``, :func:`run` ``request`` on it, close it."""
-    ckpt = Checkpoint(prefix, robust_key=robust_key, one_load=True)
-    if isinstance(ckpt, Collection):  # a folder without meta.json: what tensordict raises
-        error = not_a_checkpoint_folder(ckpt)
-        ckpt.close()
-        raise error
+    # a folder without meta.json is refused as tensordict refuses it (naming its checkpoints)
+    ckpt = open_tree(prefix, robust_key=robust_key, one_load=True, folders=False)
     if ckpt.store.foreign_format is not None:  # tensordict's load_memmap refuses it too
         error = NotACheckpointError(
             f"{prefix} is a file but not a memory-mapped tensordict archive (expected a zip "
@@ -148,7 +144,7 @@ def load_path(
         ckpt.close()
 
 
-def run(ckpt: Checkpoint, request: LoadRequest) -> Any:
+def run(ckpt: Tree, request: LoadRequest) -> Any:
     """Load what ``request`` asks for from the open ``ckpt``: the one load of tdview.
 
     A folder of checkpoints hands the request to the member its subpath reaches (with
@@ -168,33 +164,18 @@ def run(ckpt: Checkpoint, request: LoadRequest) -> Any:
     >>> ckpt = Checkpoint("ckpt.tdz")                                  # doctest: +SKIP
     >>> weights = run(ckpt, LoadRequest("model", device="cuda"))       # doctest: +SKIP
     """
-    if isinstance(ckpt, Collection):
-        ckpt, request = _in_member(ckpt, request)
+    target, subpath = ckpt.load_target(request.subpath, leaf=request.leaf, mode=request.mode)
+    if target is not ckpt:  # a folder of checkpoints: the member's part of the path
+        return run(target, request._replace(subpath=subpath))
+    if subpath is not request.subpath:  # a raw array of the folder: its path there
+        request = request._replace(subpath=subpath)
     device = request.device
     if device is not None:
         check_usable(device, f"{ckpt.path}: device={str(device)!r} was asked for")
     return _leaf(ckpt, request) if request.leaf else _subtree(ckpt, request)
 
 
-def _in_member(folder: Collection, request: LoadRequest) -> tuple[Checkpoint, LoadRequest]:
-    """The member of a folder of checkpoints that ``request`` reaches, and its request;
-    a side file of the folder for a leaf (mapped read-only)."""
-    subpath = request.subpath
-    leaf = request.leaf
-    owner, _, inner = folder.locate(() if subpath is None and not leaf else subpath)
-    if owner is not folder:
-        return owner, request._replace(subpath=inner if leaf else (inner or None))
-    if not leaf:
-        raise SubpathError(folder.not_loadable(inner))
-    if request.mode == "r+":
-        raise SubpathError(
-            f"{folder.store.display('/'.join(inner))} is a side file of a "
-            "collection: tdview maps it read-only (mode='r' or None)."
-        )
-    return folder, request._replace(subpath=inner)
-
-
-def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
+def _subtree(ckpt: Tree, request: LoadRequest) -> Any:
     """:func:`run` for a tensordict (the device is checked usable)."""
     device = request.device
     node = resolve_subpath(ckpt, request.subpath)
@@ -241,7 +222,7 @@ def _subtree(ckpt: Checkpoint, request: LoadRequest) -> Any:
 
 
 def _context(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     device: torch.device | None,
     mode: str | None,
     allow_pickle: bool | None,
@@ -258,7 +239,7 @@ def _context(
     return LoadContext(ckpt, mode, allow_pickle, read_data, progress=progress)
 
 
-def _prefetcher(ckpt: Checkpoint, node: Node, num_threads: int) -> Prefetcher | None:
+def _prefetcher(ckpt: Tree, node: Node, num_threads: int) -> Prefetcher | None:
     """Schedule every compressed leaf (and nested sizes) entry of the subtree."""
     store = ckpt.store
     keys = []
@@ -291,9 +272,7 @@ def _synchronize() -> None:
         accelerator.synchronize()
 
 
-def load_leaf(
-    ckpt: Checkpoint, subpath: Any, device: Any = None, mode: str | None = "r"
-) -> torch.Tensor:
+def load_leaf(ckpt: Tree, subpath: Any, device: Any = None, mode: str | None = "r") -> torch.Tensor:
     """Load one tensor leaf (``Checkpoint.load_leaf``), e.g. for a preview.
 
     Parameters
@@ -321,7 +300,7 @@ def load_leaf(
     return run(ckpt, LoadRequest(subpath, device, mode=mode, leaf=True))
 
 
-def _leaf(ckpt: Checkpoint, request: LoadRequest) -> torch.Tensor:
+def _leaf(ckpt: Tree, request: LoadRequest) -> torch.Tensor:
     """:func:`run` for one tensor leaf (the device is checked usable)."""
     node = resolve_subpath(ckpt, request.subpath, leaf=True)
     device = request.device

@@ -14,7 +14,7 @@ import torch
 
 from .._cache import BoundedCache
 from ..errors import DeviceUnavailableError
-from ..index import Checkpoint, LoadAccess, load_access
+from ..index import LoadAccess, Tree, load_access
 from ..storage import Store
 from ._fdmap import AVAILABLE as MAPS_DESCRIPTORS
 from ._mapping import archive_mapping
@@ -131,7 +131,7 @@ class LoadContext:
         (``_build.depth_room``: what the recursion limit leaves).
     """
 
-    ckpt: Checkpoint
+    ckpt: Tree
     mode: str | None
     allow_pickle: bool | None
     read_data: bool

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import ArchiveError
-from ..index import LEAF, TENSORCLASS, TENSORDICT, Checkpoint, Node
+from ..index import LEAF, TENSORCLASS, TENSORDICT, Node, Tree
 from ._remote import Fetched, fetch_subtree
 
 __all__ = ["apply_index", "check_fits", "check_index", "fetch_rows", "leaf_spans"]
@@ -72,7 +72,7 @@ def check_index(index: object) -> None:
             )
 
 
-def check_fits(ckpt: Checkpoint, node: Node, index: Any) -> None:
+def check_fits(ckpt: Tree, node: Node, index: Any) -> None:
     """Raise what ``td[index]`` raises (an ``IndexError`` naming the dimension and its
     size) when the batch of ``node`` cannot take ``index``, from metadata alone.
 
@@ -188,7 +188,7 @@ def _runs(ids: np.ndarray, block: int) -> list[tuple[int, int]]:
     return [(int(s) * block, int(e) * block) for s, e in zip(starts, ends, strict=True)]
 
 
-def _by_rows(ckpt: Checkpoint, node: Node) -> Iterator[Node]:
+def _by_rows(ckpt: Tree, node: Node) -> Iterator[Node]:
     """The plain leaves below ``node`` reached through TensorDicts and tensorclasses only:
     their leading dims are the batch dims ``index`` applies to."""
     for child in ckpt.children(node):
@@ -204,7 +204,7 @@ _Plan = tuple[tuple[str, ...], int, list[tuple[int, int]]]
 
 
 def fetch_rows(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     node: Node,
     index: Any,
     progress: Callable[[tuple[str, ...]], object] | None,
@@ -228,7 +228,7 @@ def fetch_rows(
 
 
 def _read_rows(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     planned: dict[str, _Plan],
     fetched: Fetched,
     progress: Callable[[tuple[str, ...]], object] | None,

@@ -14,16 +14,14 @@ import weakref
 
 import torch
 
-from ..index import Checkpoint
+from ..index import Tree
 from ._fdmap import AVAILABLE, map_descriptor
 
 __all__ = ["archive_mapping", "check_writable"]
 
 # Checkpoint -> {shared: mapping}. Weak keys: a mapping lives as long as its Checkpoint
 # (and as long as any leaf viewing it, through the tensor's storage).
-_MAPPINGS: weakref.WeakKeyDictionary[Checkpoint, dict[bool, torch.Tensor]] = (
-    weakref.WeakKeyDictionary()
-)
+_MAPPINGS: weakref.WeakKeyDictionary[Tree, dict[bool, torch.Tensor]] = weakref.WeakKeyDictionary()
 
 
 def check_writable(path: str) -> None:
@@ -39,7 +37,7 @@ def check_writable(path: str) -> None:
         raise PermissionError(f"Cannot open {path} with mode='r+': the file is not writable.")
 
 
-def archive_mapping(ckpt: Checkpoint, *, shared: bool) -> torch.Tensor:
+def archive_mapping(ckpt: Tree, *, shared: bool) -> torch.Tensor:
     """The flat ``uint8`` mapping of the checkpoint's archive file (made once, then reused).
 
     Parameters

@@ -20,12 +20,12 @@ from typing import Any
 import torch
 
 from ..errors import LeafDataError, RemoteModeError
-from ..index import Checkpoint, Node, walk
+from ..index import Node, Tree, walk
 
 __all__ = ["Fetched", "check_remote_mode", "fetch_subtree", "remote_flat"]
 
 
-def check_remote_mode(ckpt: Checkpoint, mode: str | None) -> None:
+def check_remote_mode(ckpt: Tree, mode: str | None) -> None:
     """Refuse ``mode="r+"`` for a store that cannot be mapped."""
     if mode == "r+" and not ckpt.store.mappable:
         raise RemoteModeError(
@@ -87,7 +87,7 @@ def remote_flat(ctx: Any, key: str, dtype: torch.dtype, need: int, *, exact: boo
 
 
 def fetch_subtree(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     node: Node,
     progress: Callable[[tuple[str, ...]], object] | None,
     skip: Collection[str] = (),

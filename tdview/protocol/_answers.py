@@ -8,7 +8,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..index import Checkpoint, Collection, Node
+from ..index import Collection, Node, Tree
 from . import _collection, _load, _preview, _search, _sizes, _summaries
 from ._duplicates import duplicates_result
 
@@ -23,7 +23,7 @@ class Call:
     cancel check, the progress report (which checks too), and where a load binds (the
     session's namespace and ``on_load``)."""
 
-    ckpt: Checkpoint
+    ckpt: Tree
     source: str
     params: dict[str, Any]
     check: Callable[[], None]

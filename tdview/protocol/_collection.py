@@ -21,9 +21,10 @@ from ..index import (
     MEMBER,
     PICKLE_FILE,
     RAW_MEMMAP,
-    Checkpoint,
     Collection,
     Node,
+    Tree,
+    is_folder,
 )
 from . import _summaries
 from ._json import bounded_value
@@ -40,9 +41,9 @@ def member_info(source: str, node: Node) -> dict[str, Any]:
     }
 
 
-def root_summary(ckpt: Checkpoint, source: str) -> dict[str, Any]:
+def root_summary(ckpt: Tree, source: str) -> dict[str, Any]:
     """The root's ``NodeSummary`` as the widget's first paint sends it (no totals)."""
-    if isinstance(ckpt, Collection):
+    if is_folder(ckpt):
         return summary(ckpt, ckpt.root, source, totals=False)
     return _summaries.summary(ckpt, ckpt.root, totals=False)
 

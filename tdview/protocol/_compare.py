@@ -17,7 +17,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..index import Checkpoint, Collection
+from ..index import Tree, is_folder
 from . import _collection, _diff, _load
 
 if TYPE_CHECKING:
@@ -117,14 +117,13 @@ def _load_side(
 ) -> dict[str, Any]:
     """``diff_load``: the ``load`` of a subtree of side ``a`` or ``b``."""
     view = comparison.view
-    ckpt: Checkpoint = view.a if params["side"] == "a" else view.b
+    ckpt: Tree = view.a if params["side"] == "a" else view.b
     source = comparison.source_a if params["side"] == "a" else comparison.source_b
     path = params["path"]
-    if isinstance(ckpt, Collection):  # a folder of checkpoints: load from the member
-        owner, prefix, inner = ckpt.locate(path)
-        if owner is ckpt:
-            _collection.refuse_load(ckpt, ckpt.node(inner))
-        else:
-            ckpt, source, path = owner, os.path.join(source, *prefix), inner
+    owner, prefix, inner = ckpt.locate(path)
+    if is_folder(owner):  # a folder of checkpoints' own node: only a raw array of it loads
+        _collection.refuse_load(owner, owner.node(inner))
+    else:  # the checkpoint, or the member of a folder of them, that holds the path
+        ckpt, source, path = owner, os.path.join(source, *prefix), inner
     inside = {**params, "path": path}
     return _load.load(ckpt, source, inside, namespace, report, bind=bind, check=check)

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..diff import LEVELS, Diff, DiffRollup, Row, ValueStats, diff
 from ..errors import RequestError, SubpathError
-from ..index import Checkpoint, NestedPath, show_path
+from ..index import NestedPath, Tree, open_tree, show_path
 from ._checks import MAX_PAGE, MAX_ROWS
 from ._json import bounded_value
 
@@ -47,8 +47,8 @@ Progress = Callable[[int, int, str], None]
 class DiffView:
     """Both checkpoints (open for the view's life), their subpaths and the diff."""
 
-    a: Checkpoint
-    b: Checkpoint
+    a: Tree
+    b: Tree
     result: Diff
     subpath_a: NestedPath = ()
     subpath_b: NestedPath = ()
@@ -103,9 +103,9 @@ def open_view(
     >>> summary(view)["summary"]["changed"]                         # doctest: +SKIP
     3
     """
-    ckpt_a = a if isinstance(a, Checkpoint) else Checkpoint(a)
+    ckpt_a = a if isinstance(a, Tree) else open_tree(a)
     try:
-        ckpt_b = b if isinstance(b, Checkpoint) else Checkpoint(b)
+        ckpt_b = b if isinstance(b, Tree) else open_tree(b)
     except BaseException:
         if ckpt_a is not a:
             ckpt_a.close()
@@ -276,12 +276,9 @@ def _row(view: DiffView, path: NestedPath) -> Row:
         ) from None
 
 
-def _owner(ckpt: Checkpoint, path: NestedPath) -> tuple[Checkpoint, NestedPath]:
+def _owner(ckpt: Tree, path: NestedPath) -> tuple[Tree, NestedPath]:
     """The checkpoint that owns ``path`` (a folder of checkpoints routes it to a member)."""
-    locate = getattr(ckpt, "locate", None)
-    if locate is None:
-        return ckpt, path
-    owner, _, inner = locate(path)
+    owner, _, inner = ckpt.locate(path)
     return owner, inner
 
 

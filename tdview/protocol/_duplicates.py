@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..answers import duplicates_of
-from ..index import Checkpoint, Node, param_label
+from ..index import Node, Tree, param_label
 from ._checks import flag, path
 
 Progress = Any  # (done, total, label) -> None
@@ -27,7 +27,7 @@ def duplicates_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def duplicates_result(
-    ckpt: Checkpoint, subpath: tuple[str, ...], read: bool, progress: Progress = None
+    ckpt: Tree, subpath: tuple[str, ...], read: bool, progress: Progress = None
 ) -> dict[str, Any]:
     """``DuplicatesResult`` of the leaf at ``subpath``.
 
@@ -58,7 +58,7 @@ def duplicates_result(
     }
 
 
-def param_field(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+def param_field(ckpt: Tree, node: Node) -> dict[str, Any] | None:
     """The ``param`` of a node's details: ``{name, path, reason}`` for an optimizer's
     ``state/<i>`` (the parameter it belongs to, or why that is not known), else None
     (the details then have no ``param``)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._units import dtype_text, shape_text
 from ..errors import RequestError, VariableBoundError
-from ..index import Checkpoint, Collection, rollup
+from ..index import Tree, rollup
 
 #: Longest ``summary`` text of a load reply.
 MAX_SUMMARY_CHARS = 4000
@@ -212,7 +212,7 @@ def short_repr(value: object, limit: int = MAX_SUMMARY_CHARS) -> str:
 
 
 def load_subtree(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     path: tuple[str, ...],
     *,
     device: str,
@@ -258,7 +258,7 @@ def _per_leaf(
 
 
 def load_value(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     path: tuple[str, ...],
     *,
     device: str,
@@ -271,12 +271,11 @@ def load_value(
     subtree (:func:`load_subtree`). ``progress`` as there. In a folder of checkpoints,
     a member's node is loaded from that member."""
     _warmed()  # TDView.load calls here too, from the kernel's own thread
-    if isinstance(ckpt, Collection):
-        owner, _, inner = ckpt.locate(path)
-        if owner is not ckpt:
-            return load_value(
-                owner, inner, device=device, mode=mode, allow_pickle=allow_pickle, progress=progress
-            )
+    owner, _, inner = ckpt.locate(path)
+    if owner is not ckpt:
+        return load_value(
+            owner, inner, device=device, mode=mode, allow_pickle=allow_pickle, progress=progress
+        )
     leaf = bool(path) and ckpt.node(path).is_leaf  # a clear SubpathError before any read
     if not leaf:
         return load_subtree(
@@ -290,7 +289,7 @@ def load_value(
 
 
 def load(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     source: str,
     params: dict[str, Any],
     namespace: MutableMapping[str, Any] | None,

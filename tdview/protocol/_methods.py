@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NoCheckpointError
-from ..index import Checkpoint, Collection, Node
+from ..index import Collection, Node, Tree, is_folder
 from . import _answers, _collection, _compare
 from ._answers import Call
 from ._checks import fail
@@ -174,7 +174,7 @@ def answer(session: Session, request: Request, progress_fn: ProgressFn | None) -
         return _on_comparison(session, request, progress_fn)
     ckpt = session.ckpt
     assert ckpt is not None
-    if isinstance(ckpt, Collection):
+    if is_folder(ckpt):
         return _on_collection(session, ckpt, request, progress_fn)
     return _on(session, ckpt, session.source, request, progress_fn)
 
@@ -232,7 +232,7 @@ def _on_collection(
 
 def _call(
     session: Session,
-    ckpt: Checkpoint,
+    ckpt: Tree,
     source: str,
     request: Request,
     progress_fn: ProgressFn | None,
@@ -260,7 +260,7 @@ def _check_and_report(
 
 def _on(
     session: Session,
-    ckpt: Checkpoint,
+    ckpt: Tree,
     source: str,
     request: Request,
     progress_fn: ProgressFn | None,

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LimitExceededError, PreviewUnsupportedError
-from ..index import DECOMPRESS, Checkpoint, Node, leaf_storage, rows_of_leaf
+from ..index import DECOMPRESS, Node, Tree, leaf_storage, rows_of_leaf
 from ._heatmap import heatmap as heatmap_of
 from ._load import host_memory
 from ._preview_ranged import read
@@ -81,9 +81,7 @@ MAX_KEPT_STATS = 64
 # Checkpoint -> (path, rows covered, selection) -> (stats, histogram): the statistics of
 # the selections previewed last (a leaf changed on disk under an open checkpoint is
 # stale here as its index is).
-_KEPT: weakref.WeakKeyDictionary[Checkpoint, OrderedDict[tuple, tuple]] = (
-    weakref.WeakKeyDictionary()
-)
+_KEPT: weakref.WeakKeyDictionary[Tree, OrderedDict[tuple, tuple]] = weakref.WeakKeyDictionary()
 
 
 def _ref(values: np.ndarray, dtype: str, buffers: list[bytes]) -> dict[str, Any]:
@@ -91,7 +89,7 @@ def _ref(values: np.ndarray, dtype: str, buffers: list[bytes]) -> dict[str, Any]
     return {"dtype": dtype, "shape": list(values.shape), "buffer": len(buffers) - 1}
 
 
-def _checked_intact(ckpt: Checkpoint, check: Callable[[], None]) -> Callable[[], None]:
+def _checked_intact(ckpt: Tree, check: Callable[[], None]) -> Callable[[], None]:
     """``check``, and the store's ``check_intact``: a preview reads a leaf that views an
     archive's mapping, block by block, and a file truncated under it would kill the
     kernel (SIGBUS) at the first page past its new end; asked before each block, it is
@@ -105,7 +103,7 @@ def _checked_intact(ckpt: Checkpoint, check: Callable[[], None]) -> Callable[[],
     return checked
 
 
-def _check_room(ckpt: Checkpoint, node: Node) -> None:
+def _check_room(ckpt: Tree, node: Node) -> None:
     """Refuse to preview a leaf that must be decompressed whole into more than half the
     memory available now: a small hostile archive can declare gigabytes, and one click
     must not get the kernel killed. A mapped leaf reads only its pages."""
@@ -122,7 +120,7 @@ def _check_room(ckpt: Checkpoint, node: Node) -> None:
 
 
 def _kept_stats(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     key: tuple,
     chosen: Any,
     compute: bool,
@@ -193,7 +191,7 @@ def _heatmap_json(cells: dict | None, buffers: list[bytes]) -> dict | None:
 
 
 def preview(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     path: tuple[str, ...],
     rows: int,
     check: Callable[[], None] = lambda: None,

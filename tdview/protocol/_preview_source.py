@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LeafDataError, PreviewUnsupportedError
-from ..index import Checkpoint, Node, refusal, show_path, size_problems
+from ..index import Node, Tree, refusal, show_path, size_problems
 from ._preview_ranged import RangedView, read
 
 __all__ = ["Display", "display_of", "leaf_values"]
@@ -138,7 +138,7 @@ def display_of(name: str) -> Display:
 
 
 # Checkpoint -> the read-only mapping of its archive file, as uint8
-_MAPPINGS: weakref.WeakKeyDictionary[Checkpoint, np.ndarray] = weakref.WeakKeyDictionary()
+_MAPPINGS: weakref.WeakKeyDictionary[Tree, np.ndarray] = weakref.WeakKeyDictionary()
 
 
 def _mapped(fd: int, size: int) -> np.ndarray:
@@ -146,7 +146,7 @@ def _mapped(fd: int, size: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), dtype=np.uint8)
 
 
-def _archive(ckpt: Checkpoint) -> np.ndarray:
+def _archive(ckpt: Tree) -> np.ndarray:
     found = _MAPPINGS.get(ckpt)
     if found is None:
         fd, st, _ = ckpt.store.map("", write=False)  # the very file the index read
@@ -157,7 +157,7 @@ def _archive(ckpt: Checkpoint) -> np.ndarray:
     return found
 
 
-def _flat(ckpt: Checkpoint, key: str, dtype: np.dtype, count: int, exact: bool) -> Any:
+def _flat(ckpt: Tree, key: str, dtype: np.dtype, count: int, exact: bool) -> Any:
     """The first ``count`` items of file ``key`` as a 1-d array (or a ranged view), its
     size checked (``exact``: an archive entry of exactly that size)."""
     store, need = ckpt.store, count * dtype.itemsize
@@ -206,7 +206,7 @@ def _shaped(flat: Any, shape: tuple[int, ...]) -> Any:
     return flat.reshape(shape)
 
 
-def leaf_values(ckpt: Checkpoint, node: Node, display: Display) -> Any:
+def leaf_values(ckpt: Tree, node: Node, display: Display) -> Any:
     """The stored elements of the leaf at ``node``, of its shape (a nested leaf: its
     packed elements, 1-d): a numpy array over the bytes where they lie, or a
     :class:`~._preview_ranged.RangedView` of a remote one (see the module docstring).
@@ -240,7 +240,7 @@ def leaf_values(ckpt: Checkpoint, node: Node, display: Display) -> Any:
     return _shaped(flat, tuple(record.shape))
 
 
-def _nested(ckpt: Checkpoint, node: Node, dtype: np.dtype, where: str) -> Any:
+def _nested(ckpt: Tree, node: Node, dtype: np.dtype, where: str) -> Any:
     record = node.record
     assert record is not None
     if node.sizes_file is None:

@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import TDViewError
-from ..index import Checkpoint, Collection, search_page
+from ..index import Tree, is_folder, search_page
 from . import _collection, _summaries
 
 
-def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, Any]:
+def _summary(ckpt: Tree, path: tuple[str, ...], source: str) -> dict[str, Any]:
     """The ``NodeSummary`` of a match without totals (a match's subtree is not walked:
     its ``bytes``/``numel`` are there when cached, and a leaf's always)."""
-    if not isinstance(ckpt, Collection):
+    if not is_folder(ckpt):
         return _summaries.summary(ckpt, ckpt.node(path), totals=False)
     owner, prefix, inner = ckpt.locate(path)
     if owner is ckpt:
@@ -39,7 +39,7 @@ def _summary(ckpt: Checkpoint, path: tuple[str, ...], source: str) -> dict[str, 
 
 
 def search_result(
-    ckpt: Checkpoint,
+    ckpt: Tree,
     pattern: str,
     limit: int,
     *,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Cancelled
-from ..index import Checkpoint
+from ..index import Tree
 
 if TYPE_CHECKING:
     from ._compare import Comparison
@@ -29,7 +29,7 @@ class Session:
     >>> session = Session(Checkpoint("demo_ckpt"), "demo_ckpt", namespace={})  # doctest: +SKIP
     """
 
-    ckpt: Checkpoint | None
+    ckpt: Tree | None
     source: str
     namespace: MutableMapping[str, Any] | None = None
     error: str = ""

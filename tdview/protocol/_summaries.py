@@ -11,8 +11,8 @@ from typing import Any
 from ..errors import TDViewError
 from ..index import (
     LEAF,
-    Checkpoint,
     Node,
+    Tree,
     cached_rollup,
     leaf_storage,
     needs_unpickling,
@@ -38,7 +38,7 @@ def dtype_name(name: str) -> str:
     return name.removeprefix("torch.")
 
 
-def _problems(ckpt: Checkpoint, node: Node, pickled: bool) -> list[str]:
+def _problems(ckpt: Tree, node: Node, pickled: bool) -> list[str]:
     problems = list(node.problems)
     try:
         problems += size_problems(ckpt.store, node)
@@ -49,14 +49,14 @@ def _problems(ckpt: Checkpoint, node: Node, pickled: bool) -> list[str]:
     return problems
 
 
-def _pickled(ckpt: Checkpoint, node: Node) -> bool:
+def _pickled(ckpt: Tree, node: Node) -> bool:
     try:
         return needs_unpickling(ckpt.store, node)
     except (TDViewError, OSError):
         return True
 
 
-def _n_children(ckpt: Checkpoint, node: Node) -> int:
+def _n_children(ckpt: Tree, node: Node) -> int:
     return 0 if node.is_leaf else ckpt.count_children(node)
 
 
@@ -81,7 +81,7 @@ def unread_summary(path: tuple[str, ...], kind: str, problems: list[str]) -> dic
     }
 
 
-def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, Any]:
+def summary(ckpt: Tree, node: Node, *, totals: bool = True) -> dict[str, Any]:
     """The ``NodeSummary`` of a node (protocol v1).
 
     Leaves report their shape and dtype (``"float32"``, without ``torch.``); other nodes
@@ -143,7 +143,7 @@ def summary(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
     }
 
 
-def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+def _storage(ckpt: Tree, node: Node) -> dict[str, Any] | None:
     """Where a leaf's or a pickled value's bytes are: ``offset`` only in an archive (a
     file of its own starts at 0, which says nothing)."""
     packed = ckpt.store.packed
@@ -173,7 +173,7 @@ def _storage(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
     }
 
 
-def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any] | None:
+def _pickle(ckpt: Tree, node: Node, problems: list[str]) -> dict[str, Any] | None:
     try:
         info = pickle_info(ckpt.store, node)
     except (TDViewError, OSError) as error:
@@ -190,7 +190,7 @@ def _pickle(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, Any]
     }
 
 
-def _rows(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, int] | None:
+def _rows(ckpt: Tree, node: Node, problems: list[str]) -> dict[str, int] | None:
     """``{written, capacity}`` of a torchrl storage (a bad ``storage_metadata.json`` is
     a problem of the node)."""
     try:
@@ -201,7 +201,7 @@ def _rows(ckpt: Checkpoint, node: Node, problems: list[str]) -> dict[str, int] |
     return None if found is None else {"written": found.written, "capacity": found.capacity}
 
 
-def _device(ckpt: Checkpoint, node: Node) -> str | None:
+def _device(ckpt: Tree, node: Node) -> str | None:
     if not node.is_leaf:
         return ckpt.device(node)
     parent = ckpt.node(node.path[:-1]) if node.path else ckpt.root
@@ -211,7 +211,7 @@ def _device(ckpt: Checkpoint, node: Node) -> str | None:
     return found
 
 
-def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, Any]:
+def details(ckpt: Tree, node: Node, *, totals: bool = True) -> dict[str, Any]:
     """The ``NodeDetails`` of a node: its summary plus names, device, ``"a/b"`` subpath,
     storage facts (where the bytes are, what loading them costs), the inline JSON value
     of a non-tensor node (JSON-safe and bounded), pickle facts and the subtree rollup
@@ -265,7 +265,7 @@ def details(ckpt: Checkpoint, node: Node, *, totals: bool = True) -> dict[str, A
 MAX_SCHEMA_ENTRIES = 1000
 
 
-def _schema(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
+def _schema(ckpt: Tree, node: Node) -> dict[str, Any] | None:
     """``{members, stack_dim, entries, truncated}``: the merged schema of a lazy stack
     (:func:`~tdview.index.stack_schema`), each entry ``{key, kind, class_name, dtype,
     shape, members}`` with -1 in a dim where the members differ."""
@@ -292,7 +292,7 @@ def _schema(ckpt: Checkpoint, node: Node) -> dict[str, Any] | None:
 
 
 def children_page(
-    ckpt: Checkpoint, path: tuple[str, ...], offset: int, limit: int, *, totals: bool = True
+    ckpt: Tree, path: tuple[str, ...], offset: int, limit: int, *, totals: bool = True
 ) -> dict:
     """One page of a node's children as ``ChildrenResult``: ``{path, offset, total,
     children}``; ``total`` counts every child, ``children`` at most ``limit`` summaries

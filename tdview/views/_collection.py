@@ -18,9 +18,9 @@ from ..index import (
     MAX_DEPTH,
     MEMBER,
     PICKLE_FILE,
-    Checkpoint,
     Collection,
     Node,
+    Tree,
     path_matcher,
 )
 from ._tree import (
@@ -161,7 +161,7 @@ def _matches(coll: Collection, start: Node, pattern: str) -> _Kept:
         keep: _Filter | _Hit = _Hit.HIT
         if node.kind == MEMBER and not hit:
             try:
-                member: Checkpoint = coll.member(node)
+                member: Tree = coll.member(node)
             except (TDViewError, OSError):
                 continue
             found = matching(member, member.root, pattern)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from .._text import printable
 from ..format import CollectionRecord, TensorDictNode
-from ..index import FOLDER, MEMBER, Checkpoint, Collection, Node
+from ..index import FOLDER, MEMBER, Collection, Node, Tree, is_folder
 from ._tree import TreeRow, describe, draw_rows
 
 #: Levels shown below the root, and children shown per level.
@@ -33,12 +33,12 @@ Row = tuple[int, str, str]  # depth, key, description
 
 
 def rows(
-    ckpt: Checkpoint, depth: int = DEPTH, limit: int = MAX_CHILDREN, budget: int = META_BUDGET
+    ckpt: Tree, depth: int = DEPTH, limit: int = MAX_CHILDREN, budget: int = META_BUDGET
 ) -> Iterator[Row]:
     """The rows of the static tree: the root, then ``depth`` levels of at most ``limit``
     children each (a ``"… n more"`` row stands for the rest of a level), reading at most
     about ``budget`` bytes of ``meta.json`` beyond the root's."""
-    if isinstance(ckpt, Collection):
+    if is_folder(ckpt):
         yield from _collection_rows(ckpt, depth, limit, budget)
         return
     start = ckpt.meta_bytes_read
@@ -93,7 +93,7 @@ Item = tuple[str, "Node | None", "str | None"]  # key, node (None: not read), ty
 
 
 def _first_children(
-    ckpt: Checkpoint, node: Node, limit: int, affordable: Callable[[], bool]
+    ckpt: Tree, node: Node, limit: int, affordable: Callable[[], bool]
 ) -> tuple[Iterator[Item], int]:
     """The first ``limit`` children of ``node`` (read as they are taken), and how many
     there are. A TensorDict's children are read one by one (its other children and their

@@ -10,9 +10,9 @@ from .._units import dtype_text, human_bytes, shape_text
 from ..errors import TDViewError
 from ..index import (
     LEAF,
-    Checkpoint,
     Node,
     Rollup,
+    Tree,
     iter_matches,
     needs_unpickling,
     param_label,
@@ -30,7 +30,7 @@ class TreeOptions:
     rollups: bool = True
 
 
-def describe(ckpt: Checkpoint, node: Node, *, rollups: bool = True) -> str:
+def describe(ckpt: Tree, node: Node, *, rollups: bool = True) -> str:
     """One line about a node: kind, shape/dtype or batch size, sizes, problems."""
     if not node.is_leaf:
         ckpt.count_children(node)  # a stack's or view's members are checked when read
@@ -81,7 +81,7 @@ def _count(n: int, one: str) -> str:
 _PLURALS = {"leaf": "leaves"}
 
 
-def _pickled(ckpt: Checkpoint, node: Node) -> str:
+def _pickled(ckpt: Tree, node: Node) -> str:
     try:
         info = pickle_info(ckpt.store, node)
     except (TDViewError, OSError) as error:
@@ -136,7 +136,7 @@ def draw_rows(rows: Iterable[TreeRow]) -> Iterator[str]:
         open_levels.append(not last)
 
 
-def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator[str]:
+def render_tree(ckpt: Tree, start: Node, options: TreeOptions) -> Iterator[str]:
     """Lines of the tree below ``start`` (itself first); with a filter, a ``no matches``
     line when nothing below ``start`` matches."""
     label = "/".join(start.path) or ckpt.path
@@ -149,14 +149,14 @@ def render_tree(ckpt: Checkpoint, start: Node, options: TreeOptions) -> Iterator
 
 
 def tree_rows(
-    ckpt: Checkpoint, start: Node, options: TreeOptions, keep: _Filter | None = None
+    ckpt: Tree, start: Node, options: TreeOptions, keep: _Filter | None = None
 ) -> Iterator[TreeRow]:
     """The rows below ``start``, from depth 1 (``keep``: what a filter shows)."""
     return _level(ckpt, start, 1, options, keep)
 
 
 def _level(
-    ckpt: Checkpoint, node: Node, depth: int, options: TreeOptions, keep: _Filter | None
+    ckpt: Tree, node: Node, depth: int, options: TreeOptions, keep: _Filter | None
 ) -> Iterator[TreeRow]:
     # A filter shows the way to every match, at any depth; --depth bounds the rest.
     if options.depth is not None and depth > options.depth and keep is None:
@@ -174,7 +174,7 @@ def _level(
         yield depth, f"… {len(children) - options.limit} more", "", True
 
 
-def _key(ckpt: Checkpoint, node: Node) -> str:
+def _key(ckpt: Tree, node: Node) -> str:
     """A row's key; an optimizer's ``state/<i>`` with its parameter: ``0 → embed.weight``."""
     label = param_label(ckpt, node)
     return node.key if label is None or label.name is None else f"{node.key} → {label.name}"
@@ -186,7 +186,7 @@ class _Filter:
     shown: set[tuple[str, ...]]  # matches and their ancestors
 
 
-def matching(ckpt: Checkpoint, start: Node, pattern: str) -> _Filter:
+def matching(ckpt: Tree, start: Node, pattern: str) -> _Filter:
     """The paths that match ``pattern`` (as :func:`tdview.index.search` matches: a
     subpath, a state_dict key, part of a key or a glob), and their ancestors, so that
     the tree shows the way to each match."""
