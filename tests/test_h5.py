@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -14,7 +15,8 @@ import pytest
 import torch
 from tensordict import NonTensorStack, TensorDict
 
-from tdview.errors import MissingExtraError, UnsafeCheckpointError
+import tdview
+from tdview.errors import MissingExtraError, NotACheckpointError, UnsafeCheckpointError
 from tdview.format import encode_key
 from tdview.index import Checkpoint, leaf_storage, rollup, search, walk
 from tdview.protocol import Session, handle
@@ -179,6 +181,38 @@ def test_the_encoder_is_tensordict_s(h5_path: Path) -> None:
 
     for key in ["a b", "", ".", "..", "x/y", "%41", 'q?*<>|:"\\', "ключ", "tab\there"]:
         assert encode_name(key) == encode_key(key)
+
+
+def test_load_memmap_refuses_it_as_tensordict_does(h5_path: Path) -> None:
+    with pytest.raises(ValueError) as want:
+        TensorDict.load_memmap(h5_path)
+    with pytest.raises(NotACheckpointError) as got:
+        tdview.load_memmap(h5_path)
+    assert type(want.value).__name__ in [c.__name__ for c in type(got.value).__mro__]
+    assert "not a memory-mapped tensordict archive" in str(got.value)
+    assert f"tdview.Checkpoint({str(h5_path)!r}).load()" in str(got.value)
+
+
+def test_the_tree_command_shows_it(h5_path: Path) -> None:
+    run = [sys.executable, "-m", "tdview", "tree", str(h5_path), "--depth", "-1"]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "deeper" in out and "float16" in out and "labels" in out
+
+
+def test_diff_against_its_memmap_folder(
+    h5_path: Path, reference: TensorDict, tmp_path: Path
+) -> None:
+    """``tdview diff`` reads both alike: equal values exit 0, a changed value 1."""
+    same = reference.clone()
+    same["name"] = "hello h5"  # str, as tdview reads what tensordict wrote
+    same.memmap(tmp_path / "same")
+    run = [sys.executable, "-m", "tdview", "diff", "--level", "values", str(h5_path)]
+    equal = subprocess.run([*run, str(tmp_path / "same")], capture_output=True, text=True)
+    assert equal.returncode == 0, equal.stdout + equal.stderr
+    same["nested", "x"][2, 1] += 1
+    same.memmap(tmp_path / "changed")
+    differs = subprocess.run([*run, str(tmp_path / "changed")], capture_output=True, text=True)
+    assert differs.returncode == 1 and "nested/x" in differs.stdout, differs.stdout
 
 
 def test_without_h5py_the_error_names_the_extra(

@@ -4,6 +4,7 @@ and from S3) and compared with ``TensorDict.from_zarr(path).to_tensordict()``.""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,12 @@ import torch
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 import tdview
-from tdview.errors import CheckpointFormatError, MissingExtraError, UnsafeCheckpointError
+from tdview.errors import (
+    CheckpointFormatError,
+    MissingExtraError,
+    NotACheckpointError,
+    UnsafeCheckpointError,
+)
 from tdview.index import Checkpoint, rollup, search, walk
 from tdview.protocol import Session, handle
 from tdview.storage import open_store
@@ -174,6 +180,22 @@ def test_a_name_zarr_refuses_is_a_format_error(tmp_path: Path) -> None:
     (path / "zarr.json").write_text(json.dumps(doc))
     with pytest.raises(CheckpointFormatError, match=r"bad\.zarr: zarr cannot read it"):
         Checkpoint(path)
+
+
+def test_load_memmap_refuses_it_as_tensordict_does(zarr_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as want:
+        TensorDict.load_memmap(zarr_path)
+    with pytest.raises(NotACheckpointError) as got:
+        tdview.load_memmap(zarr_path)
+    assert isinstance(got.value, FileNotFoundError)
+    assert got.value.filename == want.value.filename == str(zarr_path / "meta.json")
+    assert f"tdview.Checkpoint({str(zarr_path)!r}).load()" in str(got.value)
+
+
+def test_the_tree_command_shows_it(zarr_path: Path) -> None:
+    run = [sys.executable, "-m", "tdview", "tree", str(zarr_path), "--depth", "-1"]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "deeper  TensorDict  batch [5, 1]" in out and "config" in out, out
 
 
 def test_without_zarr_the_error_names_the_extra(

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._gc import gc_paused
-from ..errors import LimitExceededError, NotACheckpointError
+from ..errors import LimitExceededError, NotACheckpointError, NotACheckpointFolderError
 from ..index import (
     Node,
     Tree,
@@ -131,11 +131,18 @@ def load_path(
     # a folder without meta.json is refused as tensordict refuses it (naming its checkpoints)
     ckpt = open_tree(prefix, robust_key=robust_key, one_load=True, folders=False)
     if ckpt.store.foreign_format is not None:  # tensordict's load_memmap refuses it too
-        error = NotACheckpointError(
-            f"{prefix} is a file but not a memory-mapped tensordict archive (expected a zip "
-            f"file with a top-level meta.json entry): it is {ckpt.store.foreign_format}. "
-            f"tdview.Checkpoint({os.fspath(prefix)!r}).load() reads it."
-        )
+        reads = f"tdview.Checkpoint({os.fspath(prefix)!r}).load() reads it."
+        if os.path.isdir(os.fspath(prefix)):  # a folder (zarr): its meta.json is missing
+            error: NotACheckpointError = NotACheckpointFolderError(
+                os.path.join(os.fspath(prefix), "meta.json"),
+                f"It is {ckpt.store.foreign_format}: {reads}",
+            )
+        else:
+            error = NotACheckpointError(
+                f"{prefix} is a file but not a memory-mapped tensordict archive (expected a "
+                f"zip file with a top-level meta.json entry): it is "
+                f"{ckpt.store.foreign_format}. {reads}"
+            )
         ckpt.close()
         raise error
     try:

@@ -125,6 +125,7 @@ class ZarrStore(GroupTreeStore):
     """
 
     kind = "zarr"
+    foreign_format = "a zarr store (td.to_zarr)"
 
     def __init__(self, root: str, store: Any = None) -> None:
         zarr = _zarr()
