@@ -2,17 +2,18 @@ import type { DocumentRegistry } from '@jupyterlab/docregistry';
 
 import { tdviewIcon } from './icons';
 
-/** The name of the `.tdz` file type; the file browser puts it in `data-file-type`. */
+/** The name of the checkpoint file type; the file browser puts it in `data-file-type`. */
 export const CHECKPOINT_FILE_TYPE = 'tdview-checkpoint';
 
 /**
- * `.tdz` archives. `fileFormat: null` asks the contents API for metadata only, should
- * any document code ever open one; tdview's own opening never asks at all.
+ * `.tdz` archives and `.safetensors` files. `fileFormat: null` asks the contents API for
+ * metadata only, should any document code ever open one; tdview's own opening never asks
+ * at all.
  */
 export const checkpointFileType: Partial<DocumentRegistry.IFileType> = {
   name: CHECKPOINT_FILE_TYPE,
   displayName: 'tensordict checkpoint',
-  extensions: ['.tdz'],
+  extensions: ['.tdz', '.safetensors'],
   mimeTypes: ['application/x-tdview-checkpoint'],
   contentType: 'file',
   fileFormat: null,

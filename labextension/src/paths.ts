@@ -102,9 +102,9 @@ export function cellCode(path: string): string {
 
 /**
  * The `n`th name for a notebook opened next to checkpoint `name`: `ckpt-tdview.ipynb`,
- * then `ckpt-tdview-2.ipynb` … (a `.tdz` suffix dropped).
+ * then `ckpt-tdview-2.ipynb` … (a `.tdz` or `.safetensors` suffix dropped).
  */
 export function notebookName(name: string, n = 1): string {
-  const stem = name.replace(/\.tdz$/i, '') || 'checkpoint';
+  const stem = name.replace(/\.(tdz|safetensors)$/i, '') || 'checkpoint';
   return `${stem}-tdview${n > 1 ? `-${n}` : ''}.ipynb`;
 }

@@ -8,4 +8,5 @@ test('a notebook opened next to a checkpoint is named after it', () => {
   assert.equal(notebookName('demo_ckpt.tdz'), 'demo_ckpt-tdview.ipynb');
   assert.equal(notebookName('run.TDZ', 2), 'run-tdview-2.ipynb');
   assert.equal(notebookName('.tdz'), 'checkpoint-tdview.ipynb');
+  assert.equal(notebookName('model.safetensors'), 'model-tdview.ipynb');
 });
