@@ -47,6 +47,9 @@ KINDS = {
     "remote-consolidated": ("archive", True, False),
     "safetensors": ("safetensors", True, True),
     "remote-safetensors": ("safetensors", True, False),
+    "h5": ("h5", False, False),
+    "zarr": ("zarr", False, False),
+    "remote-zarr": ("zarr", False, False),
 }
 #: the kinds whose files are archive entries with a recorded CRC-32 (a consolidated
 #: file's leaves are spans of its payload: no CRC is recorded)
@@ -88,6 +91,14 @@ def _safetensors() -> dict[str, torch.Tensor]:
     }
 
 
+def _library_written() -> TensorDict:
+    """The checkpoint for ``to_h5``/``to_zarr``, which refuse bfloat16: its bf16 leaf as
+    int16, the same bytes."""
+    td = _checkpoint()
+    td["half"] = td["half"].view(torch.int16)
+    return td
+
+
 def _bytes(tensor: torch.Tensor) -> bytes:
     return tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
 
@@ -101,6 +112,8 @@ def contract_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack_memmap(root / "ckpt", root / "ckpt-deflate.tdz", compression="deflate")
     td.consolidate(filename=root / "ckpt.td")
     save_file(_safetensors(), root / "ckpt.safetensors")
+    _library_written().to_h5(root / "ckpt.h5").close()
+    _library_written().to_zarr(root / "ckpt.zarr")
     return root
 
 
@@ -119,6 +132,8 @@ def contract_s3(contract_root: Path) -> Iterator[dict]:
 
     server, options = start_s3(BUCKET)
     s3fs.S3FileSystem(**options).put(str(contract_root / "ckpt"), f"{BUCKET}/ckpt", recursive=True)
+    zarr = str(contract_root / "ckpt.zarr")
+    s3fs.S3FileSystem(**options).put(zarr, f"{BUCKET}/ckpt.zarr", recursive=True)
     yield options
     server.stop()
 
@@ -136,6 +151,11 @@ def _open(request: pytest.FixtureRequest, kind: str, archive: str = "ckpt.tdz") 
         return open_store(f"{server.url}/ckpt.td")
     if kind == "safetensors":
         return open_store(root / "ckpt.safetensors")
+    if kind in ("h5", "zarr"):
+        return open_store(root / f"ckpt.{kind}")
+    if kind == "remote-zarr":
+        options = request.getfixturevalue("contract_s3")
+        return open_store(tdview.remote(f"s3://{BUCKET}/ckpt.zarr", **options))
     if kind == "remote-safetensors":
         return open_store(f"{request.getfixturevalue('contract_http').url}/ckpt.safetensors")
     if kind == "remote-archive":
@@ -315,6 +335,9 @@ CAPABILITIES = {
     "remote-consolidated": (True, False, False),
     "safetensors": (True, False, False),
     "remote-safetensors": (True, False, False),
+    "h5": (False, False, False),
+    "zarr": (False, False, False),
+    "remote-zarr": (False, False, False),
 }
 
 
