@@ -7,7 +7,7 @@
   (:mod:`._fdmap`: shared when the mode allows writes, copy-on-write otherwise; the path
   is not opened again) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
   A file read through a symlink out of the checkpoint root (a Hugging Face, git-annex or
-  DVC store, or a trusted path: see :mod:`tdview.storage._links`) is opened and checked
+  DVC store, or a trusted path: see :mod:`tdview.storage._content_stores`) is opened and checked
   by the store, mapped copy-on-write from that descriptor, and refused with
   ``mode="r+"``: nothing is ever written through such a link.
 * Archive: a STORED entry must hold exactly ``numel * itemsize`` bytes and becomes a view

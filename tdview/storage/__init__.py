@@ -25,9 +25,10 @@ from ._directory import DirectoryStore
 from ._folder_walk import FolderWalk
 from ._group_tree import GroupTreeStore
 from ._h5 import H5Store
-from ._links import TRUSTED_PATHS_ENV, Link, trust_paths, trusted_paths
+from ._links import Link
 from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
+from ._trust import TRUSTED_PATHS_ENV, trust_paths, trusted_paths
 from ._zarr import ZarrStore
 
 __all__ = [

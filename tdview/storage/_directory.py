@@ -19,10 +19,11 @@ from ..errors import UnsafeCheckpointError
 from . import _names
 from ._base import EntryInfo, Payload, not_found
 from ._checked import map_path, open_checked, proc_name, proc_names
+from ._content_stores import hf_files
 from ._folder_walk import FolderWalk
 from ._held import HeldFolders
 from ._link_paths import LinkedNames
-from ._links import Link, LinkResolver, hf_files, trusted_paths
+from ._links import Link, LinkResolver
 from ._names import NOATIME, check_key
 from ._probe import (
     LINKED,
@@ -39,6 +40,7 @@ from ._probe import (
     plain_name,
     real_dir,
 )
+from ._trust import trusted_paths
 
 __all__ = ["DirectoryStore"]
 
@@ -69,7 +71,7 @@ class DirectoryStore(LinkedNames):
         An existing directory.
     trusted : iterable of str or os.PathLike, optional
         Paths outside the root that links may lead to, for reading. Defaults to
-        :func:`~._links.trusted_paths` when the store is opened
+        :func:`~._trust.trusted_paths` when the store is opened
         (``TDVIEW_TRUSTED_PATHS`` and :func:`tdview.trust_paths`).
 
     Examples

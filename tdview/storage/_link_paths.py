@@ -16,7 +16,8 @@ import stat
 
 from .._cache import BoundedCache
 from ._checked import proc_name, proc_names
-from ._links import HF_BLOB, LinkResolver, plain_target
+from ._content_stores import HF_BLOB
+from ._links import LinkResolver, plain_target
 from ._names import DirectoryNames
 from ._probe import ABSENT, LINKED, PER_NAME, REGULAR, Probe, plain_name
 
