@@ -29,7 +29,6 @@ files are made the first time it is asked for.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
@@ -165,7 +164,13 @@ class Layout:
                 f"{where}: the consolidated metadata is not JSON ({error})."
             ) from None
         self.tree = tree
-        spans = sorted(self._check(tree, (), 0))
+        spans: list[tuple[int, int, tuple[str, ...]]] = []
+        stack: list[tuple[Any, tuple[str, ...]]] = [(tree, ())]
+        while stack:  # every level, checked; each leaf's span kept
+            level, path = stack.pop()
+            self._check_level(level, path, spans)
+            stack += [(level[k], (*path, k)) for k in level if k not in _LEVEL_FIELDS]
+        spans.sort()
         self._check_spans(spans)
         self._folders: dict[str, Folder] = {}
 
@@ -180,11 +185,11 @@ class Layout:
             f"{self.where}: consolidated metadata at {at!r}: {what}, got {shown}."
         )
 
-    def _check(
-        self, level: Any, path: tuple[str, ...], depth: int
-    ) -> Iterator[tuple[int, int, str]]:
-        """Check one level and those below it; yield each leaf's ``(start, end, key)``."""
-        if depth > MAX_DEPTH:
+    def _check_level(
+        self, level: Any, path: tuple[str, ...], spans: list[tuple[int, int, tuple[str, ...]]]
+    ) -> None:
+        """Check one level's fields and records; add each leaf's ``(start, end, path)``."""
+        if len(path) > MAX_DEPTH:
             raise LimitExceededError(
                 f"{self.where}: the consolidated metadata nests more than {MAX_DEPTH} levels."
             )
@@ -195,46 +200,41 @@ class Layout:
         for field in ("cls_metadata", "leaves", "non_tensors"):
             if not isinstance(level.get(field, {}), dict):
                 raise self._fail(path, f'field "{field}" must be an object', level[field])
+        payload = self.payload_size
         for key, leaf in level.get("leaves", {}).items():
-            yield self._leaf_span(leaf, (*path, key))
+            if type(leaf) is not list or len(leaf) not in (5, 6):
+                raise self._fail((*path, key), "a leaf is [dtype, shape, start, stop, pad]", leaf)
+            dtype, shape, start, stop, pad = leaf[:5]
+            if type(dtype) is not str:
+                raise self._fail((*path, key), "the dtype must be a string", dtype)
+            if type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
+                what = "the shape must be a list of non-negative integers"
+                raise self._fail((*path, key), what, shape)
+            if not (_count(start) and _count(stop) and _count(pad)) or start + pad > stop:
+                what = "start, stop and pad must be integers, start + pad <= stop"
+                raise self._fail((*path, key), what, leaf[2:5])
+            if stop > payload:
+                raise UnsafeCheckpointError(
+                    f"{self.where}: leaf {'/'.join((*path, key))!r} lies at bytes "
+                    f"{start}..{stop}, past the {payload} bytes of the payload."
+                )
+            spans.append((start, stop - pad, (*path, key)))
         for key, record in level.get("non_tensors", {}).items():
-            if not isinstance(record, list) or len(record) != 3:
-                raise self._fail((*path, key), "a non-tensor is [data, batch size, device]", record)
-        for key, child in level.items():
-            if key not in _LEVEL_FIELDS:
-                yield from self._check(child, (*path, key), depth + 1)
+            if type(record) is not list or len(record) != 3:
+                what = "a non-tensor is [data, batch size, device]"
+                raise self._fail((*path, key), what, record)
 
-    def _leaf_span(self, leaf: Any, path: tuple[str, ...]) -> tuple[int, int, str]:
-        """A leaf record ``[dtype, shape, start, stop, pad(, ragged dim)]`` checked: the
-        span of its bytes, ``stop - start - pad`` long, inside the payload."""
-        if not isinstance(leaf, list) or len(leaf) not in (5, 6):
-            raise self._fail(path, "a leaf is [dtype, shape, start, stop, pad]", leaf)
-        dtype, shape, start, stop, pad = leaf[:5]
-        if not isinstance(dtype, str):
-            raise self._fail(path, "the dtype must be a string", dtype)
-        if not isinstance(shape, list) or not all(_count(d) for d in shape):
-            raise self._fail(path, "the shape must be a list of non-negative integers", shape)
-        if not (_count(start) and _count(stop) and _count(pad)) or start + pad > stop:
-            raise self._fail(
-                path, "start, stop and pad must be integers, start + pad <= stop", leaf[2:5]
-            )
-        if stop > self.payload_size:
-            raise UnsafeCheckpointError(
-                f"{self.where}: leaf {'/'.join(path)!r} lies at bytes {start}..{stop}, past "
-                f"the {self.payload_size} bytes of the payload."
-            )
-        return start, stop - pad, "/".join(path)
-
-    def _check_spans(self, spans: list[tuple[int, int, str]]) -> None:
-        end, last = 0, ""
-        for start, stop, key in spans:
+    def _check_spans(self, spans: list[tuple[int, int, tuple[str, ...]]]) -> None:
+        """No two leaves' bytes overlap (spans sorted by start; empty ones overlap none)."""
+        end, last = 0, ()
+        for start, stop, path in spans:
             if start < end and stop > start:
                 raise UnsafeCheckpointError(
-                    f"{self.where}: leaves {last!r} and {key!r} overlap (bytes "
-                    f"{start}..{stop} start before {end})."
+                    f"{self.where}: leaves {'/'.join(last)!r} and {'/'.join(path)!r} overlap "
+                    f"(bytes {start}..{stop} start before {end})."
                 )
             if stop > start:
-                end, last = stop, key
+                end, last = stop, path
 
     # -- folders ---------------------------------------------------------------------
 
