@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointFormatError, LimitExceededError, MissingExtraError
+from ..errors import (
+    CheckpointFormatError,
+    LeafDataError,
+    LimitExceededError,
+    MissingExtraError,
+    TDViewError,
+)
 from ._group_tree import (
     MAX_DEPTH,
     MAX_DIMS,
@@ -96,11 +102,21 @@ class H5Store(GroupTreeStore):
         h5py = _h5py()
         self._h5py = h5py
         self._folder = os.path.dirname(os.path.realpath(path))
-        self._file = h5py.File(path, "r")
+        try:
+            self._file = h5py.File(path, "r")
+        except OSError as error:  # HDF5's own: a damaged superblock, a truncated file
+            raise CheckpointFormatError(f"{path}: h5py cannot open it: {error}") from None
         try:
             self._seen: set[Any] = set()
             self._count = 0
             tree = self._group(self._file, "", "/", 0)
+        except (OSError, KeyError, RuntimeError, ValueError) as error:
+            self._file.close()
+            if isinstance(error, TDViewError):
+                raise
+            raise CheckpointFormatError(
+                f"{path}: h5py cannot read its groups: {type(error).__name__}: {error}"
+            ) from None
         except BaseException:
             self._file.close()
             raise
@@ -190,7 +206,12 @@ class H5Store(GroupTreeStore):
     # -- reads ------------------------------------------------------------------------
 
     def read_block(self, array: Array, index: tuple[Any, ...]) -> np.ndarray:
-        data = np.asarray(self._file[array.ref][index])
+        try:
+            data = np.asarray(self._file[array.ref][index])
+        except (OSError, KeyError, RuntimeError) as error:  # HDF5's own: damaged chunks
+            raise LeafDataError(
+                f"{self.root}::{array.path}: h5py cannot read it: {error}"
+            ) from None
         wanted = np.dtype(array.dtype if array.dtype != "bool" else np.bool_).newbyteorder("<")
         return data.astype(wanted, copy=False)
 

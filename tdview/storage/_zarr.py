@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import (
     CheckpointFormatError,
+    LeafDataError,
     LimitExceededError,
     MissingExtraError,
     TDViewError,
@@ -195,7 +196,12 @@ class ZarrStore(GroupTreeStore):
         return Array(name, path, shape, found, "tensor", arr)
 
     def read_block(self, array: Array, index: tuple[Any, ...]) -> np.ndarray:
-        data = np.asarray(array.ref[index if index else ...])
+        try:
+            data = np.asarray(array.ref[index if index else ...])
+        except (OSError, ValueError, KeyError, RuntimeError) as error:  # a damaged chunk
+            raise LeafDataError(
+                f"{self.root}::{array.path}: zarr cannot read it: {error}"
+            ) from None
         wanted = np.dtype(array.dtype if array.dtype != "bool" else np.bool_).newbyteorder("<")
         return data.astype(wanted, copy=False)
 
