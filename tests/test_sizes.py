@@ -286,3 +286,38 @@ def test_a_cancelled_walk_stops(steps) -> None:
 
     with Checkpoint(steps[1]) as ckpt, cancellable(stop), pytest.raises(Cancelled):
         sizes(ckpt)
+
+
+@pytest.mark.parametrize("suffix", ["", ".tdz"])
+def test_bytes_stored_twice(tmp_path: Path, suffix: str, capsys) -> None:
+    """Tied weights saved twice (a decoder's weight is the embedding's): the bytes one
+    copy would save, only when asked (it reads payloads); none for equal-sized others."""
+    torch.manual_seed(0)
+    embed = torch.randn(64, 16)
+    td = TensorDict(
+        model=TensorDict(embed=embed, decoder=embed.clone(), other=torch.randn(64, 16)),
+        step=torch.tensor(3),
+    )
+    path = write_at(td, tmp_path / f"tied{suffix}")
+    assert sizes(str(path)).duplicates_bytes is None  # not looked for: no payload read
+    assert sizes(str(path), duplicates=True).duplicates_bytes == embed.numel() * 4
+    assert sizes(str(path), "step", duplicates=True).duplicates_bytes == 0
+    with Checkpoint(path) as ckpt:
+        result = ask(ckpt, path=["model"], duplicates=True)
+        assert result["duplicates_bytes"] == embed.numel() * 4
+        assert ask(ckpt, path=["model"])["duplicates_bytes"] is None
+    assert main(["du", str(path), "--duplicates", "-b"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split() == [
+        str(embed.numel() * 4),
+        "(stored",
+        "twice:",
+        "in",
+        "duplicates)",
+    ]
+
+
+def test_a_folder_of_checkpoints_has_no_duplicates_of_its_own(steps) -> None:
+    report = sizes(str(steps[0].parent), duplicates=True)
+    assert report.duplicates_bytes is None  # each member is looked into on its own
+    member = sizes(str(steps[0].parent), (steps[0].name, "model"), duplicates=True)
+    assert member.duplicates_bytes == 0

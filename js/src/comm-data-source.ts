@@ -42,7 +42,7 @@ import {
   type Result,
   type SearchResult,
 } from "./protocol";
-import { SIZES_LIMIT, type SizesResult } from "./sizes-protocol";
+import { type SizesOptions, type SizesResult, sizesParams } from "./sizes-protocol";
 import { isPlainObject, ShapeError } from "./validate";
 
 type Listener = (a?: unknown, b?: unknown) => void;
@@ -178,8 +178,8 @@ export class CommDataSource implements DataSource {
     return resolvePreview(result, buffers);
   }
 
-  sizes(path: Path, opts?: CallOptions): Promise<SizesResult> {
-    return this.#result("sizes", { path, limit: SIZES_LIMIT }, opts);
+  sizes(path: Path, opts?: SizesOptions): Promise<SizesResult> {
+    return this.call("sizes", sizesParams(path, opts), { ...opts }).then((r) => r.result);
   }
 
   devices(opts?: CallOptions): Promise<DevicesResult> {

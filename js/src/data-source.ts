@@ -30,7 +30,7 @@ import type {
   SearchParams,
   SearchResult,
 } from "./protocol";
-import type { SizesResult } from "./sizes-protocol";
+import type { SizesOptions, SizesResult } from "./sizes-protocol";
 
 /** Error types raised by the client itself (the server's are its exception names). */
 export type ClientErrorType = "Cancelled" | "Timeout" | "ConnectionLost" | "BadReply";
@@ -207,7 +207,7 @@ export interface DataSource {
     opts?: CallOptions,
   ): Promise<LoadResult>;
   /** One level of where a subtree's bytes go (absent: the source cannot say). */
-  sizes?(path: Path, opts?: CallOptions): Promise<SizesResult>;
+  sizes?(path: Path, opts?: SizesOptions): Promise<SizesResult>;
 }
 
 export function cancelledError(): ProtocolError {

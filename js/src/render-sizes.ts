@@ -12,16 +12,16 @@
  * each cell's title gives its whole path and size.
  */
 
-import { type CallOptions, isCancelled } from "./data-source";
+import { isCancelled } from "./data-source";
 import { alertBox, button, el, errorText } from "./dom";
 import { formatCount, humanBytes } from "./format";
 import type { NodeDetails, Path } from "./protocol";
-import type { SizeChild, SizesResult } from "./sizes-protocol";
+import type { SizeChild, SizesOptions, SizesResult } from "./sizes-protocol";
 import { type ColourBy, colourSlot, share, totalsPanel } from "./sizes-totals";
 import { type Cell, type Direction, neighbour, squarify } from "./treemap";
 
 /** What the view asks its sizes of (the `DataSource`'s `sizes`). */
-export type SizesFetch = (path: Path, opts?: CallOptions) => Promise<SizesResult>;
+export type SizesFetch = (path: Path, opts?: SizesOptions) => Promise<SizesResult>;
 
 /** A cell shows its key from this size (px), its size below from MIN_SIZE_H. */
 const MIN_LABEL_W = 34;
@@ -67,6 +67,8 @@ export class SizesView {
   #abort: AbortController | null = null;
   #resize: ResizeObserver | null = null;
   #laidFor = "";
+  /** Whether the level on show was asked with its duplicates. */
+  #looked = false;
 
   constructor(fetch: SizesFetch | null, rootName = "(root)") {
     this.#fetch = fetch;
@@ -140,7 +142,7 @@ export class SizesView {
   }
 
   /** Shows the level at `path` (below the selected node). */
-  async zoom(path: Path, focus = false): Promise<void> {
+  async zoom(path: Path, focus = false, duplicates = false): Promise<void> {
     const from = this.#level?.path ?? null;
     const fetch = this.#fetch;
     if (!fetch) return;
@@ -150,7 +152,9 @@ export class SizesView {
     this.#map.classList.add("tdview-loading");
     if (!this.#level) this.#map.replaceChildren(el("p", "tdview-sizes-wait", "Measuring…"));
     try {
-      const level = await fetch(path, { signal: abort.signal });
+      const onProgress = duplicates ? this.#onProgress : undefined;
+      const level = await fetch(path, { signal: abort.signal, duplicates, onProgress });
+      this.#looked = duplicates;
       if (abort.signal.aborted) return;
       this.#level = level;
       // zoomed out: the cell it came from; zoomed in: the largest
@@ -227,8 +231,32 @@ export class SizesView {
     } else {
       this.#map.replaceChildren(...this.#cells.map((c) => c.element));
     }
-    this.#aside.replaceChildren(totalsPanel(level, this.#colourBy));
+    this.#aside.replaceChildren(totalsPanel(level, this.#colourBy, this.#findButton(level)));
   }
+
+  /** Where the bytes stored twice go before they are known: the button that looks for
+   * them (reading payloads), or why there are none to look for. */
+  #findButton(level: SizesResult): HTMLElement {
+    if (this.#looked) {
+      return el("p", "tdview-sizes-note", "Duplicates are looked for inside each checkpoint.");
+    }
+    const find = button("Find duplicates", "tdview-sizes-find", () => {
+      find.disabled = true;
+      find.textContent = "Looking for duplicates…";
+      void this.zoom(level.path, this.#map.contains(document.activeElement), true);
+    });
+    find.title =
+      "Look for leaves stored twice below: reads the payloads of leaves of one size and " +
+      "dtype (an archive's CRC-32s first)";
+    return find;
+  }
+
+  readonly #onProgress = (p: { done: number; total: number }): void => {
+    const find = this.#aside.querySelector(".tdview-sizes-find");
+    if (find && p.total > 0) {
+      find.textContent = `Looking for duplicates… ${Math.floor((100 * p.done) / p.total)}%`;
+    }
+  };
 
   #relayout(): void {
     const size = `${this.#map.clientWidth}x${this.#map.clientHeight}`;

@@ -9,7 +9,17 @@
  */
 
 import type { NodeKind, Path } from "./protocol";
-import { array, bool, count, type Decoder, nullable, object, record, str } from "./validate";
+import {
+  array,
+  bool,
+  count,
+  type Decoder,
+  isPlainObject,
+  nullable,
+  object,
+  record,
+  str,
+} from "./validate";
 
 /** Children a view asks for per level: more would be cells too small to see. */
 export const SIZES_LIMIT = 40;
@@ -23,6 +33,22 @@ export interface SizesParams {
   path: Path;
   /** At most this many children (the kernel sends at most 200). */
   limit: number;
+  /** Also the bytes stored twice (reads payloads, with progress); sent only when true. */
+  duplicates?: boolean;
+}
+
+/** How a view asks for a level: `duplicates` as the param, progress while they are read. */
+export interface SizesOptions {
+  signal?: AbortSignal | undefined;
+  duplicates?: boolean;
+  onProgress?: ((p: { done: number; total: number; label: string }) => void) | undefined;
+}
+
+/** The params of a request for a level: `duplicates` only when asked. */
+export function sizesParams(path: Path, opts?: SizesOptions): SizesParams {
+  return opts?.duplicates
+    ? { path, limit: SIZES_LIMIT, duplicates: true }
+    : { path, limit: SIZES_LIMIT };
 }
 
 export interface SizeChild {
@@ -61,7 +87,15 @@ export interface SizesMethods {
 }
 
 export const sizesParamDecoders: { [M in keyof SizesMethods]: Decoder<SizesMethods[M]["params"]> } =
-  { sizes: object({ path: array(str), limit: count }) };
+  {
+    sizes: (v, at) => {
+      const params: SizesParams = object({ path: array(str), limit: count })(v, at);
+      if (isPlainObject(v) && Object.hasOwn(v, "duplicates")) {
+        params.duplicates = bool(v.duplicates, `${at}.duplicates`);
+      }
+      return params;
+    },
+  };
 
 export const decodeSizeChild: Decoder<SizeChild> = object({
   key: str,

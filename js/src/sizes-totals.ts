@@ -87,8 +87,13 @@ function table(
   return box;
 }
 
-/** The totals of a level: its size, by section and by dtype, and the notes. */
-export function totalsPanel(level: SizesResult, colourBy: ColourBy): HTMLElement {
+/** The totals of a level: its size, by section and by dtype, and the notes; `find`
+ * (the button that looks for duplicates) stands where their bytes go until known. */
+export function totalsPanel(
+  level: SizesResult,
+  colourBy: ColourBy,
+  find: HTMLElement | null = null,
+): HTMLElement {
   const aside = el("aside", "tdview-sizes-totals");
   aside.setAttribute("aria-label", "Totals");
   const tensors = `${formatCount(level.leaves)} tensor${level.leaves === 1 ? "" : "s"}`;
@@ -103,6 +108,8 @@ export function totalsPanel(level: SizesResult, colourBy: ColourBy): HTMLElement
   if (dup !== null) {
     const text = dup > 0 ? `${humanBytes(dup)} in duplicates` : "No bytes stored twice";
     aside.append(el("p", "tdview-sizes-note tdview-sizes-duplicates", text));
+  } else if (find) {
+    aside.append(find);
   }
   return aside;
 }

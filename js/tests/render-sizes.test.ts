@@ -1,11 +1,15 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { CallOptions } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
 import type { Path } from "../src/protocol";
 import { DetailsPanel } from "../src/render-details";
 import { SizesView } from "../src/render-sizes";
-import type { SizeChild, SizesResult } from "../src/sizes-protocol";
+import {
+  type SizeChild,
+  type SizesOptions,
+  type SizesResult,
+  sizesParams,
+} from "../src/sizes-protocol";
 import { optimizerRatio, share } from "../src/sizes-totals";
 import { tick } from "./trees";
 
@@ -59,9 +63,13 @@ const LEVELS: Record<string, SizesResult> = {
 };
 
 function fetcher() {
-  return vi.fn(async (path: Path, _opts?: CallOptions): Promise<SizesResult> => {
+  return vi.fn(async (path: Path, opts?: SizesOptions): Promise<SizesResult> => {
     const level = LEVELS[path.join("/")];
     if (!level) throw new Error(`no level ${path.join("/")}`);
+    if (opts?.duplicates) {
+      opts.onProgress?.({ done: 1, total: 2, label: "hashing" });
+      return { ...structuredClone(level), duplicates_bytes: 4096 };
+    }
     return structuredClone(level);
   });
 }
@@ -184,6 +192,19 @@ describe("the sizes treemap", () => {
     expect(view.level?.path).toEqual(["model"]);
   });
 
+  it("looks for duplicates when asked, and says their bytes", async () => {
+    const { el, fetch } = await setup();
+    expect(fetch).toHaveBeenLastCalledWith([], expect.objectContaining({ duplicates: false }));
+    const find = el.querySelector(".tdview-sizes-find") as HTMLButtonElement;
+    expect(find.textContent).toBe("Find duplicates");
+    find.click();
+    expect(find.disabled).toBe(true);
+    expect(fetch).toHaveBeenLastCalledWith([], expect.objectContaining({ duplicates: true }));
+    await tick();
+    expect(el.querySelector(".tdview-sizes-find")).toBeNull();
+    expect(el.querySelector(".tdview-sizes-duplicates")?.textContent).toBe("4.10 KB in duplicates");
+  });
+
   it("says what went wrong", async () => {
     const view = new SizesView(async () => {
       throw new Error("the kernel is gone");
@@ -252,5 +273,17 @@ describe("the totals' words", () => {
       "The optimizer's state is 2.0× the model.",
     );
     expect(optimizerRatio({ model: 21e6 })).toBe("");
+  });
+});
+
+describe("the request", () => {
+  it("sends duplicates only when asked", () => {
+    expect(sizesParams(["a"])).toEqual({ path: ["a"], limit: 40 });
+    expect(sizesParams(["a"], { duplicates: false })).toEqual({ path: ["a"], limit: 40 });
+    expect(sizesParams([], { duplicates: true })).toEqual({
+      path: [],
+      limit: 40,
+      duplicates: true,
+    });
   });
 });

@@ -48,6 +48,12 @@ def add_du_parser(commands: Any, parse_subpath: Any) -> None:
     parser.add_argument(
         "-b", "--bytes", action="store_true", help="exact byte counts instead of 21.2 MB"
     )
+    parser.add_argument(
+        "--duplicates",
+        action="store_true",
+        help="also the bytes stored twice (reads the payloads of leaves of equal size "
+        "and dtype; an archive's CRC-32s first)",
+    )
     parser.add_argument("--json", action="store_true", help="print the sizes as JSON")
     parser.set_defaults(run=lambda args: run(args, parse_subpath))
 
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
         raise ValueError(f"--depth must be 0 or more, got {args.depth}")
     subpath = parse_subpath(args.subpath) if args.subpath else ()
     with open_tree(args.path) as tree:
-        report = sizes(tree, subpath)
+        report = sizes(tree, subpath, duplicates=args.duplicates)
         entries = list(walk_sizes(tree, subpath, args.depth)) if args.depth else []
     if args.json:
         doc = {
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
             "by_dtype": report.by_dtype,
             "by_section": report.by_section,
             "entries": [e.to_json() for e in entries],
+            "duplicates_bytes": report.duplicates_bytes,
         }
         print(json.dumps(doc, ensure_ascii=True))
         return 0
@@ -81,6 +88,8 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
     else:
         totals = report.by_dtype if args.by == "dtype" else report.by_section
         rows = [(n, key) for key, n in totals.items()]  # largest first already
+    if report.duplicates_bytes is not None:
+        rows.append((report.duplicates_bytes, "(stored twice: in duplicates)"))
     for line in du_lines([(report.bytes, name), *rows], exact=args.bytes):
         print(printable(line))  # keys are data: never terminal commands
     return 0

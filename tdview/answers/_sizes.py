@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import TDViewError
+from ..errors import SubpathError, TDViewError
 from ..index import (
     FOLDER,
     MAX_DEPTH,
@@ -47,6 +47,7 @@ from ..index import (
     rollup,
     storage_rows,
 )
+from ._duplicates import Progress, find_duplicates
 
 __all__ = ["MIXED", "SECTIONS", "SizeEntry", "SizeReport", "dtype_bytes", "sizes", "walk_sizes"]
 
@@ -321,7 +322,13 @@ def _sorted(found: dict[str, int]) -> dict[str, int]:
     return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def sizes(tree: Tree | str | os.PathLike[str], subpath: object = ()) -> SizeReport:
+def sizes(
+    tree: Tree | str | os.PathLike[str],
+    subpath: object = (),
+    *,
+    duplicates: bool = False,
+    progress: Progress | None = None,
+) -> SizeReport:
     """Where the bytes of the subtree at ``subpath`` go, from metadata alone.
 
     Parameters
@@ -330,6 +337,10 @@ def sizes(tree: Tree | str | os.PathLike[str], subpath: object = ()) -> SizeRepo
         An open checkpoint or folder of checkpoints, or a path to open (and close).
     subpath : nested key, optional
         The subtree (a key tuple, or ``"a/b"``); the root by default.
+    duplicates : bool
+        Also the bytes stored twice below it (``duplicates_bytes``): this reads the
+        payloads of the leaves that share a size and dtype (an archive's CRC-32s first),
+        as :func:`~tdview.answers.find_duplicates` does, reporting to ``progress``.
 
     Returns
     -------
@@ -341,14 +352,35 @@ def sizes(tree: Tree | str | os.PathLike[str], subpath: object = ()) -> SizeRepo
     --------
     >>> report = sizes("step_1000.tdz")                                 # doctest: +SKIP
     >>> report.by_section                                               # doctest: +SKIP
-    {'optimizer': 28096, 'model': 14048, 'rest': 8}
+    {'optimizer': 23928, 'model': 12200, 'rest': 8}
     >>> [(e.key, e.bytes) for e in report.entries][:2]                  # doctest: +SKIP
-    [('optimizer', 28096), ('model', 14048)]
+    [('optimizer', 23928), ('model', 12200)]
     """
     if isinstance(tree, (str, os.PathLike)):
         with open_tree(tree) as opened:
-            return sizes(opened, subpath)
-    return _Sizer(tree).report(_path(subpath))
+            return sizes(opened, subpath, duplicates=duplicates, progress=progress)
+    path = _path(subpath)
+    report = _Sizer(tree).report(path)
+    if duplicates:
+        report = replace(report, duplicates_bytes=wasted_bytes(tree, path, progress))
+    return report
+
+
+def wasted_bytes(tree: Tree, path: tuple[str, ...], progress: Progress | None = None) -> int | None:
+    """The bytes that one copy per group of identical leaves below ``path`` would save;
+    None where duplicates are not looked for (a folder of checkpoints' own nodes: each
+    member is looked into on its own).
+
+    Examples
+    --------
+    >>> wasted_bytes(open_tree("tied.tdz"), ("model",))                 # doctest: +SKIP
+    262144
+    """
+    try:
+        found = find_duplicates(tree, path or None, progress)
+    except SubpathError:
+        return None
+    return found.wasted_bytes
 
 
 def walk_sizes(tree: Tree, subpath: object = (), depth: int = 1) -> Iterator[SizeEntry]:

@@ -58,7 +58,9 @@ def search(call: Call) -> Reply:
 
 def sizes(call: Call) -> Reply:
     p = call.params
-    return _sizes.sizes_result(call.ckpt, p["path"], p["limit"]), []
+    return _sizes.sizes_result(
+        call.ckpt, p["path"], p["limit"], p["duplicates"], call.report
+    ), []
 
 
 def duplicates(call: Call) -> Reply:

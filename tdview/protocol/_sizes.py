@@ -10,11 +10,14 @@ node once the request is cancelled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..answers import sizes
 from ..index import Tree
-from ._checks import count, path
+from ._checks import count, flag, path
+
+ProgressFn = Callable[[int, int, str], None]
 
 #: Children sent when the request names no ``limit``, and the most it may name.
 DEFAULT_SIZES, MAX_SIZES = 40, 200
@@ -24,12 +27,24 @@ MIN_FRACTION = 0.002
 
 
 def sizes_params(params: dict[str, Any]) -> dict[str, Any]:
-    """``{path, limit}``: ``limit`` optional, clamped to :data:`MAX_SIZES`."""
+    """``{path, limit, duplicates}``: ``limit`` optional, clamped to :data:`MAX_SIZES`;
+    ``duplicates`` optional, false by default (true: look for the bytes stored twice,
+    reading payloads, with progress)."""
     limit = count(params, "limit", "sizes") if "limit" in params else DEFAULT_SIZES
-    return {"path": path(params, "sizes"), "limit": min(limit, MAX_SIZES)}
+    return {
+        "path": path(params, "sizes"),
+        "limit": min(limit, MAX_SIZES),
+        "duplicates": flag(params, "duplicates", "sizes", default=False),
+    }
 
 
-def sizes_result(ckpt: Tree, subpath: tuple[str, ...], limit: int) -> dict[str, Any]:
+def sizes_result(
+    ckpt: Tree,
+    subpath: tuple[str, ...],
+    limit: int,
+    duplicates: bool = False,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
     """``SizesResult``: the level at ``subpath``.
 
     Returns
@@ -39,7 +54,8 @@ def sizes_result(ckpt: Tree, subpath: tuple[str, ...], limit: int) -> dict[str, 
         bytes span several), ``by_dtype`` and ``by_section`` (each adding up to
         ``bytes``, largest first), ``children`` (each ``{key, path, kind, bytes, leaves,
         dtype, section, has_children}``), ``other`` (``{count, bytes}`` of the children
-        not sent) and ``duplicates_bytes`` (null: not looked for).
+        not sent) and ``duplicates_bytes`` (null: not looked for, or a folder of
+        checkpoints' own node).
 
     Examples
     --------
@@ -47,7 +63,7 @@ def sizes_result(ckpt: Tree, subpath: tuple[str, ...], limit: int) -> dict[str, 
     >>> [(c["key"], c["section"]) for c in result["children"]][:2]       # doctest: +SKIP
     [('optimizer', 'optimizer'), ('model', 'model')]
     """
-    report = sizes(ckpt, subpath if subpath else ())
+    report = sizes(ckpt, subpath, duplicates=duplicates, progress=progress)
     shown, other_count, other_bytes = report.gathered(limit, MIN_FRACTION)
     return {
         "path": list(subpath),

@@ -56,6 +56,15 @@ def kernel_sizes(page: Any, subpath: str = "") -> dict[str, Any]:
     return json.loads(line[6:])
 
 
+def kernel_wasted(page: Any) -> int:
+    out = run_cell(
+        page,
+        "from tdview.answers import find_duplicates\n"
+        f"print('WASTED', find_duplicates({CKPT!r}).wasted_bytes)",
+    )
+    return int(next(x for x in out.splitlines() if x.startswith("WASTED "))[7:])
+
+
 _CELLS = """(map) => { const m = map.getBoundingClientRect();
     return [...map.querySelectorAll('.tdview-sizes-cell')].map((c) => {
         const r = c.getBoundingClientRect();
@@ -97,13 +106,23 @@ def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) ->
     sizes = widget.locator(".tdview-sizes")
     labels = sizes.locator(".tdview-sizes-label").all_inner_texts()
     assert labels[:2] == ["optimizer", "model"], labels
+    assert "The optimizer's state is 2.0× the model." in sizes.inner_text()
+    assert details(widget).locator("dl.tdview-facts").is_hidden()  # the view takes the panel
+    sizes.locator(".tdview-sizes-find").click()
+    stored_twice = sizes.locator(".tdview-sizes-duplicates")
+    stored_twice.wait_for(timeout=TIMEOUT)
+    page.screenshot(path=str(artifacts / f"tdview-sizes-1280x720-{theme}.png"))
+
+    # the areas and totals are the kernel's; the bytes stored twice (the optimizer's 0-d
+    # steps) are what find_duplicates finds
     truth = kernel_sizes(page)
     check_cells(widget, truth)
     sections = sizes.locator(".tdview-sizes-legend").first.locator("li").all_inner_texts()
     assert [s.split()[0] for s in sections] == list(truth["by_section"]), sections
-    assert "The optimizer's state is 2.0× the model." in sizes.inner_text()
-    assert details(widget).locator("dl.tdview-facts").is_hidden()  # the view takes the panel
-    page.screenshot(path=str(artifacts / f"tdview-sizes-1280x720-{theme}.png"))
+    wasted = kernel_wasted(page)
+    assert wasted > 0
+    assert stored_twice.inner_text() == f"{wasted} B in duplicates"
+    widget.evaluate("(el) => el.scrollIntoView()")
 
     # the keyboard: one tab stop, arrows between the cells, Enter zooms, Escape back out
     first = sizes.locator(".tdview-sizes-cell").first
@@ -127,6 +146,7 @@ def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) ->
     )
     check_cells(widget, kernel_sizes(page, "model"))
     sizes.locator(".tdview-sizes-cell").first.focus()
+    widget.evaluate("(el) => el.scrollIntoView()")
     page.screenshot(path=str(artifacts / f"tdview-sizes-zoomed-1280x720-{theme}.png"))
     page.keyboard.press("Escape")
     crumbs.locator("[aria-current]").get_by_text("step_1000.tdz").wait_for(timeout=TIMEOUT)
@@ -151,4 +171,5 @@ def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) ->
     wide = widget.locator(".tdview-sizes-map").bounding_box()
     assert wide["width"] > 1.5 * narrow["width"], (narrow, wide)
     check_cells(widget, truth)
+    widget.evaluate("(el) => el.scrollIntoView()")
     page.screenshot(path=str(artifacts / f"tdview-sizes-wide-1280x720-{theme}.png"))
