@@ -193,6 +193,8 @@ class TDView(anywidget.AnyWidget):
             "robust_key": robust_key is not False,
             "can_bind": namespace is not None,
         }
+        if ckpt is not None and ckpt.store.foreign_format is not None:
+            options["foreign"] = True  # load_memmap refuses it: the line uses Checkpoint.load
         super().__init__(
             source=source,
             root=root,

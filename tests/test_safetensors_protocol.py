@@ -74,3 +74,15 @@ def test_the_load_code_pasted_loads_the_same(session: Session, model_file: Path)
     pasted = {"tdview": tdview}
     exec(leaf["code"], pasted)  # noqa: S102
     assert torch.equal(pasted["step"], load_file(model_file)["step"])
+
+
+def test_the_view_tells_the_form_to_read_it_with_checkpoint(model_file: Path) -> None:
+    """The load form writes its line before a load too (js ``loadCode``): the view's
+    options say the format is one ``load_memmap`` refuses."""
+    from tdview import TDView
+
+    view = TDView(model_file)
+    try:
+        assert view.options["foreign"] is True
+    finally:
+        view.close()

@@ -234,6 +234,9 @@ export interface Options {
   /** Whether a load can bind a variable (false in a host without an IPython namespace,
    * such as marimo: the form then offers none). Absent: true. */
   can_bind?: boolean;
+  /** A format `load_memmap` refuses (safetensors...): the load line reads it with
+   * `tdview.Checkpoint(source).load`. Absent: false. */
+  foreign?: boolean;
 }
 
 /** The synced traits. */
@@ -603,13 +606,20 @@ export const decodeBufferRef: Decoder<BufferRef> = object({
   buffer: count,
 });
 
-export const decodeOptions: Decoder<Options> = object({
+const decodeSharedOptions = object({
   device: str,
   mode,
   allow_pickle: bool,
   robust_key: bool,
   can_bind: bool,
 });
+
+/** The options, with `foreign` when the kernel sends it (an older one does not). */
+export const decodeOptions: Decoder<Options> = (v, at) => {
+  const found: Options = decodeSharedOptions(v, at);
+  const foreign = isPlainObject(v) ? v.foreign : undefined;
+  return foreign === undefined ? found : { ...found, foreign: bool(foreign, `${at}.foreign`) };
+};
 
 export const decodeState: Decoder<WidgetState> = object({
   _protocol_version: count,

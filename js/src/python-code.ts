@@ -116,6 +116,8 @@ export interface LoadCodeArgs {
   variable: string | null;
   /** The path names a tensor leaf: it loads with `Checkpoint.load_leaf`. */
   leaf?: boolean;
+  /** A format `load_memmap` refuses (safetensors...): it loads with `Checkpoint.load`. */
+  foreign?: boolean;
 }
 
 /**
@@ -155,7 +157,9 @@ export function loadCode(args: LoadCodeArgs): string {
   } else {
     const parts = [pyString(args.source), ...(where ? [`subpath=${where}`] : []), ...options];
     if (args.allowPickle) parts.push("allow_pickle=True");
-    call = `tdview.load_memmap(${parts.join(", ")})`;
+    call = args.foreign
+      ? `tdview.Checkpoint(${parts[0]}).load(${parts.slice(1).join(", ")})`
+      : `tdview.load_memmap(${parts.join(", ")})`;
   }
   return args.variable ? `${args.variable} = ${call}` : call;
 }

@@ -438,6 +438,7 @@ export class LoadPanel {
       allowPickle: this.#unlock.checked,
       variable: variable === "" || this.#defaults.can_bind === false ? null : variable,
       leaf: this.#node?.kind === "leaf",
+      foreign: this.#defaults.foreign === true && node?.member === undefined,
     };
   }
 

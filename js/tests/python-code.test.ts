@@ -96,6 +96,20 @@ describe("loadCode", () => {
     ).toBe('tdview.Checkpoint("ckpt.tdz").load_leaf(("a/b",), device="cpu", mode=None)');
   });
 
+  it("reads a format load_memmap refuses with Checkpoint.load, as load_code does", () => {
+    // load_code's docstring example with foreign=True
+    expect(
+      loadCode({
+        ...base,
+        source: "m.safetensors",
+        path: ["model"],
+        mode: null,
+        variable: "m",
+        foreign: true,
+      }),
+    ).toBe('m = tdview.Checkpoint("m.safetensors").load(subpath="model", device="cpu", mode=None)');
+  });
+
   it("matches tdview.protocol._load.load_code", () => {
     // The examples of load_code's docstring and of tests/test_protocol.py.
     expect(loadCode(base)).toBe(
