@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tensordict import NonTensorStack, TensorDict
+from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 import tdview
 from tdview.errors import MissingExtraError, NotACheckpointError, UnsafeCheckpointError
@@ -99,6 +99,22 @@ def test_a_load_equals_from_h5(h5_path: Path, reference: TensorDict, subpath: st
         got = ckpt.load(subpath=subpath)
     want = reference if subpath is None else reference.get(tuple(subpath.split("/")))
     _same(got, want)
+
+
+@pytest.mark.parametrize("value", [5, 0.5, True, [1, 2]])
+def test_a_number_tensordict_wrote_loads_as_from_h5_gives(tmp_path: Path, value: object) -> None:
+    """An opaque dataset of a number: NonTensorData, and (as from_h5 reads it as a
+    tensor first) it counts for the batch size with its shape."""
+    td = TensorDict(x=torch.zeros(2), batch_size=[2])
+    td["v"] = NonTensorData(value)
+    td.to_h5(tmp_path / "v.h5").close()
+    persistent = TensorDict.from_h5(tmp_path / "v.h5")
+    want = persistent.to_tensordict()
+    persistent.close()
+    with Checkpoint(tmp_path / "v.h5") as ckpt:
+        got = ckpt.load()
+    assert got.batch_size == want.batch_size
+    assert got["v"] == (want["v"].tolist() if isinstance(want["v"], np.ndarray) else want["v"])
 
 
 def test_the_tree_is_the_file_s_groups_and_datasets(h5_path: Path, reference: TensorDict) -> None:

@@ -109,8 +109,10 @@ class Array:
     """An array of the file: a tensor leaf (``kind="tensor"``, ``dtype`` a torch name),
     a non-tensor value (``"data"``: NonTensorData, ``"stack"``: NonTensorStack of
     ``shape``), one of no dtype of the table (``"unsupported"``, ``dtype`` the
-    library's name), or a link not followed (``"refused"``, ``ref`` saying why).
-    ``ref``: what the format's reader needs to find it."""
+    library's name), or one not read (``"refused"``, ``ref`` saying why, after its
+    path). ``ref``: what the format's reader needs to find it. ``batched``: a
+    non-tensor value that counts for its group's batch size with its ``shape``, as in
+    ``from_h5`` (an opaque number read as a tensor then)."""
 
     name: str
     path: str
@@ -118,6 +120,7 @@ class Array:
     dtype: str
     kind: str
     ref: Any
+    batched: bool = False
 
     @property
     def numel(self) -> int:
@@ -154,7 +157,7 @@ def _largest_batch(group: Group) -> list[int]:
     for member in group.members:
         if isinstance(member, Group):
             shapes.append(None if _empty(member) and shapes else member.shared_batch())
-        elif member.kind in ("tensor", "stack"):
+        elif member.kind in ("tensor", "stack") or member.batched:
             shapes.append(list(member.shape))
     if not shapes or shapes[0] is None:
         return []
@@ -295,9 +298,7 @@ class GroupTreeStore(Store):
 
     def _value_meta(self, array: Array) -> str:
         if array.kind == "refused":
-            raise UnsafeCheckpointError(
-                f"{self.root}: {array.path!r} is {array.ref}: tdview does not follow it."
-            )
+            raise UnsafeCheckpointError(f"{self.root}: {array.path!r} {array.ref}.")
         if array.kind == "unsupported":
             raise CheckpointFormatError(
                 f"{self.root}: the array {array.path!r} has the dtype {array.dtype!r}, "

@@ -157,9 +157,10 @@ class H5Store(GroupTreeStore):
         """Why the link ``name`` of ``group`` is not followed, or None."""
         link = group.get(name, getlink=True)
         if isinstance(link, self._h5py.ExternalLink):
-            return self._outside(link.filename, f"an external link to {link.filename}::{link.path}")
+            what = f"an external link to {link.filename}::{link.path}"
+            return self._outside(link.filename, what)
         if isinstance(link, self._h5py.SoftLink) and group.get(name) is None:
-            return f"a soft link to {link.path}, which is absent"
+            return f"is a soft link to {link.path}, which is absent"
         if isinstance(link, self._h5py.HardLink):
             obj = group[name]
             if isinstance(obj, self._h5py.Dataset):
@@ -169,9 +170,10 @@ class H5Store(GroupTreeStore):
     def _outside(self, filename: str, what: str) -> str | None:
         target = os.path.realpath(os.path.join(self._folder, filename))
         if os.path.commonpath([target, self._folder]) != self._folder:
-            return f"{what}, out of the file's folder {self._folder}"
+            why = f"out of the file's folder {self._folder}: tdview does not follow it"
+            return f"is {what}, {why}"
         if not os.path.isfile(target):
-            return f"{what}, which is absent"
+            return f"is {what}, which is absent"
         return None
 
     def _sources_refused(self, dataset: Any) -> str | None:
@@ -197,7 +199,8 @@ class H5Store(GroupTreeStore):
         if string or h5py.check_opaque_dtype(dtype) or h5py.check_vlen_dtype(dtype):
             if stack is not None:
                 return Array(name, path, tuple(int(n) for n in stack), str(dtype), "stack", path)
-            return Array(name, path, shape, str(dtype), "data", path)
+            numeric = not string and torch_dtype(dtype) is not None  # from_h5 sees a tensor
+            return Array(name, path, shape, str(dtype), "data", path, batched=numeric)
         found = torch_dtype(dtype)
         if found is None:
             return Array(name, path, shape, str(dtype), "unsupported", path)

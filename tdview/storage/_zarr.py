@@ -183,7 +183,7 @@ class ZarrStore(GroupTreeStore):
         if marker is not None:
             encoding = marker.get("encoding") if isinstance(marker, dict) else None
             if encoding != "json":
-                why = f"a value stored as {encoding!r}: tdview never unpickles"
+                why = f"holds a value stored as {encoding!r}: tdview never unpickles"
                 return Array(name, path, shown, str(encoding), "refused", why)
             return Array(name, path, shown, "json", kind, arr)
         try:
