@@ -25,6 +25,7 @@ import {
   type TotalsOptions,
   withTotals,
 } from "./data-source";
+import type { DuplicatesResult } from "./duplicates-protocol";
 import {
   type ChildrenResult,
   type DevicesResult,
@@ -180,6 +181,15 @@ export class CommDataSource implements DataSource {
 
   sizes(path: Path, opts?: SizesOptions): Promise<SizesResult> {
     return this.call("sizes", sizesParams(path, opts), { ...opts }).then((r) => r.result);
+  }
+
+  duplicates(
+    path: Path,
+    read: boolean,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<DuplicatesResult> {
+    return this.call("duplicates", { path, read }, { ...opts, onProgress }).then((r) => r.result);
   }
 
   devices(opts?: CallOptions): Promise<DevicesResult> {

@@ -10,6 +10,7 @@
  */
 
 import { decodeBuffer, type TypedArray, type WireBuffer } from "./buffers";
+import type { DuplicatesResult } from "./duplicates-protocol";
 import type {
   ChildrenResult,
   DevicesResult,
@@ -206,6 +207,14 @@ export interface DataSource {
     onProgress?: (p: ProgressInfo) => void,
     opts?: CallOptions,
   ): Promise<LoadResult>;
+  /** The leaves with the same bytes as the leaf at `path` (absent: the source cannot
+   * say); `read` lets the kernel read payloads, reporting progress. */
+  duplicates?(
+    path: Path,
+    read: boolean,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<DuplicatesResult>;
   /** One level of where a subtree's bytes go (absent: the source cannot say). */
   sizes?(path: Path, opts?: SizesOptions): Promise<SizesResult>;
 }

@@ -81,3 +81,15 @@ export function withParam(decode: Decoder<NodeDetails>): Decoder<NodeDetails> {
     return details;
   };
 }
+
+/** Whether a node may be an optimizer's `state/<i>` (its details then say its `param`):
+ * a tensordict keyed by a number below a `state`. */
+export function mayHaveParam(node: { kind: string; path: Path }): boolean {
+  const { path } = node;
+  return (
+    node.kind === "tensordict" &&
+    path.length >= 2 &&
+    path[path.length - 2] === "state" &&
+    /^\d+$/.test(path[path.length - 1] ?? "")
+  );
+}

@@ -5,6 +5,7 @@
  */
 
 import type { DataSource } from "./data-source";
+import { mayHaveParam } from "./duplicates-protocol";
 import type { NodeSummary } from "./protocol";
 
 /** The kinds whose value a row shows. */
@@ -46,7 +47,8 @@ export class InlineValues {
 
   /** The row's text (`= 1200`), or "" (then it is asked for, once). */
   textOf = (node: NodeSummary): string => {
-    if (!VALUE_KINDS.has(node.kind) || node.pickled) return "";
+    const valued = VALUE_KINDS.has(node.kind) && !node.pickled;
+    if (!valued && !mayHaveParam(node)) return ""; // an optimizer state: its parameter
     const key = JSON.stringify(node.path);
     const known = this.#texts.get(key);
     if (known !== undefined) return known;
@@ -78,8 +80,11 @@ export class InlineValues {
         signal: this.#abort.signal,
         totals: false,
       });
-      if (this.#abort.signal.aborted || details.value === null) return;
-      this.#texts.set(JSON.stringify(node.path), `= ${inlineText(details.value)}`);
+      const name = details.param?.name;
+      const value = details.value === null ? "" : `= ${inlineText(details.value)}`;
+      const text = name ? `→ ${name}` : value;
+      if (this.#abort.signal.aborted || !text) return;
+      this.#texts.set(JSON.stringify(node.path), text);
       this.#onChange();
     } catch {
       // a value that cannot be read shows none here: its details say why

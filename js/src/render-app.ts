@@ -174,6 +174,7 @@ export class App {
       void this.setGrouped(this.#groupToggle.input.checked);
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
+    this.details.related.onOpen = (path) => void this.reveal(path);
     // a leaf previewed: its row's tooltip now has its summary
     this.details.head.onStats = () => {
       this.view?.refresh();

@@ -32,6 +32,7 @@ import {
   UNLOADABLE_KINDS,
 } from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
+import { RelatedSection } from "./render-duplicates";
 import { LoadPanel } from "./render-load";
 import { PreviewSection } from "./render-preview";
 import { SizesView } from "./render-sizes";
@@ -254,6 +255,8 @@ export class DetailsPanel {
   readonly head: DetailsHead;
   readonly preview: PreviewSection;
   readonly loader: LoadPanel;
+  /** "Same bytes as …" and an optimizer state's parameter (render-duplicates.ts). */
+  readonly related: RelatedSection;
   /** The "Sizes" view of a subtree (its toggle is in the head). */
   readonly sizes: SizesView;
   readonly #info: HTMLElement;
@@ -296,6 +299,7 @@ export class DetailsPanel {
       source: options.source ?? "",
       options: options.options ?? DEFAULT_OPTIONS,
     });
+    this.related = new RelatedSection(source);
     this.loader.onPickleChange = () => this.#renderLock();
     this.element.append(
       this.head.element,
@@ -305,6 +309,7 @@ export class DetailsPanel {
       this.loader.element,
     );
     this.loader.element.hidden = true;
+    this.#info.after(this.related.element);
   }
 
   /** Whether the facts are folded away (it holds from node to node). */
@@ -345,6 +350,7 @@ export class DetailsPanel {
     this.#details = null;
     this.preview.suspend();
     this.loader.setNode(null);
+    this.related.setNode(null);
     this.#info.classList.remove("tdview-loading"); // of a show() this one supersedes
     if (path === null) {
       this.#info.replaceChildren();
@@ -380,6 +386,7 @@ export class DetailsPanel {
     this.#abort?.abort();
     this.preview.dispose();
     this.loader.dispose();
+    this.related.dispose();
     this.sizes.dispose();
     for (const copy of this.#copies) copy.dispose();
   }
@@ -415,6 +422,7 @@ export class DetailsPanel {
     this.head.show(details);
     this.sizes.setNode(details);
     this.#details = details;
+    this.related.setNode(details);
     this.onDetails?.(details);
     this.preview.setNode(details);
     this.loader.setNode(details);
