@@ -305,3 +305,17 @@ def test_over_http_a_load_equals_from_consolidated(
     with Checkpoint(f"{http.url}/tree.td") as ckpt:
         got = ckpt.load()
     assert_same(got, _reference(files["tree"]), storage=False)
+
+
+def test_a_jagged_leaf_is_said_and_the_rest_loads(tmp_path: Path) -> None:
+    """tensordict records a jagged (NJT) tensor as its parts; tdview says what it is (a
+    non-tensor note under its key) and reads everything else."""
+    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(4, 3)], layout=torch.jagged)
+    td = TensorDict(a=jagged, b=torch.arange(2.0), batch_size=[2])
+    td.consolidate(filename=tmp_path / "njt.td")
+    with Checkpoint(tmp_path / "njt.td") as ckpt:
+        assert sorted(child.key for child in ckpt.children(ckpt.root)) == ["a", "b"]
+        got = ckpt.load()
+    assert "jagged" in got["a"] and "from_consolidated" in got["a"]
+    ref = TensorDict.from_consolidated(tmp_path / "njt.td")
+    assert torch.equal(got["b"], ref["b"]) and ref["a"].is_nested

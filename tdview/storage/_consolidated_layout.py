@@ -29,6 +29,7 @@ files are made the first time it is asked for.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
@@ -51,6 +52,12 @@ _NT_STACK = ("<class 'tensordict.tensorclass.NonTensorStack'>", "tensordict:NonT
 # a level's "cls": TensorDict, LazyStackedTensorDict, NonTensorStack, or str(cls) of a
 # tensorclass (non-tensor data is a record of "non_tensors", never a level)
 _NT_DATA = "<class 'tensordict.tensorclass.NonTensorData'>"
+# a jagged (NJT) tensor is recorded as its parts "<NJT_VALUES>key", "<NJT_OFFSETS>key"...
+_JAGGED = re.compile(r"<NJT(?:_VALUES|_LENGTHS|_OFFSETS)?>(.*)", re.DOTALL)
+_JAGGED_NOTE = (
+    "a jagged (torch.jagged layout) tensor: tdview does not read it; "
+    "TensorDict.from_consolidated does"
+)
 _LEVEL_FIELDS = frozenset({"cls", "cls_metadata", "leaves", "non_tensors", "size"})
 
 
@@ -280,6 +287,11 @@ def _tensordict(level: dict) -> Folder:
     meta: dict[str, Any] = {}
     for key, leaf in level.get("leaves", {}).items():
         dtype, shape, start, stop, pad = leaf[:5]
+        jagged = _JAGGED.match(key)
+        if jagged is not None:  # a jagged tensor's parts: said, not shown as leaves
+            meta[jagged[1]] = {"type": "NonTensorData"}
+            folder.dirs[encode_name(jagged[1])] = ([_JAGGED_NOTE, [], None], "data")
+            continue
         meta[key] = {"device": device or "cpu", "shape": shape, "dtype": dtype, "is_nested": False}
         if stop - pad > start:  # tensordict writes no file for a leaf without elements
             folder.files[encode_name(key) + ".memmap"] = (start, stop - pad - start)
