@@ -196,7 +196,9 @@ export class App {
     // the root row shows its size: asked for here, never cancelled, since the details'
     // own request for the root's totals is dropped as soon as another row is picked
     if (state.root.bytes === null) {
-      source.node([]).then(showRootTotals, () => {});
+      const asked = source.node([]);
+      this.details.rootTotals = asked; // the details of the root show them: no second walk
+      asked.then(showRootTotals, () => {});
     }
     // a folder picked shows its children; a row picked from the list hands the tree the keys
     this.#search = new SearchBox(source, (path, how) => void this.reveal(path, how), {

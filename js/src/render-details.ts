@@ -273,6 +273,9 @@ export class DetailsPanel {
 
   /** Quiet time before a node's subtree totals are asked for (see `show`). */
   readonly totalsDelayMs: number;
+  /** The root's details with its totals, when the app has asked for them already (at
+   * first paint): shown for the root instead of asking again. */
+  rootTotals: Promise<NodeDetails> | null = null;
 
   constructor(source: DataSource, options: DetailsPanelOptions = {}) {
     this.#source = source;
@@ -369,8 +372,9 @@ export class DetailsPanel {
       if (abort.signal.aborted) return;
       this.#renderDetails(details);
       if (details.bytes !== null || !details.has_children) return;
-      await abortableDelay(this.totalsDelayMs, abort.signal);
-      const full = await this.#source.node(path, { signal: abort.signal });
+      const asked = path.length === 0 ? this.rootTotals : null;
+      if (!asked) await abortableDelay(this.totalsDelayMs, abort.signal);
+      const full = await (asked ?? this.#source.node(path, { signal: abort.signal }));
       if (!abort.signal.aborted) this.#renderDetails(full);
     } catch (error) {
       if (isCancelled(error) || abort.signal.aborted) return;

@@ -233,6 +233,25 @@ describe("the root's totals", () => {
     expect(size()?.textContent).toBe("21.2 MB");
   });
 
+  it("are asked once: the root's details show the app's answer", async () => {
+    const tree = replayTree();
+    tree.rollup = { bytes: 21_236_000, numel: 21_000_000, leaves: 5, by_dtype: {} };
+    const source = new MemoryDataSource(tree);
+    const root = { ...source.root, bytes: null, numel: null };
+    const app = new App({ source, state: state({ root }), detailsDelayMs: 0 });
+    document.body.append(app.element);
+    const shown = () => app.details?.details?.rollup?.bytes;
+    for (let i = 0; i < 40 && shown() === undefined; i++) await tick(50);
+    expect(app.tree?.selectedPath).toEqual([]);
+    expect(shown()).toBe(21_236_000);
+    const asked = source.calls("node").filter((c) => JSON.stringify(c.params.path) === "[]");
+    // the details' quick look without totals, and the app's one walk of the tree
+    expect(asked.map((c) => c.params.totals !== false)).toEqual([true, false]);
+    await tick(600); // past the details' quiet time: no second walk comes
+    const again = source.calls("node").filter((c) => JSON.stringify(c.params.path) === "[]");
+    expect(again).toHaveLength(2);
+  });
+
   it("arrive when another row is picked while the root's own details wait for them", async () => {
     const tree = replayTree();
     tree.rollup = { bytes: 21_236_000, numel: 21_000_000, leaves: 5, by_dtype: {} };
