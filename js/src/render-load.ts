@@ -29,6 +29,7 @@ import {
   UNLOADABLE_KINDS,
 } from "./protocol";
 import { identifierProblem, loadCode, loadTarget, suggestVariable } from "./python-code";
+import { RanksView } from "./render-ranks";
 
 /** What the form asks of its data: devices and the load (the compare view loads from
  * one side's checkpoint, render-compare-details.ts). */
@@ -174,6 +175,8 @@ export class LoadPanel {
   readonly #loadButton: HTMLButtonElement;
   readonly #cancelButton: HTMLButtonElement;
   readonly #status: HTMLElement;
+  /** "On N ranks": each rank's rows and the torchrun script (render-ranks.ts). */
+  readonly #ranks = new RanksView();
   /** Why the node on show cannot be loaded (a folder or a side file of a collection). */
   readonly #refusal: HTMLElement;
   /** What hides while a node cannot be loaded: the fields, the memory and the code. */
@@ -234,7 +237,8 @@ export class LoadPanel {
     const actions = el("div", "tdview-actions");
     actions.append(this.#loadButton, this.#cancelButton);
     this.#loadable.push(fields, this.#memory, codeRow);
-    this.#body.append(fields, this.#unlockField, this.#memory, codeRow, this.#refusal);
+    this.#body.append(fields, this.#unlockField, this.#memory, codeRow, this.#ranks.element);
+    this.#body.append(this.#refusal);
     this.#body.append(actions, this.#status);
     this.element.append(head, this.#body);
   }
@@ -424,6 +428,7 @@ export class LoadPanel {
     this.#devicesAbort?.abort();
     this.#running?.abort.abort();
     this.#copy.dispose();
+    this.#ranks.dispose();
   }
 
   #args() {
@@ -479,6 +484,8 @@ export class LoadPanel {
     this.#refusal.hidden = !refusal;
     for (const part of this.#loadable) part.hidden = !!refusal;
     this.#code.textContent = node && !refusal ? this.code : "";
+    const target = this.#args();
+    this.#ranks.setNode(refusal ? null : node, target.source, target.path);
     this.#copy.disabled = node === null || !!refusal;
     const running = this.#running !== null;
     this.#loadButton.disabled = node === null || running || problem !== null || !!refusal;
