@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from ..training_steps import write_training_steps
-from .notebook import open_and_run, write_notebook
+from .notebook import RUN_TIMEOUT_MS, open_and_run, write_notebook
+from .test_labextension import (
+    _extension_installed,  # noqa: F401 - the module's autouse check
+    _own_kernels,  # noqa: F401 - the module's autouse cleanup
+    context_menu,
+    open_lab,
+)
 from .test_widget import TIMEOUT, row, run_cell
 from .test_widget_ui import details, settle_theme
 
@@ -173,3 +179,31 @@ def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) ->
     check_cells(widget, truth)
     widget.evaluate("(el) => el.scrollIntoView()")
     page.screenshot(path=str(artifacts / f"tdview-sizes-wide-1280x720-{theme}.png"))
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_sizes_in_the_tdview_panel(lab, page_1280, artifacts, theme: str) -> None:
+    """The demo checkpoint opened in a tdview panel: the view fills the panel's height,
+    its cells inside the map, the replay buffer a section of its own."""
+    page = page_1280
+    open_lab(page, lab, theme)
+    context_menu(page, "demo_ckpt", "Open in tdview").click()
+    panel = page.locator(".jp-MainAreaWidget.tdview-console:visible")
+    root = panel.locator('.tdview-root [role="treeitem"][aria-level="1"]').first
+    root.wait_for(timeout=RUN_TIMEOUT_MS)
+    root.locator(".tdview-key").click()
+    toggle = details(panel).locator(".tdview-sizes-toggle")
+    toggle.wait_for(timeout=TIMEOUT)
+    toggle.click()
+    sizes = panel.locator(".tdview-sizes")
+    sizes.locator(".tdview-sizes-cell").first.wait_for(timeout=TIMEOUT)
+    for cell in cells(panel):
+        assert cell["inside"], cell
+        assert cell["label"] is None or cell["label"]["fits"], cell
+    sections = sizes.locator(".tdview-sizes-legend").first.locator("li").all_inner_texts()
+    assert [s.split()[0] for s in sections] == ["optimizer", "model", "buffers", "rest"]
+    box = panel.locator(".tdview-sizes-map").bounding_box()
+    assert box["height"] > 300, box  # the panel's height, not a fixed box
+    panel.locator(".tdview-root").evaluate("(el) => el.scrollIntoView({block: 'end'})")
+    page.wait_for_timeout(200)
+    page.screenshot(path=str(artifacts / f"tdview-sizes-panel-1280x720-{theme}.png"))
