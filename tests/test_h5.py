@@ -23,6 +23,7 @@ from tdview.protocol import Session, handle
 from tdview.storage import open_store
 
 from ._optional import require_module
+from .remote_servers import RangeServer
 
 h5py = require_module("h5py", "tdview[h5] reads HDF5 through it")
 
@@ -289,3 +290,37 @@ def test_unsupported_dtype_names_file_key_and_dtype(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"'/t'.*\('a', '<i4'\)"):
             json.loads(ckpt.store.read_bytes("t/meta.json", 1 << 20))
         assert [c.key for c in ckpt.children(())] == ["ok", "t"]
+
+
+# -- remote: an HDF5 file at a URL, read by ranges -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(h5_path: Path) -> Iterator[RangeServer]:
+    require_module("aiohttp", "the HTTP store reads through it")
+    server = RangeServer(str(h5_path.parent))
+    yield server
+    server.stop()
+
+
+def test_a_file_at_a_url_loads_as_the_local_one(http: RangeServer, reference: TensorDict) -> None:
+    http.take()
+    with Checkpoint(f"{http.url}/td.h5") as ckpt:
+        assert ckpt.store.kind == "h5" and not ckpt.store.mappable
+        _same(ckpt.load(subpath="nested"), reference["nested"])
+        _same(ckpt.load(), reference)
+    assert all(r.span() is not None for r in http.take() if r.method == "GET")  # by ranges
+
+
+def test_a_remote_file_follows_no_external_link(tmp_path: Path) -> None:
+    require_module("aiohttp", "the HTTP store reads through it")
+    (tmp_path / "in").mkdir(), (tmp_path / "out").mkdir()
+    _hostile(tmp_path / "in", tmp_path / "out")
+    server = RangeServer(str(tmp_path / "in"))
+    try:
+        with Checkpoint(f"{server.url}/hostile.h5") as ckpt:
+            with pytest.raises(UnsafeCheckpointError, match="out of a remote file"):
+                ckpt.store.read_bytes("in_link/meta.json", 1 << 20)
+            assert torch.equal(ckpt.load_leaf("ok"), torch.ones(3))
+    finally:
+        server.stop()

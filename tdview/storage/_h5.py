@@ -47,7 +47,7 @@ from ._group_tree import (
     torch_dtype,
 )
 
-__all__ = ["H5_SIGNATURE", "H5Store", "is_h5"]
+__all__ = ["H5_SIGNATURE", "H5Store", "is_h5", "is_h5_url", "open_h5_url"]
 
 H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _STR_ATTR, _STACK_ATTR = "__tensordict_str__", "__tensordict_stack__"
@@ -75,6 +75,34 @@ def is_h5(path: str) -> bool:
     return False
 
 
+def is_h5_url(path: str) -> bool:
+    """A URL whose name ends with ``.h5``, ``.hdf5`` or ``.hdf`` (an object's suffix
+    tells it without a request).
+
+    Examples
+    --------
+    >>> is_h5_url("https://host/run/episodes.h5"), is_h5_url("s3://b/ckpt.tdz")
+    (True, False)
+    """
+    return str(path).lower().endswith((".h5", ".hdf5", ".hdf"))
+
+
+def open_h5_url(path: str) -> H5Store:
+    """The :class:`H5Store` of a remote HDF5 file, read by h5py through an fsspec file
+    (its reads are ranged reads, in blocks of 1 MiB cached by fsspec)."""
+    from ._remote import RemotePath, filesystem, remote
+
+    _h5py()  # a missing h5py: the error names the extra before any request
+    where = path if isinstance(path, RemotePath) else remote(path)
+    fs, fspath = filesystem(where)
+    fileobj = fs.open(fspath, "rb", block_size=1 << 20, cache_type="blockcache")
+    try:
+        return H5Store(str(where), fileobj)
+    except BaseException:
+        fileobj.close()
+        raise
+
+
 def _h5py() -> Any:
     try:
         import h5py
@@ -98,12 +126,13 @@ class H5Store(GroupTreeStore):
     kind = "h5"
     foreign_format = "an HDF5 file (td.to_h5)"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fileobj: Any = None) -> None:
         h5py = _h5py()
-        self._h5py = h5py
-        self._folder = os.path.dirname(os.path.realpath(path))
+        self._h5py, self._fileobj = h5py, fileobj
+        # a remote file (``fileobj``, read by ranges) has no folder: no link is followed
+        self._folder = None if fileobj is not None else os.path.dirname(os.path.realpath(path))
         try:
-            self._file = h5py.File(path, "r")
+            self._file = h5py.File(path if fileobj is None else fileobj, "r")
         except OSError as error:  # HDF5's own: a damaged superblock, a truncated file
             raise CheckpointFormatError(f"{path}: h5py cannot open it: {error}") from None
         try:
@@ -124,6 +153,8 @@ class H5Store(GroupTreeStore):
 
     def close(self) -> None:
         self._file.close()
+        if self._fileobj is not None:
+            self._fileobj.close()
 
     # -- the walk over metadata -------------------------------------------------------
 
@@ -168,6 +199,8 @@ class H5Store(GroupTreeStore):
         return None
 
     def _outside(self, filename: str, what: str) -> str | None:
+        if self._folder is None:
+            return f"is {what}, out of a remote file: tdview does not follow it"
         target = os.path.realpath(os.path.join(self._folder, filename))
         if os.path.commonpath([target, self._folder]) != self._folder:
             why = f"out of the file's folder {self._folder}: tdview does not follow it"

@@ -10,7 +10,7 @@ from ._archive import META, ArchiveStore
 from ._base import Store, not_found
 from ._consolidated import ConsolidatedStore, is_consolidated
 from ._directory import DirectoryStore
-from ._h5 import H5Store, is_h5
+from ._h5 import H5Store, is_h5, is_h5_url, open_h5_url
 from ._mapfile import map_file, not_a_checkpoint
 from ._probe import open_dir
 from ._remote import is_remote, open_remote
@@ -56,8 +56,10 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     >>> open_store("/ckpt").kind                                  # doctest: +SKIP
     'directory'
     """
-    if is_remote(path):  # a URL (s3://, https://...): see _remote
-        return open_zarr_url(path) if is_zarr_url(path) else open_remote(path)
+    if is_remote(path):  # a URL (s3://, https://...): see _remote; zarr, HDF5 by name
+        if is_zarr_url(path):
+            return open_zarr_url(path)
+        return open_h5_url(path) if is_h5_url(path) else open_remote(path)
     path = os.path.abspath(os.fspath(path))
     if is_zarr_folder(path):  # td.to_zarr(path): a zarr.json and no meta.json
         return ZarrStore(path)
