@@ -41,3 +41,29 @@ def test_a_large_buffer_in_chunks_is_zlibs() -> None:
     for at in range(0, len(data), 1 << 20):
         crc = crc32(memoryview(data)[at : at + (1 << 20)], crc)
     assert crc == zlib.crc32(data)
+
+
+def test_deflate_is_inflated_by_isal_with_zlibs_results() -> None:
+    from tdview.storage import INFLATE_LIBRARY
+    from tdview.storage._codecs import DEFLATE, decode
+
+    try:
+        import isal  # noqa: F401
+
+        assert INFLATE_LIBRARY == "isal"
+    except ImportError:
+        assert INFLATE_LIBRARY == "zlib"
+    data = bytes(range(256)) * 30_000 + bytes(4099)
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    stored = packer.compress(data) + packer.flush()
+    out = decode(DEFLATE, 0, memoryview(stored), len(data), zlib.crc32(data), "entry 'x'")
+    assert out.tobytes() == data == zlib.decompress(stored, -15)
+
+
+def test_without_isal_zlib_inflates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tdview.storage import _codecs
+
+    monkeypatch.setitem(sys.modules, "isal", None)
+    name, make, error = _codecs._raw_inflate()
+    assert (name, error) == ("zlib", zlib.error)
+    assert make().decompress(zlib.compress(b"abc")[2:-4]) == b"abc"

@@ -19,10 +19,9 @@ layer's (``decompressor``).
 from __future__ import annotations
 
 import os
-import zlib
 
 from ..errors import LeafDataError
-from ..storage import METHODS, Payload, Store, crc32, decompressor
+from ..storage import DECODE_ERRORS, METHODS, Payload, Store, crc32, decompressor
 
 _METHOD_NUMBERS = {name: number for number, name in METHODS.items()}
 # Compressed input fed to the decompressor per call.
@@ -156,7 +155,7 @@ class InflateSource(Source):
                     return piece
                 if not data:
                     break
-        except (zlib.error, OSError, EOFError, ValueError) as error:
+        except DECODE_ERRORS as error:
             if isinstance(error, LeafDataError):
                 raise
             raise LeafDataError(f"{self.what}: corrupt compressed data: {error}") from None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ._archive import ArchiveStore
 from ._base import WINDOWS_PATHS, EntryInfo, Mapped, Payload, Store
-from ._codecs import METHODS, decompressor
+from ._codecs import DECODE_ERRORS, INFLATE_LIBRARY, METHODS, decompressor
 from ._crc import CRC32_LIBRARY, crc32, crc32_combine
 from ._directory import DirectoryStore
 from ._folder_walk import FolderWalk
@@ -33,6 +33,8 @@ from ._zarr import ZarrStore
 
 __all__ = [
     "CRC32_LIBRARY",
+    "DECODE_ERRORS",
+    "INFLATE_LIBRARY",
     "METHODS",
     "TRUSTED_PATHS_ENV",
     "WINDOWS_PATHS",
