@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .diff import add_parser as add_diff_parser
 
     add_diff_parser(commands, parse_cli_subpath)
+    from .answers import add_check_parser
+
+    add_check_parser(commands, parse_cli_subpath)
     from .answers import add_du_parser
 
     add_du_parser(commands, parse_cli_subpath)

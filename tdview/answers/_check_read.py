@@ -65,7 +65,7 @@ def check_entries(
     threads: int,
 ) -> set[str]:
     """Compute the CRC-32 of every archive entry below ``start`` (nothing for a store
-    whose files are their own: :attr:`Store.packed`); returns the keys found bad.
+    whose files are their own: :attr:`Store.packed`); returns the keys found damaged.
     ``owners``: the node each key belongs to (a leaf's file, a folder's ``meta.json``)."""
     if not store.packed:
         return set()
@@ -92,7 +92,8 @@ def check_entries(
 
 
 def _judge(store: Store, key: str, job: Job, owners: dict[str, Node], report: CheckReport) -> bool:
-    """Record the problem of one entry's CRC job, if any; True when it is whole."""
+    """Record the problem of one entry's CRC job, if any; True when its bytes can be read
+    on (whole, or only its CRC-32 stale)."""
     entry = store.entry(key)
     path = _path(owners, key)
     error = job.error
@@ -118,7 +119,8 @@ def _judge(store: Store, key: str, job: Job, owners: dict[str, Node], report: Ch
             f"the CRC-32s stale; tensordict.refresh_archive_checksums({store.root!r}) "
             "records the new ones. If it was not written so, the entry is damaged.",
         )
-    elif local not in (None, recorded):
+        return True  # its values are read as they are (as a load with r+ wrote them)
+    if local not in (None, recorded):
         report.add(path, "crc", f"{found}, and its local header {local:#010x}: damaged")
     else:
         report.add(path, "crc", f"{found}: damaged (mode='r+' writes only leaf payloads)")
