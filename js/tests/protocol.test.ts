@@ -56,6 +56,7 @@ const OPTIONAL_PARAMS = new Set([
   "rows_scope",
   "replace",
   "read",
+  "values",
 ]);
 /** Key paths with free-form content: inside a non-tensor value. */
 const freeForm = (path: (string | number)[]) => path.includes("value");

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..index import Collection, Node, Tree
 from . import _collection, _load, _preview, _search, _sizes, _summaries
+from ._check import check_result
 from ._duplicates import duplicates_result
 
 Reply = tuple[dict[str, Any] | None, list[bytes]]
@@ -66,6 +67,11 @@ def sizes(call: Call) -> Reply:
 def duplicates(call: Call) -> Reply:
     p = call.params
     return duplicates_result(call.ckpt, p["path"], p["read"], call.report), []
+
+
+def check(call: Call) -> Reply:
+    p = call.params
+    return check_result(call.ckpt, p["path"], p["values"], call.report, call.check), []
 
 
 def devices(call: object) -> Reply:

@@ -31,6 +31,7 @@ from ..errors import NoCheckpointError
 from ..index import Collection, Node, Tree, is_folder
 from . import _answers, _collection, _compare
 from ._answers import Call
+from ._check import check_params
 from ._checks import fail
 from ._diff_params import diff_params
 from ._duplicates import duplicates_params
@@ -99,6 +100,7 @@ TABLE: dict[str, Method] = {
         Method("load", load_params, _lane("load"), _answers.load, _answers.load_own),
         Method("duplicates", duplicates_params, _lane("walk"), _answers.duplicates),
         Method("sizes", sizes_params, _lane("walk"), _answers.sizes),
+        Method("check", check_params, _lane("walk"), _answers.check),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
         _diff("diff_children", "browse", _compare.children),
         _diff("diff_node", "browse", _compare.node),
