@@ -253,3 +253,21 @@ def test_remote_zarr_over_http_loads_as_the_local_one(
 def test_remote_zarr_on_s3_loads_as_the_local_one(s3_options: dict, reference: TensorDict) -> None:
     with Checkpoint(tdview.remote(f"s3://{BUCKET}/td.zarr", **s3_options)) as ckpt:
         _same(ckpt.load(subpath="nested"), reference["nested"])
+
+
+@pytest.mark.parametrize("writer", ["to_zarr", "to_h5"])
+def test_check_finds_a_nan_and_du_totals_the_bytes(tmp_path: Path, writer: str) -> None:
+    """``tdview check --values`` reads the values through the library; ``tdview du``
+    totals the bytes the arrays hold."""
+    if writer == "to_h5":
+        require_module("h5py", "tdview[h5] reads HDF5 through it")
+    td = TensorDict(a=torch.arange(6.0), b={"c": torch.ones(3, 2)}, batch_size=[])
+    td["b", "c"][1, 1] = float("nan")
+    path = tmp_path / ("t.zarr" if writer == "to_zarr" else "t.h5")
+    getattr(td, writer)(path)
+    run = [sys.executable, "-m", "tdview"]
+    check = subprocess.run([*run, "check", "--values", str(path)], capture_output=True, text=True)
+    assert check.returncode == 1 and "b/c" in check.stdout and "NaN" in check.stdout, check.stdout
+    du = subprocess.run([*run, "du", str(path)], capture_output=True, text=True, check=True)
+    total = sum(v.numel() * v.element_size() for v in td.values(True, True))
+    assert du.stdout.split()[0:2] == [str(total), "B"], du.stdout
