@@ -176,3 +176,21 @@ def test_a_link_out_of_a_plain_folder_is_refused_on_its_keys(tmp_path: Path) -> 
     assert all(
         "cannot be read" in p[0] and "elsewhere.safetensors" in p[0] for p in problems.values()
     )
+
+
+@pytest.mark.parametrize("opened", ["folder", "index"])
+def test_load_memmap_refuses_a_shard_set_as_tensordict_does(sharded: Path, opened: str) -> None:
+    """A folder without meta.json: FileNotFoundError for its meta.json, as tensordict's
+    loader raises; the index file: the ValueError of a file that is no archive. Both
+    name the call that reads it."""
+    from tensordict import TensorDict
+
+    import tdview
+
+    path = sharded if opened == "folder" else sharded / "model.safetensors.index.json"
+    with pytest.raises((FileNotFoundError, ValueError)) as reference:
+        TensorDict.load_memmap(path)
+    with pytest.raises(type(reference.value)) as found:
+        tdview.load_memmap(path)
+    assert "safetensors shard set" in str(found.value)
+    assert f"tdview.Checkpoint({str(path)!r}).load()" in str(found.value)

@@ -121,6 +121,8 @@ def _through(folder: DirectoryStore, name: str, root: str) -> SafetensorsStore:
         folder.close()
         raise
     store.closing.append(folder)
+    if not root.endswith(INDEX_SUFFIX) and not name.endswith(INDEX_SUFFIX):
+        store.foreign_format = f"a folder holding the safetensors file {name}"
     return store
 
 

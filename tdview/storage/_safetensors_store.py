@@ -78,6 +78,8 @@ class SafetensorsStore(Store):
         self.shards = shards
         self.metadata = None if metadata is None else dict(metadata)
         self.mappable = len(shards) == 1 and shards[0].open_checked is not None
+        if refused is not None or unknown is not None:  # (given by shard_set alone)
+            self.foreign_format = "a safetensors shard set"
         self._unknown = dict(unknown or {})
         tensors = [
             (t.name, t.dtype, t.shape)
