@@ -321,3 +321,31 @@ def test_a_folder_of_checkpoints_has_no_duplicates_of_its_own(steps) -> None:
     assert report.duplicates_bytes is None  # each member is looked into on its own
     member = sizes(str(steps[0].parent), (steps[0].name, "model"), duplicates=True)
     assert member.duplicates_bytes == 0
+
+
+def test_the_model_an_optimizer_was_mapped_to(tmp_path: Path) -> None:
+    """A model under a name no rule knows (``agent``) is the model when the optimizer's
+    states were mapped to its parameters (tdview.index.optimizer_map); a sibling of the
+    same name pattern with no optimizer stays the rest."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.AdamW(net.parameters())
+    net(torch.randn(3, 8)).sum().backward()
+    optimizer.step()
+    state = optimizer.state_dict()
+    td = TensorDict(
+        agent=TensorDict.from_module(net).data.clone(),
+        other=TensorDict(w=torch.randn(7)),
+        solver=TensorDict(
+            state={str(i): dict(m) for i, m in state["state"].items()},
+            param_groups=state["param_groups"],
+        ),
+    )
+    path = write_at(td, tmp_path / "agent")
+    report = sizes(str(path))
+    assert {e.key: e.section for e in report.entries} == {
+        "agent": "model",
+        "solver": "optimizer",
+        "other": "rest",
+    }
+    assert report.by_section["model"] == files_under(path / "agent")

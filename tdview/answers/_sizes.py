@@ -4,32 +4,16 @@ Every number comes from the index's rollups (:func:`tdview.index.rollup`): no pa
 byte is read. A level's entries are its children, largest first; the view gathers the
 small ones into an "other" cell (:meth:`SizeReport.gathered`).
 
-Sections answer "why is my checkpoint 128 MB when the model is 21 MB". A node's section
-is decided by the first of its ancestors (itself included) within
-:data:`SECTION_DEPTH` keys of its checkpoint's root that a rule recognises:
-
-1. ``optimizer``: a node whose children include ``state`` and ``param_groups`` (an
-   optimizer's ``state_dict`` saved as a tensordict), or a key with a word ``optim``,
-   ``optimizer(s)`` or ``opt`` (words split on ``_ - .`` and spaces: ``optim_state``,
-   ``optimizer``);
-2. ``buffers``: a torchrl replay-buffer storage (a ``storage_metadata.json`` beside its
-   ``meta.json``, as :func:`tdview.index.storage_rows` reads it), or a key with a word
-   ``replay`` or named ``rb``/``replay_buffer``;
-3. ``model``: a key with a word ``model(s)``, ``module``, ``net``, ``network``,
-   ``policy``, ``actor``, ``critic``, ``backbone``, ``encoder`` or ``decoder``, or named
-   ``state_dict``, ``params``, ``parameters`` or ``weights``.
-
-Whatever no rule recognises is ``rest``: a name that merely looks like a model is not
-taken for one beyond these words, and nothing is inferred from shapes. A node whose
-subtree spans several sections is ``mixed``; its bytes are split by its children down
-to :data:`SECTION_DEPTH`. In a folder of checkpoints each member is judged from its own
-root; side files are ``rest``.
+Each byte is also given a section (the model, the optimizer, buffers, the rest: the
+rules are in :mod:`._sections`). A node whose subtree spans several sections is
+``mixed``; its bytes are split by its children down to
+:data:`~._sections.SECTION_DEPTH` keys below the root. In a folder of checkpoints each
+member is judged from its own root; side files are ``rest``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,43 +29,19 @@ from ..index import (
     normalize_subpath,
     open_tree,
     rollup,
-    storage_rows,
 )
 from ._duplicates import Progress, find_duplicates
+from ._sections import REST, SECTION_DEPTH, SECTIONS, SectionRules
 
 __all__ = ["MIXED", "SECTIONS", "SizeEntry", "SizeReport", "dtype_bytes", "sizes", "walk_sizes"]
 
-MODEL, OPTIMIZER, BUFFERS, REST = "model", "optimizer", "buffers", "rest"
-#: The sections, in the order the view lists them.
-SECTIONS = (MODEL, OPTIMIZER, BUFFERS, REST)
 #: The section of a subtree whose bytes span more than one.
 MIXED = "mixed"
-#: How many keys below a checkpoint's root a section is looked for (``trainer/model``).
-SECTION_DEPTH = 2
 #: Entries shown however small they are (the largest, when the level has that many).
 ALWAYS_SHOWN = 8
 #: The "dtype" of bytes that are no tensor's: a pickle a load would unpickle, and the
 #: side files of a folder of checkpoints.
 PICKLE, FILES = "pickle", "files"
-
-_WORDS = re.compile(r"[_\-. ]+")
-_OPTIMIZER_WORDS = {"optim", "optimizer", "optimizers", "opt"}
-_BUFFER_WORDS = {"replay"}
-_BUFFER_NAMES = {"rb", "replay_buffer", "replaybuffer"}
-_MODEL_WORDS = {
-    "model",
-    "models",
-    "module",
-    "net",
-    "network",
-    "policy",
-    "actor",
-    "critic",
-    "backbone",
-    "encoder",
-    "decoder",
-}
-_MODEL_NAMES = {"state_dict", "params", "parameters", "weights"}
 
 
 @dataclass(frozen=True)
@@ -153,10 +113,10 @@ class SizeReport:
 
 @dataclass
 class _Sizer:
-    """One walk's memo: each node's section and section split, asked once."""
+    """One walk's memo: the section rules of each checkpoint met, each node's split."""
 
     tree: Tree
-    sections: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)
+    rules: dict[int, SectionRules] = field(default_factory=dict)
     splits: dict[tuple[int, tuple[str, ...]], dict[str, int]] = field(default_factory=dict)
 
     def report(self, path: tuple[str, ...]) -> SizeReport:
@@ -239,38 +199,10 @@ class _Sizer:
         return split
 
     def section(self, owner: Tree, path: tuple[str, ...]) -> str | None:
-        """The section the rules give ``path`` or an ancestor within SECTION_DEPTH."""
-        for depth in range(min(len(path), SECTION_DEPTH) + 1):
-            memo = (id(owner), path[:depth])
-            if memo not in self.sections:
-                self.sections[memo] = _rule(owner, owner.node(path[:depth]))
-            found = self.sections[memo]
-            if found is not None:
-                return found
-        return None
-
-
-def _rule(owner: Tree, node: Node) -> str | None:
-    """The section a rule of the module recognises ``node`` as (None: no rule)."""
-    if not node.is_leaf:
-        try:
-            if owner.lookup(node, "state") and owner.lookup(node, "param_groups"):
-                return OPTIMIZER
-            if storage_rows(owner, node) is not None:
-                return BUFFERS
-        except (TDViewError, OSError):
-            pass  # an unreadable storage_metadata.json: no rule from it
-    if not node.path:
-        return None
-    key = node.key.lower()
-    words = set(_WORDS.split(key))
-    if words & _OPTIMIZER_WORDS:
-        return OPTIMIZER
-    if words & _BUFFER_WORDS or key in _BUFFER_NAMES:
-        return BUFFERS
-    if words & _MODEL_WORDS or key in _MODEL_NAMES:
-        return MODEL
-    return None
+        rules = self.rules.get(id(owner))
+        if rules is None:
+            rules = self.rules[id(owner)] = SectionRules(owner)
+        return rules.section(path)
 
 
 def _children(owner: Tree, node: Node) -> list[Node]:
