@@ -245,3 +245,34 @@ def test_the_duplicates_method_browses_free_and_reads_when_asked(tmp_path: Path)
             assert read["result"] == gold["result"]  # the golden is this answer
             alone = _ask(session, ["model", "block", "weight"], read=True)["result"]
             assert alone["same"] == [] and alone["bytes"] is None and alone["searched"]
+
+
+def test_a_deflated_archive_is_read_through_its_stream(tmp_path: Path) -> None:
+    """Entries compressed with deflate (tensordict's ``pack_memmap``): grouped by their
+    recorded CRC-32s, confirmed by inflating both (their CRC-32 checked at the end)."""
+    from tensordict import pack_memmap
+
+    folder = write(state_dict_checkpoint(), tmp_path / "sd")
+    archive = tmp_path / "sd.deflate.zip"
+    pack_memmap(folder, archive, compression="deflate")
+    found = find_duplicates(archive)
+    assert found.confirmed and not found.skipped
+    assert same_groups(found_groups(found), reference_groups(archive))
+    assert same_groups(found_groups(found), reference_groups(folder))
+
+
+def test_a_second_leaf_asked_walks_nothing(tmp_path: Path, monkeypatch) -> None:
+    """``duplicates_of`` walks the index once per checkpoint (a click asks for one leaf)."""
+    import tdview.answers._duplicates as module
+
+    path = write(state_dict_checkpoint(), tmp_path / "sd.tdz")
+    with Checkpoint(path) as ckpt:
+        first = duplicates_of(ckpt, ("model", "decoder.weight"), read=False)
+
+        def no_walk(*args: object) -> None:
+            raise AssertionError("walked again")
+
+        monkeypatch.setattr(module, "walk_below", no_walk)
+        again = duplicates_of(ckpt, ("extra", "copy"), read=False)
+        assert again.groups == first.groups
+        assert duplicates_of(ckpt, ("extra", "copy")).groups == first.groups  # read too

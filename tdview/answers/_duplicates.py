@@ -20,6 +20,7 @@ Nested (ragged) tensors and pickled values are not compared.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -154,13 +155,29 @@ def duplicates_of(
     if mine is None:
         return Duplicates([], [])
     same_kind = [
-        leaf
-        for leaf in _leaves(ckpt, ckpt.root, mine.nbytes)
-        if (leaf.nbytes, leaf.dtype) == (mine.nbytes, mine.dtype)
+        _Leaf(leaf.path, leaf.key, leaf.nbytes, leaf.dtype, leaf.order)  # a fresh CRC each
+        for leaf in _kinds(ckpt).get((mine.nbytes, mine.dtype), ())
     ]
     found = _search(ckpt, same_kind, progress, read, read, None)
     groups = [group for group in found.groups if target.path in group]
     return Duplicates(groups, found.nbytes[:1] if groups else [], found.confirmed, found.unread)
+
+
+#: Per checkpoint: its leaves by size and dtype, walked once (a click asks for one leaf's
+#: group: a second click walks nothing). Made of the index's nodes, as stale as they are.
+_KINDS: weakref.WeakKeyDictionary[Tree, dict[tuple[int, str], list[_Leaf]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _kinds(ckpt: Tree) -> dict[tuple[int, str], list[_Leaf]]:
+    found = _KINDS.get(ckpt)
+    if found is None:
+        found = {}
+        for leaf in _leaves(ckpt, ckpt.root, 1):
+            found.setdefault(_size_and_dtype(leaf), []).append(leaf)
+        _KINDS[ckpt] = found  # kept only once whole: a cancelled walk keeps nothing
+    return found
 
 
 def _leaf(node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
