@@ -16,7 +16,12 @@ import torch
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 import tdview
-from tdview.errors import MissingExtraError, NotACheckpointError, UnsafeCheckpointError
+from tdview.errors import (
+    MissingExtraError,
+    NotACheckpointError,
+    RemoteModeError,
+    UnsafeCheckpointError,
+)
 from tdview.format import encode_key
 from tdview.index import Checkpoint, leaf_storage, rollup, search, walk
 from tdview.protocol import Session, handle
@@ -324,3 +329,8 @@ def test_a_remote_file_follows_no_external_link(tmp_path: Path) -> None:
             assert torch.equal(ckpt.load_leaf("ok"), torch.ones(3))
     finally:
         server.stop()
+
+
+def test_mode_r_plus_is_refused_naming_the_format(h5_path: Path) -> None:
+    with Checkpoint(h5_path) as ckpt, pytest.raises(RemoteModeError, match="an HDF5 file"):
+        ckpt.load(mode="r+")

@@ -28,10 +28,13 @@ __all__ = ["Fetched", "check_remote_mode", "fetch_subtree", "remote_flat"]
 def check_remote_mode(ckpt: Tree, mode: str | None) -> None:
     """Refuse ``mode="r+"`` for a store that cannot be mapped."""
     if mode == "r+" and not ckpt.store.mappable:
+        foreign = ckpt.store.foreign_format  # an HDF5 file, a zarr store: read, not mapped
+        what = "a remote checkpoint" if foreign is None else foreign
+        change = "copy it to a local disk" if foreign is None else "write it with its library"
         raise RemoteModeError(
-            f"Cannot open {ckpt.path} with mode='r+': it is a remote checkpoint, whose "
-            "leaves are read into memory, so writes to them cannot reach its files. Load "
-            "it with mode='r' or the default mode, or copy it to a local disk to change it."
+            f"Cannot open {ckpt.path} with mode='r+': it is {what}, whose leaves are read "
+            "into memory, so writes to them cannot reach its files. Load it with mode='r' "
+            f"or the default mode, or {change} to change it."
         )
 
 
