@@ -63,13 +63,17 @@ class SectionRules:
         self._found: dict[NestedPath, str | None] = {}
         self._models: set[NestedPath] | None = None
 
-    def section(self, path: NestedPath) -> str | None:
-        """The section the rules give ``path`` or an ancestor within SECTION_DEPTH."""
+    def section(self, node: Node) -> str | None:
+        """The section the rules give ``node`` or an ancestor within SECTION_DEPTH."""
+        path = node.path
         for depth in range(min(len(path), SECTION_DEPTH) + 1):
             at = path[:depth]
-            if at not in self._found:
-                self._found[at] = self._rule(self.owner.node(at))
-            found = self._found[at]
+            if at in self._found:
+                found = self._found[at]
+            else:
+                found = self._rule(node if depth == len(path) else self.owner.node(at))
+                if not node.is_leaf or depth < len(path):
+                    self._found[at] = found  # a folder's, asked again for its children
             if found is not None:
                 return found
         return None

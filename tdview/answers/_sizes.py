@@ -172,11 +172,12 @@ class _Sizer:
         if rest > 0:
             split[REST] = split.get(REST, 0) + rest
         split = {k: v for k, v in split.items() if v > 0}
-        self.splits[memo] = split
+        if not node.is_leaf:  # a leaf is asked once
+            self.splits[memo] = split
         return split
 
     def _checkpoint_split(self, owner: Tree, node: Node, total: int) -> dict[str, int]:
-        section = self.section(owner, node.path)
+        section = self.section(owner, node)
         if section is not None:
             return {section: total}
         if node.is_leaf or len(node.path) >= SECTION_DEPTH:
@@ -198,11 +199,11 @@ class _Sizer:
             _add(split, self.split(coll, child))
         return split
 
-    def section(self, owner: Tree, path: tuple[str, ...]) -> str | None:
+    def section(self, owner: Tree, node: Node) -> str | None:
         rules = self.rules.get(id(owner))
         if rules is None:
             rules = self.rules[id(owner)] = SectionRules(owner)
-        return rules.section(path)
+        return rules.section(node)
 
 
 def _children(owner: Tree, node: Node) -> list[Node]:
