@@ -271,3 +271,17 @@ def test_check_finds_a_nan_and_du_totals_the_bytes(tmp_path: Path, writer: str) 
     du = subprocess.run([*run, "du", str(path)], capture_output=True, text=True, check=True)
     total = sum(v.numel() * v.element_size() for v in td.values(True, True))
     assert du.stdout.split()[0:2] == [str(total), "B"], du.stdout
+
+
+def test_a_chunk_linked_out_of_the_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "linked.zarr"
+    TensorDict(a=torch.arange(4.0), b=torch.ones(2), batch_size=[]).to_zarr(path)
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(4.0, dtype=np.float32).tobytes())
+    chunk = path / "a" / "c" / "0"
+    chunk.unlink()
+    chunk.symlink_to(secret)
+    with Checkpoint(path) as ckpt:
+        assert torch.equal(ckpt.load_leaf("b"), torch.ones(2))
+        with pytest.raises(UnsafeCheckpointError, match=r"'a/c/0' leads out of the store"):
+            ckpt.load_leaf("a")

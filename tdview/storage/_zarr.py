@@ -132,7 +132,7 @@ class ZarrStore(GroupTreeStore):
         zarr = _zarr()
         self._zarr = zarr
         if store is None:
-            store = zarr.storage.LocalStore(root, read_only=True)
+            store = _confined(zarr, root)
         self._count, self._root = 0, root
         try:
             self._group_of = zarr.open_group(store=store, mode="r")
@@ -198,6 +198,8 @@ class ZarrStore(GroupTreeStore):
     def read_block(self, array: Array, index: tuple[Any, ...]) -> np.ndarray:
         try:
             data = np.asarray(array.ref[index if index else ...])
+        except TDViewError:
+            raise
         except (OSError, ValueError, KeyError, RuntimeError) as error:  # a damaged chunk
             raise LeafDataError(
                 f"{self.root}::{array.path}: zarr cannot read it: {error}"
@@ -227,6 +229,32 @@ class ZarrStore(GroupTreeStore):
                 f"{self.root}: the value of {array.path!r} ({array.dtype}) is not one tdview "
                 f"shows: {error}."
             ) from None
+
+
+def _confined(zarr: Any, root: str) -> Any:
+    """zarr's ``LocalStore`` of ``root`` whose reads refuse a file whose real path is
+    out of the store (a chunk or ``zarr.json`` that is a symlink out of it)."""
+    real_root = os.path.realpath(root)
+
+    def check(key: str) -> None:
+        real = os.path.realpath(os.path.join(root, key))
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise UnsafeCheckpointError(
+                f"{root}: {key!r} leads out of the store (to {real}): tdview does not follow it."
+            )
+
+    class ConfinedStore(zarr.storage.LocalStore):
+        async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+            check(key)
+            return await super().get(key, prototype, byte_range)
+
+        async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
+            key_ranges = list(key_ranges)
+            for key, _ in key_ranges:
+                check(key)
+            return await super().get_partial_values(prototype, key_ranges)
+
+    return ConfinedStore(root, read_only=True)
 
 
 def _ints(value: Any) -> bool:
