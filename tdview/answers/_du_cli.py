@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from .._units import human_bytes
@@ -60,15 +61,22 @@ def add_du_parser(commands: Any, parse_subpath: Any) -> None:
 
 def run(args: argparse.Namespace, parse_subpath: Any) -> int:
     from .._text import printable
+    from ..diff import ProgressBar
     from ..index import open_tree
     from ._sizes import sizes, walk_sizes
 
     if args.depth < 0:
         raise ValueError(f"--depth must be 0 or more, got {args.depth}")
     subpath = parse_subpath(args.subpath) if args.subpath else ()
-    with open_tree(args.path) as tree:
-        report = sizes(tree, subpath, duplicates=args.duplicates)
-        entries = list(walk_sizes(tree, subpath, args.depth)) if args.depth else []
+    # reading payloads for duplicates: the diff's bar on a terminal
+    bar = ProgressBar(sys.stderr) if args.duplicates and sys.stderr.isatty() else None
+    try:
+        with open_tree(args.path) as tree:
+            report = sizes(tree, subpath, duplicates=args.duplicates, progress=bar)
+            entries = list(walk_sizes(tree, subpath, args.depth)) if args.depth else []
+    finally:
+        if bar is not None:
+            bar.close()
     if args.json:
         doc = {
             "path": list(report.path),
