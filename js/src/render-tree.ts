@@ -9,7 +9,7 @@
 
 import { dotGroupOf } from "./dot-groups";
 import { describeShape, formatCount, humanBytes, nodeLabel } from "./format";
-import { estimateMeasure, type Measure, measureFor, shapeForms } from "./middle-cut";
+import { estimateMeasure, type Measure, measureFor, middleCut, shapeForms } from "./middle-cut";
 import type { NodeSummary, Path } from "./protocol";
 import { type FitPart, fitRow } from "./row-fit";
 import { type KeyResult, TreeKeyboard } from "./tree-keyboard";
@@ -71,12 +71,24 @@ const GAP = 6;
 const BADGE_PAD = 10;
 /** The most px an inline value keeps before the key is cut (it cuts itself after). */
 const INLINE_MAX = 96;
+/** px an optimizer state's parameter name (`→ encoder.0.weight`) is cut to, in turn. */
+const PARAM_WIDTHS = [240, 160, 96];
 /** Rounding of measured text against the laid-out one. */
 const SLACK = 2;
 
 /** What the row's content depends on: the element of an index is reused for other rows. */
 function rowSignature(row: TreeRow): string {
   return JSON.stringify([row.label, row.expanded, row.expandable, row.error, row.node]);
+}
+
+/** The forms of a row's inline text: a parameter's name cut in the middle, its end kept
+ * (`weight` or `bias`), else the text whole (at most `INLINE_MAX` px: CSS cuts it). */
+function inlinePart(inline: string, code: Measure): FitPart {
+  if (!inline.startsWith("→ ")) {
+    return { forms: inline ? [inline] : [], measure: code, maxWidth: INLINE_MAX };
+  }
+  const cuts = PARAM_WIDTHS.map((width) => middleCut(inline, width, code));
+  return { forms: [...new Set([inline, ...cuts])], measure: code };
 }
 
 /** The annotations of a node (badge, shape, dtype, inline value, size) with their forms,
@@ -106,7 +118,7 @@ function annotations(node: NodeSummary, inline: string, room: RowRoom) {
           .slice(0, dims.length === 0 ? 1 : -1)
           .map((f) => (node.kind === "leaf" ? f : `batch ${f}`));
   const parts: FitPart[] = [
-    { forms: inline ? [inline] : [], measure: code, maxWidth: INLINE_MAX },
+    inlinePart(inline, code),
     { forms: [nodeLabel(node)], measure: badge, pad: BADGE_PAD },
     { forms: shapeText, measure: code },
     { forms: node.kind === "leaf" && node.dtype ? [node.dtype] : [], measure: code },
@@ -114,7 +126,8 @@ function annotations(node: NodeSummary, inline: string, room: RowRoom) {
   ];
   const [INLINE, BADGE, SHAPE, DTYPE, BYTES] = [0, 1, 2, 3, 4];
   const shrinks = Array.from({ length: Math.max(0, shapeText.length - 1) }, () => SHAPE);
-  const steps = [BADGE, ...shrinks, DTYPE, SHAPE, INLINE, BYTES];
+  const cuts = Array.from({ length: Math.max(1, parts[INLINE]?.forms.length ?? 0) }, () => INLINE);
+  const steps = [BADGE, ...shrinks, DTYPE, SHAPE, ...cuts, BYTES];
   return { parts, steps };
 }
 
