@@ -349,3 +349,20 @@ def test_the_model_an_optimizer_was_mapped_to(tmp_path: Path) -> None:
         "other": "rest",
     }
     assert report.by_section["model"] == files_under(path / "agent")
+
+
+def test_what_cannot_be_read_is_said_not_counted(tmp_path: Path, capsys) -> None:
+    """A sub-folder whose meta.json is damaged: its bytes are not counted, the report
+    says how many nodes could not be read, and du says so on stderr, exit 0."""
+    td = TensorDict(model=TensorDict(a=torch.zeros(10), b=TensorDict(c=torch.ones(3))))
+    path = write_at(td, tmp_path / "damaged")
+    (path / "model" / "b" / "meta.json").write_text("{not json")
+    report = sizes(str(path))
+    assert report.problems == 1
+    assert report.bytes == files_under(path / "model" / "a.memmap")
+    assert main(["du", str(path), "-d", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "  model/a" in out
+    assert "1 node(s) below could not be read and are not counted" in err
+    with Checkpoint(path) as ckpt:
+        assert ask(ckpt, path=[])["problems"] == 1

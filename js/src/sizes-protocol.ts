@@ -78,6 +78,8 @@ export interface SizesResult {
   children: SizeChild[];
   /** The children not sent (beyond `limit`, or too small to see). */
   other: { count: number; bytes: number };
+  /** Nodes below whose metadata could not be read (their bytes are not counted). */
+  problems: number;
   /** Bytes stored twice below (null: not looked for). */
   duplicates_bytes: number | null;
 }
@@ -121,6 +123,7 @@ export const sizesResultDecoders: {
     by_section: record(count),
     children: array(decodeSizeChild),
     other: object({ count, bytes: count }),
+    problems: count,
     duplicates_bytes: nullable(count),
   }),
 };

@@ -102,6 +102,11 @@ export function totalsPanel(
   const dtypes = table("By dtype", "dtype", level.by_dtype, level.bytes);
   (colourBy === "section" ? sections : dtypes).classList.add("tdview-sizes-legend-active");
   aside.append(sections, dtypes);
+  if (level.problems) {
+    const nodes = `${formatCount(level.problems)} node${level.problems === 1 ? "" : "s"}`;
+    const text = `⚠ ${nodes} below could not be read: not counted (Check says why)`;
+    aside.append(el("p", "tdview-sizes-note tdview-sizes-problems", text));
+  }
   const ratio = optimizerRatio(level.by_section);
   if (ratio) aside.append(el("p", "tdview-sizes-note", ratio));
   const dup = level.duplicates_bytes;

@@ -43,6 +43,7 @@ const LEVELS: Record<string, SizesResult> = {
       child(["step"], 8, { kind: "leaf", dtype: "int64", has_children: false }),
     ],
     other: { count: 14, bytes: 112 },
+    problems: 0,
     duplicates_bytes: null,
   },
   model: {
@@ -58,6 +59,7 @@ const LEVELS: Record<string, SizesResult> = {
       child(["model", "head"], 400_000, { section: "model", has_children: false, kind: "leaf" }),
     ],
     other: { count: 0, bytes: 0 },
+    problems: 1,
     duplicates_bytes: 400_000,
   },
 };
@@ -146,6 +148,9 @@ describe("the sizes treemap", () => {
     expect(crumbs.textContent).toBe("ckpt.tdz›model");
     expect(crumbs.querySelector("[aria-current]")?.textContent).toBe("model");
     expect(el.textContent).toContain("400 KB in duplicates");
+    expect(el.querySelector(".tdview-sizes-problems")?.textContent).toBe(
+      "⚠ 1 node below could not be read: not counted (Check says why)",
+    );
     key(cells(el)[0] as HTMLElement, "Escape");
     await tick();
     expect(view.level?.path).toEqual([]);

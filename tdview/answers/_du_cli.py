@@ -85,6 +85,7 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
             "by_dtype": report.by_dtype,
             "by_section": report.by_section,
             "entries": [e.to_json() for e in entries],
+            "problems": report.problems,
             "duplicates_bytes": report.duplicates_bytes,
         }
         print(json.dumps(doc, ensure_ascii=True))
@@ -100,6 +101,12 @@ def run(args: argparse.Namespace, parse_subpath: Any) -> int:
         rows.append((report.duplicates_bytes, "(stored twice: in duplicates)"))
     for line in du_lines([(report.bytes, name), *rows], exact=args.bytes):
         print(printable(line))  # keys are data: never terminal commands
+    if report.problems:
+        print(
+            f"tdview du: {report.problems} node(s) below could not be read and are not "
+            f"counted (tdview check {printable(args.path)} says why)",
+            file=sys.stderr,
+        )
     return 0
 
 

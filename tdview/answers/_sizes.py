@@ -77,8 +77,9 @@ class SizeReport:
     """The sizes of one subtree: its totals, and its children largest first.
 
     ``by_dtype`` and ``by_section`` add up to ``bytes`` (bytes that are no tensor's are
-    ``"pickle"`` or ``"files"`` in ``by_dtype``). ``duplicates_bytes`` is None until
-    duplicates are looked for.
+    ``"pickle"`` or ``"files"`` in ``by_dtype``). ``problems`` counts the nodes below
+    whose metadata could not be read (their bytes are not counted: ``tdview check``
+    says what is wrong). ``duplicates_bytes`` is None until duplicates are looked for.
     """
 
     path: tuple[str, ...]
@@ -89,6 +90,7 @@ class SizeReport:
     by_dtype: dict[str, int]
     by_section: dict[str, int]
     entries: list[SizeEntry]
+    problems: int = 0
     duplicates_bytes: int | None = None
 
     def gathered(self, limit: int, min_fraction: float = 0.005) -> tuple[list[SizeEntry], int, int]:
@@ -135,6 +137,7 @@ class _Sizer:
             by_dtype=_sorted(dtype_bytes(total)),
             by_section=_sorted(split),
             entries=entries,
+            problems=total.problems,
         )
 
     def entry(self, owner: Tree, prefix: tuple[str, ...], node: Node) -> SizeEntry:

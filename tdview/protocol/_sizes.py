@@ -54,7 +54,8 @@ def sizes_result(
         bytes span several), ``by_dtype`` and ``by_section`` (each adding up to
         ``bytes``, largest first), ``children`` (each ``{key, path, kind, bytes, leaves,
         dtype, section, has_children}``), ``other`` (``{count, bytes}`` of the children
-        not sent) and ``duplicates_bytes`` (null: not looked for, or a folder of
+        not sent), ``problems`` (nodes below whose metadata could not be read: not
+        counted) and ``duplicates_bytes`` (null: not looked for, or a folder of
         checkpoints' own node).
 
     Examples
@@ -75,5 +76,6 @@ def sizes_result(
         "by_section": report.by_section,
         "children": [entry.to_json() for entry in shown],
         "other": {"count": other_count, "bytes": other_bytes},
+        "problems": report.problems,
         "duplicates_bytes": report.duplicates_bytes,
     }
