@@ -26,7 +26,7 @@ def add_du_parser(commands: Any, parse_subpath: Any) -> None:
         description="Bytes per key of a checkpoint (a directory, a .tdz archive or a folder "
         "of checkpoints), largest first, as `du -d N | sort -rh` prints a folder; or its "
         "totals by dtype or by section (the model, the optimizer, replay buffers, the "
-        "rest). No payload byte is read.",
+        "rest). No payload byte is read unless --duplicates asks.",
     )
     parser.add_argument(
         "path", help="checkpoint directory or archive (.tdz), or a folder holding checkpoints"
