@@ -22,7 +22,8 @@
  * and the view says "CRC equal", never "equal".
  */
 
-import type { LoadResult, Path, PreviewResult } from "./protocol";
+import { loadFields, withReplace } from "./load-params";
+import type { LoadParams, LoadResult, Path, PreviewResult } from "./protocol";
 import {
   array,
   bool,
@@ -39,15 +40,6 @@ import {
   tryDecode,
   unknownValue,
 } from "./validate";
-
-/** A load's optional `replace` (absent: the kernel does not rebind a bound
- * name); here, not in protocol.ts, which imports this module. */
-export function withReplace<P extends { replace?: boolean }>(v: unknown, at: string, params: P): P {
-  if (isPlainObject(v) && Object.hasOwn(v, "replace")) {
-    params.replace = bool(v.replace, `${at}.replace`);
-  }
-  return params;
-}
 
 export const DIFF_METHODS = [
   "diff_children",
@@ -215,15 +207,8 @@ export interface DiffPreviewParams {
   path: Path;
   rows: number;
 }
-export interface DiffLoadParams {
+export interface DiffLoadParams extends LoadParams {
   side: Side;
-  path: Path;
-  device: string;
-  mode: "r" | "r+" | null;
-  allow_pickle: boolean;
-  variable: string | null;
-  /** As a load's `replace`. */
-  replace?: boolean;
 }
 
 export interface DiffMethods {
@@ -240,7 +225,6 @@ type DiffMethod = keyof DiffMethods;
 const path = array(str);
 const shape = array(count);
 const stat = nullable(num);
-const mode = literal("r", "r+", null);
 
 /** Facts: `kind` and `class` always; a leaf's `dtype`, `shape` and `bytes` too; the other
  * keys when the side has them. */
@@ -387,17 +371,8 @@ export const diffParamDecoders: { [M in DiffMethod]: Decoder<DiffMethods[M]["par
     allow_pickle: bool,
   }),
   diff_preview: object({ path, rows: count }),
-  diff_load: (v, at) => {
-    const params: DiffLoadParams = object({
-      side: literal(...SIDES),
-      path,
-      device: str,
-      mode,
-      allow_pickle: bool,
-      variable: nullable(str),
-    })(v, at);
-    return withReplace(v, at, params);
-  },
+  diff_load: (v, at) =>
+    withReplace(v, at, object({ side: literal(...SIDES), ...loadFields })(v, at)),
 };
 
 /** The result decoders; `preview` and `load` are protocol.ts's (given lazily). */
