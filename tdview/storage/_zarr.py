@@ -146,8 +146,38 @@ class ZarrStore(GroupTreeStore):
         super().__init__(root, tree)
 
     def _group(self, group: Any, name: str, path: str, depth: int) -> Group:
-        if depth > MAX_DEPTH:
-            raise LimitExceededError(f"{self._root}::{path}: groups nest deeper than {MAX_DEPTH}.")
+        """The tree below ``group``: every member from one call to zarr (the inline
+        metadata tensordict writes; without it zarr reads each ``zarr.json``)."""
+        out = self._made_group(group, name, path)
+        groups = {"": out}
+        for member, obj in group.members(max_depth=None):
+            self._count += 1
+            if self._count > MAX_OBJECTS:
+                raise LimitExceededError(f"{self._root}: more than {MAX_OBJECTS} objects.")
+            parts = member.split("/")
+            if len(parts) > MAX_DEPTH:
+                raise LimitExceededError(
+                    f"{self._root}::/{member}: groups nest deeper than {MAX_DEPTH}."
+                )
+            for part in parts:
+                problem = name_problem(part)
+                if problem is not None:
+                    raise UnsafeCheckpointError(
+                        f"{self._root}: the member {member!r} {problem}: it could leave the store."
+                    )
+            parent = groups.get("/".join(parts[:-1]))
+            if parent is None:  # zarr gives parents first; a member of none is dropped
+                continue
+            where = f"/{member}"
+            if isinstance(obj, self._zarr.Group):
+                made = groups[member] = self._made_group(obj, parts[-1], where)
+                parent.members.append(made)
+            else:
+                parent.members.append(self._array(obj, parts[-1], where))
+        return out
+
+    def _made_group(self, group: Any, name: str, path: str) -> Group:
+        """A group with the batch size and dim names tensordict recorded, if any."""
         recorded = group.attrs.get(_TD_ATTR)
         out = Group(name, path)
         if isinstance(recorded, dict) and _ints(recorded.get("batch_size")):
@@ -155,21 +185,6 @@ class ZarrStore(GroupTreeStore):
             names = recorded.get("names")
             if isinstance(names, list) and len(names) == len(out.batch):
                 out.names = [n if isinstance(n, str) else None for n in names]
-        for child, obj in group.members():
-            self._count += 1
-            if self._count > MAX_OBJECTS:
-                raise LimitExceededError(f"{self._root}: more than {MAX_OBJECTS} objects.")
-            problem = name_problem(child)
-            if problem is not None or "/" in child:
-                raise UnsafeCheckpointError(
-                    f"{self._root}: the member {child!r} of {path!r} "
-                    f"{problem or 'has a /'}: it could leave the store."
-                )
-            where = f"{path.rstrip('/')}/{child}"
-            if isinstance(obj, self._zarr.Group):
-                out.members.append(self._group(obj, child, where, depth + 1))
-            else:
-                out.members.append(self._array(obj, child, where))
         return out
 
     def _array(self, arr: Any, name: str, path: str) -> Array:
