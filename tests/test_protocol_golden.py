@@ -158,6 +158,7 @@ def test_every_golden_file_is_covered() -> None:
     covered |= {"reply_duplicates"}  # test_duplicates
     covered |= {"reply_sizes"}  # test_sizes
     covered |= {"reply_check"}  # test_check_protocol
+    covered |= {"reply_node_metadata"}  # test_safetensors_protocol
     covered |= {n for n in NAMES if n.startswith("reply_diff_")} | {"state_compare"}
     # (test_protocol_diff_golden: the compare view's replies and traits)
     assert set(NAMES) <= covered, set(NAMES) - covered

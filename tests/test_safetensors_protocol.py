@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 import tdview
 from tdview.index import Checkpoint
 from tdview.protocol import Session, handle
 
+from .test_protocol_golden import golden, same_shape
 from .test_safetensors import assert_same, dotted
 from .test_safetensors import model_file as model_file
 
@@ -86,3 +88,15 @@ def test_the_view_tells_the_form_to_read_it_with_checkpoint(model_file: Path) ->
         assert view.options["foreign"] is True
     finally:
         view.close()
+
+
+def test_the_roots_details_show_the_files_metadata(session: Session, model_file: Path) -> None:
+    """``__metadata__`` is a fact of the root (``metadata``, the golden reply's shape),
+    sent only where the file records some: no other node has it."""
+    message = {"kind": "tdview:request", "v": 1, "id": 8589934593, "method": "node"}
+    reply, _ = handle(session, {**message, "params": {"path": []}})
+    same_shape(reply, golden("reply_node_metadata")["message"])
+    with safe_open(model_file, "pt") as f:
+        assert reply["result"]["metadata"] == f.metadata()
+    inner, _ = handle(session, {**message, "params": {"path": ["model"]}})
+    assert "metadata" not in inner["result"]

@@ -13,6 +13,7 @@ import { CopyButton } from "./clipboard";
 import { abortableDelay, type DataSource, isCancelled } from "./data-source";
 import { DetailsHead, tapPreviews } from "./details-head";
 import { alertBox, button, el, errorText, pathText } from "./dom";
+import { metadataText } from "./file-metadata";
 import {
   formatCount,
   formatShape,
@@ -158,6 +159,7 @@ export function detailFields(d: NodeDetails): Field[] {
   }
   if (d.schema) fields.push(["Schema", schemaText(d.schema)]);
   if (d.value !== null && d.value !== undefined) fields.push(["Value", valueText(d.value)]);
+  if (d.metadata) fields.push(["Metadata", metadataText(d.metadata)]);
   if (d.problems.length) fields.push(["Problems", d.problems.join("\n")]);
   return fields.filter(([, value]) => value !== "");
 }

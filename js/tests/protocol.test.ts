@@ -58,14 +58,15 @@ const OPTIONAL_PARAMS = new Set([
   "read",
   "values",
 ]);
-/** Key paths with free-form content: inside a non-tensor value. */
-const freeForm = (path: (string | number)[]) => path.includes("value");
+/** Key paths with free-form content: inside a non-tensor value, or a file's metadata. */
+const freeForm = (path: (string | number)[]) => path.includes("value") || path.includes("metadata");
 /** Keys that may be absent: the dtype names of a rollup, anything inside a value, and a
  * node's `member` (only a collection's member checkpoints have one). */
 const optionalKey = (path: (string | number)[]) =>
   freeForm(path.slice(0, -1)) ||
   ["by_dtype", "by_section"].includes(String(path[path.length - 2])) ||
   path[path.length - 1] === "member" ||
+  path[path.length - 1] === "metadata" || // a root's, where the file records some
   (path.length === 2 && path[0] === "params" && OPTIONAL_PARAMS.has(String(path[1])));
 
 describe("golden files", () => {

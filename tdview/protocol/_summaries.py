@@ -256,6 +256,8 @@ def details(ckpt: Tree, node: Node, *, totals: bool = True) -> dict[str, Any]:
     param = param_field(ckpt, node)  # an optimizer's state/<i>: its parameter, or why not
     if param is not None:
         result["param"] = param
+    if not node.path and ckpt.store.metadata:  # the file's own (safetensors' __metadata__)
+        result["metadata"] = bounded_value(ckpt.store.metadata)
     if stack_members(ckpt, node) is not None:  # a lazy stack: its merged schema, with
         result["schema"] = _schema(ckpt, node) if total is not None else None  # totals
     return result

@@ -329,6 +329,9 @@ class Store(abc.ABC):
     #: directory): ``EntryInfo.crc32`` gives it without a payload byte read; False where
     #: none is (a directory, a consolidated file: a CRC is computed from the bytes)
     crc_recorded: bool = False
+    #: what the file records about itself, shown on the root (safetensors'
+    #: ``__metadata__``, a shard index's ``metadata``); None for a store with none
+    metadata: dict[str, Any] | None = None
 
     @abc.abstractmethod
     def display(self, key: str) -> str:
