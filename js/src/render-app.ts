@@ -175,6 +175,7 @@ export class App {
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
     this.details.related.onOpen = (path) => void this.reveal(path);
+    this.details.sizes.onOpen = (path) => void this.reveal(path);
     // a leaf previewed: its row's tooltip now has its summary
     this.details.head.onStats = () => {
       this.view?.refresh();

@@ -52,6 +52,8 @@ export class SizesView {
   readonly toggle: HTMLButtonElement;
   /** Called when the view starts or stops taking the panel (a subtree while on). */
   onActive: ((active: boolean) => void) | null = null;
+  /** Called to select a cell's node in the tree (double-click, Shift+Enter). */
+  onOpen: ((path: Path) => void) | null = null;
   readonly #fetch: SizesFetch | null;
   readonly #crumbs: HTMLElement;
   readonly #map: HTMLElement;
@@ -290,7 +292,14 @@ export class SizesView {
     if (zoomable) div.dataset.zoom = "true";
     else div.setAttribute("aria-disabled", "true");
     const where = other ? `${this.#name(level.path)}: ${what}` : item.path.join(" / ");
-    div.title = `${where}\n${humanBytes(item.bytes)} (${formatCount(item.bytes)} B) · ${share(item.bytes, level.bytes)} of ${humanBytes(level.bytes)}${other ? "" : ` · ${what}`}${zoomable ? "\nClick or Enter: zoom in" : ""}`;
+    const lines = [
+      where,
+      `${humanBytes(item.bytes)} (${formatCount(item.bytes)} B) · ${share(item.bytes, level.bytes)} of ${humanBytes(level.bytes)}`,
+    ];
+    if (!other) lines[1] += ` · ${what}`;
+    if (zoomable) lines.push("Click or Enter: zoom in");
+    if (!other) lines.push("Double-click or Shift+Enter: select it in the tree");
+    div.title = lines.join("\n");
     if (cell.w >= MIN_LABEL_W && cell.h >= MIN_LABEL_H) {
       div.append(el("span", "tdview-sizes-label", name));
       if (cell.h >= MIN_SIZE_H) div.append(el("span", "tdview-sizes-size", humanBytes(item.bytes)));
@@ -299,6 +308,7 @@ export class SizesView {
       this.#focus = i;
       this.#roving();
     });
+    if (!other) div.addEventListener("dblclick", () => this.onOpen?.(item.path));
     div.addEventListener("click", () => {
       this.#focus = i;
       this.#roving();
@@ -348,7 +358,10 @@ export class SizesView {
       );
     } else if (event.key === "Home") next = 0;
     else if (event.key === "End") next = this.#cells.length - 1;
-    else if (event.key === "Enter" || event.key === " ") {
+    else if (event.key === "Enter" && event.shiftKey) {
+      const item = this.#cells[this.#focus]?.cell.item;
+      if (item && !isOther(item)) this.onOpen?.(item.path);
+    } else if (event.key === "Enter" || event.key === " ") {
       this.#cells[this.#focus]?.element.click();
     } else if (event.key === "Escape" || event.key === "Backspace") {
       if (!this.zoomOut(true)) return; // at the top: Escape is the host's

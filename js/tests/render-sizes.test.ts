@@ -210,6 +210,23 @@ describe("the sizes treemap", () => {
     expect(el.querySelector(".tdview-sizes-duplicates")?.textContent).toBe("4.10 KB in duplicates");
   });
 
+  it("selects a cell's node in the tree on a double-click or Shift+Enter", async () => {
+    const { el, view } = await setup();
+    const opened: Path[] = [];
+    view.onOpen = (path) => opened.push(path);
+    const model = cells(el)[1] as HTMLElement;
+    model.dispatchEvent(new MouseEvent("dblclick", { bubbles: true }));
+    model.focus();
+    model.dispatchEvent(
+      new KeyboardEvent("keydown", { key: "Enter", shiftKey: true, bubbles: true }),
+    );
+    expect(opened).toEqual([["model"], ["model"]]);
+    expect(model.title).toContain("Double-click or Shift+Enter: select it in the tree");
+    const other = el.querySelector(".tdview-sizes-other") as HTMLElement;
+    other.dispatchEvent(new MouseEvent("dblclick", { bubbles: true }));
+    expect(opened).toHaveLength(2); // "other" is no node
+  });
+
   it("says what went wrong", async () => {
     const view = new SizesView(async () => {
       throw new Error("the kernel is gone");

@@ -180,6 +180,15 @@ def test_sizes_of_a_trainer_checkpoint(lab, page_1280, artifacts, theme: str) ->
     widget.evaluate("(el) => el.scrollIntoView()")
     page.screenshot(path=str(artifacts / f"tdview-sizes-wide-1280x720-{theme}.png"))
 
+    # a double-click selects the cell's node in the tree: the view follows it
+    sizes.locator(".tdview-sizes-cell", has_text="model").first.dblclick()
+    details(widget).locator(".tdview-details-name").get_by_text("model", exact=True).wait_for(
+        timeout=TIMEOUT
+    )
+    assert row(page, "model", 2).first.get_attribute("aria-selected") == "true"
+    crumbs.locator("[aria-current]").get_by_text("model", exact=True).wait_for(timeout=TIMEOUT)
+    assert crumbs.inner_text() == "model"
+
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_sizes_in_the_tdview_panel(lab, page_1280, artifacts, theme: str) -> None:
