@@ -184,6 +184,7 @@ def test_folder_reads_only_when_asked(lab, small_page, artifacts) -> None:
     find = widget.locator(".tdview-related .tdview-find-same")
     find.wait_for(timeout=TIMEOUT)
     assert widget.locator(".tdview-same-bytes").count() == 0  # nothing read yet
+    shot(page, artifacts, "tdview-labels-find")
     find.click()
     same = widget.locator(".tdview-related .tdview-same-bytes")
     same.wait_for(timeout=TIMEOUT)
