@@ -236,3 +236,28 @@ def test_the_details_say_the_parameter_or_why_not(tmp_path: Path) -> None:
         assert "shape [32, 32]" in unknown["reason"]
         assert "param" not in details(["optim", "state"])
         assert "param" not in details(["model", "head", "weight"])
+
+
+@pytest.mark.parametrize(
+    ("groups", "reason"),
+    [
+        ([{"params": [1, 0]}], "not numbered in order"),
+        ([{"params": ["0", "1"]}], "without a list of params"),
+        ([{"lr": 0.1}], "without a list of params"),
+        ([{"params": [0]}], "state 1 is in no param group"),
+    ],
+)
+def test_param_groups_that_do_not_number_the_states_give_no_label(
+    tmp_path: Path, groups: list, reason: str
+) -> None:
+    """Hand-made or damaged ``param_groups``: no label, and the reason names it."""
+    net, optimizer = trained("one")
+    state = optimizer.state_dict()["state"]
+    td = TensorDict(
+        model=TensorDict.from_module(net).data,
+        optim={"state": {str(i): dict(state[i]) for i in (0, 1)}, "param_groups": groups},
+    )
+    with Checkpoint(write_at(td, tmp_path / "ck")) as ckpt:
+        assert labels(ckpt) == {"0": None, "1": None}
+        label = param_label(ckpt, ckpt.node("optim/state/0"))
+        assert label is not None and label.reason is not None and reason in label.reason
