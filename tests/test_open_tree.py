@@ -107,3 +107,41 @@ def test_no_isinstance_of_collection_is_left_in_the_package() -> None:
             ):
                 found.append(f"{file.relative_to(PACKAGE)}:{call.lineno}")
     assert found == []
+
+
+def test_a_folder_of_checkpoints_is_listed_through_the_store(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection lists each folder once, by the store's ``entries`` (a linked folder
+    not followed), and tells a member by ``holds(folder, "meta.json")``."""
+    (run / "linked").symlink_to(run / "step_1", target_is_directory=True)
+    (run / "logs").mkdir()
+    (run / "logs" / "events.json").write_text("[]")
+    with open_tree(run) as folder:
+        store = folder.store
+        truth = {e.name: e.is_dir(follow_symlinks=False) for e in os.scandir(run)}
+        entries, more = store.entries("", 100)
+        assert not more and {n for n, _ in entries} == set(truth)
+        kinds = dict(entries)
+        assert kinds["linked"] == "linked dir" and kinds["step_1"] == "dir"
+        assert kinds["config.json"] == kinds["step_2.tdz"] == "file"
+        assert store.entries("", 2)[1] is True and len(store.entries("", 2)[0]) == 2
+        assert store.holds("step_1", "meta.json") and not store.holds("logs", "meta.json")
+        calls: list[str] = []
+        listed = store.entries
+        monkeypatch.setattr(store, "entries", lambda key, n: calls.append(key) or listed(key, n))
+        assert [n.key for n in folder.children()] == [
+            "config.json",
+            "logs",
+            "step_1",
+            "step_2.tdz",
+        ]
+        folder.children("logs")
+        folder.children()
+        folder.children("logs")
+        assert calls == ["", "logs"]
+    # an archive's default listing: its central directory's names, folders told apart
+    with open_tree(run / "step_2.tdz") as archive:
+        names = dict(archive.store.entries("", 100)[0])
+        assert names == {"meta.json": "file", "a.memmap": "file"}
+        assert archive.store.holds("", "meta.json") and not archive.store.holds("", "b")

@@ -436,13 +436,14 @@ def open_tree(
 def _root_meta(store: Store) -> tuple[bytes | TDViewError | OSError | None, float]:
     """The root's ``meta.json`` (its bytes, or what reading it raised) and how long it
     took to read; ``(None, 0.0)`` when the root holds none and the store is browsed as a
-    folder of checkpoints (a dangling link named ``meta.json`` is a checkpoint's, broken)."""
+    folder of checkpoints (a dangling link named ``meta.json`` is a checkpoint's, broken:
+    the store says whether the root holds the name, :meth:`~tdview.storage.Store.holds`)."""
     start = perf_counter()
     try:
         first = store.read_bytes("meta.json", MAX_META_BYTES)
     except FileNotFoundError as error:
         try:
-            if Collection.browses(store) and "meta.json" not in store.list_dir(""):
+            if Collection.browses(store) and not store.holds("", "meta.json"):
                 return None, 0.0
         except OSError:
             pass

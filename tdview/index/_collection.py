@@ -147,7 +147,7 @@ class Collection(Tree):
     @staticmethod
     def browses(store: Store) -> bool:
         """Whether a store whose root holds no ``meta.json`` is browsed as a folder of
-        checkpoints: one whose folders are the local disk's (listed with ``scandir``)."""
+        checkpoints: one whose folders are the local disk's."""
         return store.local_folders
 
     def close(self) -> None:
@@ -170,43 +170,43 @@ class Collection(Tree):
         return list(node.children_order)
 
     def _list(self, node: Node) -> list[Node]:
-        """The members, folders and side files of a folder, sorted by name."""
+        """The members, folders and side files of a folder, sorted by name, as the store
+        lists it (:meth:`~tdview.storage.Store.entries`: a linked folder is not followed;
+        a folder holding a ``meta.json`` is a member: :meth:`~tdview.storage.Store.holds`)."""
         assert node.dirkey is not None
-        real = os.path.join(self.store.root, node.dirkey)
+        where = self.store.display(node.dirkey) if node.dirkey else self.path
         try:
-            with os.scandir(real) as listing:
-                entries: list[os.DirEntry[str]] = []
-                for entry in listing:
-                    if len(entries) == MAX_ENTRIES:
-                        node.problems.append(
-                            f"{real} holds more than {MAX_ENTRIES:,} entries: the rest are "
-                            "not shown"
-                        )
-                        break
-                    if not entry.name.startswith("."):
-                        entries.append(entry)
-        except OSError as error:
-            node.problems.append(f"cannot list {real}: {error}")
+            entries, more = self.store.entries(node.dirkey, MAX_ENTRIES)
+        except (OSError, TDViewError) as error:
+            node.problems.append(f"cannot list {where}: {error}")
             return []
-        entries.sort(key=lambda e: e.name)
-        found = (self._entry_node(node, entry) for entry in entries)
+        if more:
+            node.problems.append(
+                f"{where} holds more than {MAX_ENTRIES:,} entries: the rest are not shown"
+            )
+        named = sorted(entry for entry in entries if not entry[0].startswith("."))
+        found = (self._entry_node(node, name, kind) for name, kind in named)
         children = [child for child in found if child is not None]
         describe_raw_arrays(self.store, node.dirkey, children)
         return children
 
-    def _entry_node(self, parent: Node, entry: os.DirEntry[str]) -> Node | None:
-        name = entry.name
+    def _entry_node(self, parent: Node, name: str, kind: str) -> Node | None:
         path = parent.path + (name,)
         key = f"{parent.dirkey}/{name}" if parent.dirkey else name
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if os.path.lexists(os.path.join(entry.path, "meta.json")):
-                    return Node(path=path, kind=MEMBER, dirkey=key, type_hint="directory")
-                return Node(path=path, kind=FOLDER, dirkey=key)
-            if entry.is_symlink() and entry.is_dir():
-                return None  # a linked folder is not followed (loops, folders outside)
-        except OSError:
-            return None
+        if kind == "dir":
+            try:
+                member = self.store.holds(key, "meta.json")
+            except (OSError, TDViewError):
+                return None  # a name the store refuses
+            if member:
+                return Node(path=path, kind=MEMBER, dirkey=key, type_hint="directory")
+            return Node(path=path, kind=FOLDER, dirkey=key)
+        if kind != "file":
+            return None  # a linked folder is not followed (loops, folders outside)
+        return self._file_node(path, key, name)
+
+    def _file_node(self, path: NestedPath, key: str, name: str) -> Node | None:
+        """The node of a file of the folder: a member archive, a side file, or None."""
         lower = name.lower()
         if lower.endswith(_ARCHIVE_SUFFIXES):
             return Node(path=path, kind=MEMBER, file=key, type_hint="archive")

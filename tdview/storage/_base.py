@@ -576,6 +576,19 @@ class Store(abc.ABC):
         """Return True when ``key`` is a file or a directory."""
         return self.is_file(key) or self.is_dir(key)
 
+    def holds(self, dirkey: str, name: str) -> bool:
+        """Whether folder ``dirkey`` holds an entry ``name``, whatever it is (a dangling
+        link too): a folder's ``meta.json`` makes it a checkpoint (``open_tree``)."""
+        return name in self.list_dir(dirkey)
+
+    def entries(self, dirkey: str, limit: int) -> tuple[list[tuple[str, str]], bool]:
+        """At most ``limit`` ``(name, kind)`` of folder ``dirkey`` (``"dir"``, ``"file"``,
+        ``"linked dir"``: not followed by a walk), and whether it holds more."""
+        names = self.list_dir(dirkey)
+        join = dirkey + "/" if dirkey else ""
+        kinds = [(n, "dir" if self.is_dir(join + n) else "file") for n in names[:limit]]
+        return kinds, len(names) > limit
+
     def __enter__(self) -> Store:
         return self
 

@@ -352,6 +352,30 @@ class DirectoryStore(LinkedNames):
             raise NotADirectoryError(f"{self.display(key)} is not a directory")
         return sorted(os.listdir(real))
 
+    def holds(self, dirkey: str, name: str) -> bool:
+        """One ``lstat`` (see :meth:`Store.holds`)."""
+        key = f"{dirkey}/{name}" if dirkey else name
+        check_key(key, self.root)
+        return os.path.lexists(os.path.join(self.root, key))
+
+    def entries(self, dirkey: str, limit: int) -> tuple[list[tuple[str, str]], bool]:
+        """One ``scandir`` of the folder, no link followed but to tell a linked folder
+        (see :meth:`Store.entries`); an entry that cannot be looked at is left out."""
+        check_key(dirkey, self.root)
+        found: list[tuple[str, str]] = []
+        with os.scandir(os.path.join(self.root, dirkey) if dirkey else self.root) as listing:
+            for item in listing:
+                if len(found) == limit:
+                    return found, True
+                try:
+                    if item.is_dir(follow_symlinks=False):
+                        found.append((item.name, "dir"))
+                    else:
+                        found.append((item.name, "linked dir" if item.is_dir() else "file"))
+                except OSError:
+                    continue
+        return found, False
+
     def entry(self, key: str) -> EntryInfo:
         real, st = self._stat(key)
         self._require_regular(key, st)
