@@ -152,6 +152,9 @@ export interface NodeDetails extends NodeSummary {
   schema?: StackSchema | null;
   /** An optimizer's `state/<i>`: its parameter, or why it is not known; absent elsewhere. */
   param?: ParamLabel;
+  /** What the file records about itself, on the root (safetensors' `__metadata__`);
+   * absent elsewhere. */
+  metadata?: Record<string, unknown>;
 }
 
 export interface Options {
