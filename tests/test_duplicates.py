@@ -276,3 +276,24 @@ def test_a_second_leaf_asked_walks_nothing(tmp_path: Path, monkeypatch) -> None:
         again = duplicates_of(ckpt, ("extra", "copy"), read=False)
         assert again.groups == first.groups
         assert duplicates_of(ckpt, ("extra", "copy")).groups == first.groups  # read too
+
+
+def test_in_a_folder_of_checkpoints_the_paths_are_the_folders(tmp_path: Path) -> None:
+    """A member's answer names the other leaves from the folder's root, as its path."""
+    from tdview.protocol import Session
+
+    root = tmp_path / "run"
+    write(state_dict_checkpoint(), root / "step_1")
+    write(state_dict_checkpoint(), root / "step_2.tdz")
+    with Checkpoint(root) as folder:
+        session = Session(folder, "run", namespace={})
+        for member in ("step_1", "step_2.tdz"):
+            leaf = [member, "model", "decoder.weight"]
+            result = _ask(session, leaf, read=True)["result"]
+            assert result["path"] == leaf
+            assert result["same"] == [
+                [member, "model", "encoder.weight"],
+                [member, "extra", "copy"],
+            ]
+        own = _ask(session, [], read=True)["result"]  # the folder's own node: no leaf
+        assert own["same"] == [] and own["bytes"] is None

@@ -261,3 +261,22 @@ def test_param_groups_that_do_not_number_the_states_give_no_label(
         assert labels(ckpt) == {"0": None, "1": None}
         label = param_label(ckpt, ckpt.node("optim/state/0"))
         assert label is not None and label.reason is not None and reason in label.reason
+
+
+def test_in_a_folder_of_checkpoints_the_parameter_path_is_the_folders(tmp_path: Path) -> None:
+    from tdview.protocol import Session, handle
+
+    net, optimizer = trained("one")
+    saved(net, optimizer, tmp_path / "run" / "step_1")
+    with Checkpoint(tmp_path / "run") as folder:
+        session = Session(folder, "run", namespace={})
+        message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "node"}
+        reply, _ = handle(
+            session, {**message, "params": {"path": ["step_1", "optim", "state", "0"]}}
+        )
+        assert reply is not None and reply["ok"], reply
+        assert reply["result"]["param"] == {
+            "name": "embed.weight",
+            "path": ["step_1", "model", "embed", "weight"],
+            "reason": None,
+        }

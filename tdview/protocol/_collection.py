@@ -201,4 +201,9 @@ def put_under(
         result["member"] = member
     for child in result.get("children", ()):
         child["path"] = list(prefix) + child["path"]
+    if isinstance(result.get("same"), list):  # duplicates: the other leaves
+        result["same"] = [list(prefix) + path for path in result["same"]]
+    param = result.get("param")  # an optimizer state's parameter
+    if isinstance(param, dict) and isinstance(param.get("path"), list):
+        param["path"] = list(prefix) + param["path"]
     return result
