@@ -1,6 +1,7 @@
 """A ``.safetensors`` file (``safetensors.torch.save_file`` of a transformer's state dict)
 in ``TDView`` in a real JupyterLab at 1280x720: the tree groups the dotted keys as the
-modules nest (``model`` / ``layers`` / ``0`` ... in their numbers' order), a preview reads
+modules nest (``model`` / ``layers`` / ``0`` ... in their numbers' order), the root's
+details show the file's ``__metadata__``, a preview reads
 a bfloat16 weight, the Load button binds a layer equal to ``load_file``'s tensors, and
 the load line the form shows, pasted, loads the same. Light and dark screenshots."""
 
@@ -68,6 +69,15 @@ def test_a_safetensors_file_opens_previews_and_loads(lab, small_page, artifacts)
     row(page, "model", 2).wait_for(timeout=TIMEOUT)
     keys = widget.locator('.tdview-tree [role="treeitem"][aria-level="2"] .tdview-key')
     assert set(keys.all_inner_texts()) == {"model", "lm_head"}
+
+    # the root's details: the file's __metadata__
+    page.locator('.tdview-root [role="treeitem"][aria-level="1"] .tdview-key').first.click()
+    details(widget).get_by_text("format: pt", exact=True).wait_for(timeout=TIMEOUT)
+    assert "Metadata" in details(widget).inner_text()
+    page.screenshot(path=str(artifacts / "tdview-safetensors-metadata-1280x720-light.png"))
+    settle_theme(page, "dark")
+    page.screenshot(path=str(artifacts / "tdview-safetensors-metadata-1280x720-dark.png"))
+    settle_theme(page, "light")
 
     row(page, "model", 2).locator(".tdview-twisty").click()
     row(page, "layers", 3).first.wait_for(timeout=TIMEOUT)
