@@ -280,3 +280,21 @@ def test_in_a_folder_of_checkpoints_the_parameter_path_is_the_folders(tmp_path: 
             "path": ["step_1", "model", "embed", "weight"],
             "reason": None,
         }
+
+
+def test_the_widgets_search_finds_the_moments_by_name(tmp_path: Path) -> None:
+    """The protocol's ``search`` (the widget's box) pages and counts the states whose
+    parameter matches, as :func:`search` does."""
+    from tdview.protocol import Session, handle
+
+    net, optimizer = trained("one")
+    path = saved(net, optimizer, tmp_path / "ck.tdz")
+    numbered = next(k for k, n in reference(net, optimizer).items() if n == "head.bias")
+    with Checkpoint(path) as ckpt:
+        session = Session(ckpt, str(path), namespace={})
+        message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "search"}
+        reply, _ = handle(session, {**message, "params": {"pattern": "head.bias", "limit": 10}})
+        assert reply is not None and reply["ok"], reply
+        paths = reply["result"]["matches"]
+        assert paths == [["model", "head", "bias"], ["optim", "state", numbered]]
+        assert reply["result"]["total"] == 2
