@@ -103,6 +103,20 @@ def open_h5_url(path: str) -> H5Store:
         raise
 
 
+def _attribute(h5py: Any, oid: Any, name: str) -> np.ndarray | None:
+    """The value of attribute ``name`` of object ``oid`` (a small integer array, as
+    ``__tensordict_stack__`` is), or None when it has none or another kind."""
+    bname = name.encode()
+    if not h5py.h5a.exists(oid, bname):
+        return None
+    aid = h5py.h5a.open(oid, bname)
+    if aid.dtype.kind not in "iu" or aid.get_storage_size() > 1024:
+        return None
+    out = np.empty(aid.shape, dtype=aid.dtype)
+    aid.read(out)
+    return out
+
+
 def _h5py() -> Any:
     try:
         import h5py
@@ -138,7 +152,7 @@ class H5Store(GroupTreeStore):
         try:
             self._seen: set[Any] = set()
             self._count = 0
-            tree = self._group(self._file, "", "/", 0)
+            tree = self._group(self._file.id, "", "/", 0)
         except (OSError, KeyError, RuntimeError, ValueError) as error:
             self._file.close()
             if isinstance(error, TDViewError):
@@ -158,44 +172,48 @@ class H5Store(GroupTreeStore):
 
     # -- the walk over metadata -------------------------------------------------------
 
-    def _group(self, group: Any, name: str, path: str, depth: int) -> Group:
+    def _group(self, gid: Any, name: str, path: str, depth: int) -> Group:
+        """The tree below the group ``gid`` (h5py's low-level API: one object opened
+        per link, no high-level object made)."""
         if depth > MAX_DEPTH:
             raise LimitExceededError(f"{self.root_or(path)}: groups nest deeper than {MAX_DEPTH}.")
-        out = Group(name, path)
-        for child in group:
+        out, h5py = Group(name, path), self._h5py
+        for bname in gid:  # by name, as the reference's keys() gives them
             self._count += 1
             if self._count > MAX_OBJECTS:
                 raise LimitExceededError(f"{self.root_or(path)}: more than {MAX_OBJECTS} objects.")
+            child = bname.decode("utf-8", "surrogateescape")
             where = f"{path.rstrip('/')}/{child}"
-            refused = self._link_refused(group, child)
-            if refused is not None:
+            refused = self._link_refused(gid, bname)
+            oid = h5py.h5o.open(gid, bname) if refused is None else None
+            if oid is not None and isinstance(oid, h5py.h5d.DatasetID):
+                refused = self._sources_refused(oid)
+            if refused is not None or oid is None:
                 out.members.append(Array(child, where, (), "link", "refused", refused))
-                continue
-            obj = group[child]
-            if isinstance(obj, self._h5py.Group):
-                if hash(obj.id) in self._seen:  # a link back to a group above: a cycle
-                    continue
-                self._seen.add(hash(obj.id))
-                out.members.append(self._group(obj, child, where, depth + 1))
+            elif isinstance(oid, h5py.h5g.GroupID):
+                if hash(oid) not in self._seen:  # else a link back to a group above: a cycle
+                    self._seen.add(hash(oid))
+                    out.members.append(self._group(oid, child, where, depth + 1))
             else:
-                out.members.append(self._dataset(obj, child, where))
+                out.members.append(self._dataset(oid, child, where))
         return out
 
     def root_or(self, path: str) -> str:
         return f"{self._file.filename}::{path}"
 
-    def _link_refused(self, group: Any, name: str) -> str | None:
-        """Why the link ``name`` of ``group`` is not followed, or None."""
-        link = group.get(name, getlink=True)
-        if isinstance(link, self._h5py.ExternalLink):
-            what = f"an external link to {link.filename}::{link.path}"
-            return self._outside(link.filename, what)
-        if isinstance(link, self._h5py.SoftLink) and group.get(name) is None:
-            return f"is a soft link to {link.path}, which is absent"
-        if isinstance(link, self._h5py.HardLink):
-            obj = group[name]
-            if isinstance(obj, self._h5py.Dataset):
-                return self._sources_refused(obj)
+    def _link_refused(self, gid: Any, bname: bytes) -> str | None:
+        """Why the link ``bname`` of group ``gid`` is not followed, or None."""
+        h5l = self._h5py.h5l
+        kind = gid.links.get_info(bname).type
+        if kind == h5l.TYPE_EXTERNAL:
+            filename, target = (os.fsdecode(v) for v in gid.links.get_val(bname))
+            return self._outside(filename, f"an external link to {filename}::{target}")
+        if kind == h5l.TYPE_SOFT:
+            target = os.fsdecode(gid.links.get_val(bname))
+            try:
+                self._h5py.h5o.get_info(gid, bname)
+            except KeyError:
+                return f"is a soft link to {target}, which is absent"
         return None
 
     def _outside(self, filename: str, what: str) -> str | None:
@@ -209,28 +227,32 @@ class H5Store(GroupTreeStore):
             return f"is {what}, which is absent"
         return None
 
-    def _sources_refused(self, dataset: Any) -> str | None:
-        if dataset.is_virtual:
-            for source in dataset.virtual_sources():
-                if source.file_name != ".":
-                    what = f"a virtual dataset of {source.file_name}"
-                    why = self._outside(source.file_name, what)
+    def _sources_refused(self, oid: Any) -> str | None:
+        """Why a dataset's data is not read: a virtual dataset's source file or an
+        external raw storage file out of the file's folder; None when it is."""
+        dcpl = oid.get_create_plist()
+        if dcpl.get_layout() == self._h5py.h5d.VIRTUAL:
+            for at in range(dcpl.get_virtual_count()):
+                name = os.fsdecode(dcpl.get_virtual_filename(at))
+                if name != ".":
+                    why = self._outside(name, f"a virtual dataset of {name}")
                     if why is not None:
                         return why
-        for name, _offset, _size in dataset.external or ():
-            why = self._outside(os.fsdecode(name), f"a dataset stored in {os.fsdecode(name)}")
+        for at in range(dcpl.get_external_count()):
+            name = os.fsdecode(dcpl.get_external(at)[0])
+            why = self._outside(name, f"a dataset stored in {name}")
             if why is not None:
                 return why
         return None
 
-    def _dataset(self, ds: Any, name: str, path: str) -> Array:
-        shape, dtype, h5py = tuple(ds.shape or ()), ds.dtype, self._h5py
+    def _dataset(self, oid: Any, name: str, path: str) -> Array:
+        shape, dtype, h5py = tuple(oid.shape or ()), oid.dtype, self._h5py
         if len(shape) > MAX_DIMS:
             raise LimitExceededError(f"{self.root_or(path)}: {len(shape)} dims, above {MAX_DIMS}.")
-        stack = ds.attrs.get(_STACK_ATTR)
         string = h5py.check_string_dtype(dtype) is not None
         if string or h5py.check_opaque_dtype(dtype) or h5py.check_vlen_dtype(dtype):
-            if stack is not None:
+            stack = _attribute(h5py, oid, _STACK_ATTR)
+            if stack is not None and stack.ndim == 1 and stack.size <= MAX_DIMS:
                 return Array(name, path, tuple(int(n) for n in stack), str(dtype), "stack", path)
             numeric = not string and torch_dtype(dtype) is not None  # from_h5 sees a tensor
             return Array(name, path, shape, str(dtype), "data", path, batched=numeric)
