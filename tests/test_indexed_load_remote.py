@@ -8,6 +8,7 @@ tensordict; requests are counted on the servers' side (:mod:`tests.remote_server
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -89,3 +90,37 @@ def test_the_diff_of_an_s3_folder_and_an_http_archive(http: RangeServer, steps: 
     local = tdview.diff(steps / "step0", steps / "step1.tdz", level="values")
     assert [(r.path, r.status) for r in remote] == [(r.path, r.status) for r in local]
     assert [r.path for r in remote if r.status != "same"] == [("a",)]
+
+
+def test_a_cached_s3_folder_load_sends_no_request(steps: Path, tmp_path: Path) -> None:
+    """A folder's listings are kept beside the block cache: a second load of rows the
+    cache holds sends nothing, not even a listing; a kept listing that does not read back
+    as one is ignored (the folder is listed again)."""
+    require_module("moto", "the S3 server")
+    s3fs = require_module("s3fs", "the S3 client")
+    server, options = start_s3("cached")
+    cache = tmp_path / "cache"
+    try:
+        s3fs.S3FileSystem(**options).put(str(steps / "step0"), "cached/step0", recursive=True)
+
+        def load(index: Any) -> Any:
+            where = tdview.remote(
+                "s3://cached/step0", cache="blocks", cache_dir=str(cache), **options
+            )
+            return tdview.load_memmap(where, index=index)
+
+        server.take()
+        first = load(slice(0, 1000))
+        assert server.take()
+        again = load(slice(100, 900, 7))
+        assert server.take() == []
+        for kept in (cache / "tdview-listings").glob("*.json"):
+            kept.write_bytes(b'{"not": "a listing"')
+        third = load(slice(0, 10))
+        assert any("list-type" in r.path for r in server.take())
+    finally:
+        server.stop()
+    ref = TensorDict.load_memmap(steps / "step0")
+    same(first, ref[:1000])
+    same(again, ref[100:900:7])
+    same(third, ref[:10])

@@ -166,6 +166,7 @@ def open_remote(path: str | RemotePath) -> Store:
         An object that is not a zip with a top-level ``meta.json``.
     """
     from ._consolidated_remote import RemoteConsolidatedStore
+    from ._listing_cache import cached_listing
     from ._ranges import cached_size
     from ._remote_archive import RemoteArchiveStore
     from ._remote_dir import RemoteDirectoryStore
@@ -179,6 +180,8 @@ def open_remote(path: str | RemotePath) -> Store:
         kind = "directory" if url.endswith("/") else "file"
     elif (cached := cached_size(fs, fspath)) is not None:
         kind, size = "file", cached  # the cache holds the object: no request to the store
+    elif cached_listing(fs, fspath) is not None:
+        kind = "directory"  # a folder a cached load listed: no request either
     else:
         try:
             info = fs.info(fspath)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
 from ._base import EntryInfo, Payload, Store, check_key, name_problem, not_found
+from ._listing_cache import cached_listing, keep_listing
 from ._ranges import Job, Transport, span_jobs
 from ._remote import display_join
 
@@ -93,15 +94,22 @@ class RemoteDirectoryStore(Store):
         if not todo:
             return
         self._warmed.update(todo)
+        fs = self.transport.fs
         calls: list[tuple[str, tuple[Any, ...]]] = []
+        kept = {d: cached_listing(fs, self._fspath(d)) for d in todo}  # a cache's: no request
         for dirkey in todo:
-            calls.append(("ls", (self._fspath(dirkey), True)))
+            if kept[dirkey] is None:
+                calls.append(("ls", (self._fspath(dirkey), True)))
             meta = dirkey + "/" + META if dirkey else META
             if meta not in self._small:
                 calls.append(("cat_file", (self._fspath(meta),)))
-        results = iter(self.transport.call_many(calls))
+        results = iter(self.transport.call_many(calls) if calls else [])
         for dirkey in todo:
-            self._listings[dirkey] = _listing(next(results))
+            listed = kept[dirkey]
+            if listed is None:
+                listed = next(results)
+                keep_listing(fs, self._fspath(dirkey), listed)
+            self._listings[dirkey] = _listing(listed)
             meta = dirkey + "/" + META if dirkey else META
             if meta not in self._small:
                 data = next(results)
