@@ -235,7 +235,8 @@ def test_not_a_zip(tmp_path: Path) -> None:
         open_store(path)
 
 
-@pytest.mark.parametrize("names", [["other.json"], ["data/meta.json"], ["meta.json/"]])
+# a zip with "data/meta.json" holds a checkpoint: a folder of them (test_torchrl_archive.py)
+@pytest.mark.parametrize("names", [["other.json"], ["data/other.json"], ["meta.json/"]])
 def test_zip_without_top_level_meta(tmp_path: Path, names: list[str]) -> None:
     path = write(tmp_path, craft_zip([(n, b"") for n in names]))
     with refused(NotACheckpointError, str(path), "top-level meta.json"):

@@ -387,7 +387,7 @@ class Checkpoint(Tree):
 
 
 def open_tree(
-    prefix: str | os.PathLike[str],
+    prefix: str | os.PathLike[str] | Store,
     *,
     robust_key: bool | None = None,
     one_load: bool = False,
@@ -401,9 +401,10 @@ def open_tree(
 
     Parameters
     ----------
-    prefix : str or Path
+    prefix : str or Path or Store
         A checkpoint directory, a zip archive (any suffix) with a top-level ``meta.json``,
-        an fsspec URL, or a folder holding checkpoints.
+        an fsspec URL, a folder holding checkpoints (or a zip of them), or a store already
+        open (a checkpoint inside a zip of checkpoints: ``Store.sub_store``).
     robust_key, one_load
         As :class:`Checkpoint` takes them.
     folders : bool, optional

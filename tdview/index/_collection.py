@@ -147,8 +147,9 @@ class Collection(Tree):
     @staticmethod
     def browses(store: Store) -> bool:
         """Whether a store whose root holds no ``meta.json`` is browsed as a folder of
-        checkpoints: one whose folders are the local disk's."""
-        return store.local_folders
+        checkpoints: one whose folders are the local disk's, or
+        an archive's (a zip of checkpoints: listed from its central directory)."""
+        return store.local_folders or store.packed
 
     def close(self) -> None:
         for member in self._members.values():
@@ -304,9 +305,12 @@ class Collection(Tree):
         found = self._members.get(key)
         if found is None:
             try:
-                found = self._open_member(
-                    os.path.join(self.store.root, key), robust_key=self._robust_key
+                opened: str | Store = (
+                    os.path.join(self.store.root, key)
+                    if self.store.local_folders
+                    else self.store.sub_store(key)  # a zip's folder or entry, read through it
                 )
+                found = self._open_member(opened, robust_key=self._robust_key)
             except (TDViewError, OSError) as error:
                 found = error
                 node.problems.append(str(error))

@@ -50,8 +50,18 @@ _DATA_DESCRIPTOR = 0x8
 _BEHIND = 2 << 20
 
 
+def _holds_checkpoints(names: list[str]) -> bool:
+    """Whether a zip without a top-level ``meta.json`` holds checkpoints, as the folder it
+    was zipped from would (torchrl's archive checkpoints): a folder with a ``meta.json``,
+    or a ``.tdz``/``.zip`` entry. It is then opened, as a folder of them."""
+    return any(
+        name.endswith("/" + META) or name.lower().endswith((".tdz", ".zip")) for name in names
+    )
+
+
 class ArchiveStore(Store):
-    """Read the entries of a checkpoint archive (any zip with a top-level meta.json).
+    """Read the entries of a checkpoint archive (any zip with a top-level meta.json), or
+    of a zip that holds checkpoints without one (a folder of checkpoints, zipped).
 
     Parameters
     ----------
@@ -115,7 +125,7 @@ class ArchiveStore(Store):
             catalog = lazy_catalog(self.root, cd.columns, cd.start)
         if catalog is None:
             catalog = EagerCatalog(self.root, cd.records(), cd.start, self.file_size)
-        if not catalog.has_meta():
+        if not catalog.has_meta() and not _holds_checkpoints(catalog.keys()):
             raise not_a_checkpoint(self.root, "the zip has no top-level meta.json entry")
         self._catalog = catalog
         self._file = catalog.file

@@ -561,6 +561,23 @@ class Store(abc.ABC):
         differ are damage (``tdview check``)."""
         return None
 
+    def sub_store(self, key: str) -> Store:
+        """A checkpoint inside this store, as a store rooted there (a zip of checkpoints):
+        folder ``key`` read through this one (:class:`~._prefix.PrefixStore`: its keys are
+        the folder's, its answers this store's), or archive entry ``key`` that is itself
+        an archive (:class:`~._nested_archive.NestedArchiveStore`, read in place). Closing
+        it closes nothing of this store.
+
+        Examples
+        --------
+        >>> archive.sub_store("components/0001-policy/state").list_dir("")  # doctest: +SKIP
+        ['meta.json', 'tensor_00000000.memmap']
+        """
+        from ._nested_archive import nested_archive
+        from ._prefix import PrefixStore
+
+        return PrefixStore(self, key) if self.is_dir(key) else nested_archive(self, key)
+
     def check_intact(self) -> None:
         """Raise when what the store mapped can no longer be read safely (an archive
         file shorter now than when it was opened: a page past its end would kill the

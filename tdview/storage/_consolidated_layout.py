@@ -233,7 +233,8 @@ class Layout:
 
     def _check_spans(self, spans: list[tuple[int, int, tuple[str, ...]]]) -> None:
         """No two leaves' bytes overlap (spans sorted by start; empty ones overlap none)."""
-        end, last = 0, ()
+        end = 0
+        last: tuple[str, ...] = ()
         for start, stop, path in spans:
             if start < end and stop > start:
                 raise UnsafeCheckpointError(

@@ -27,7 +27,7 @@ from ._zip import parse_central_directory
 __all__ = ["is_archive", "open_store"]
 
 
-def open_store(path: str | os.PathLike[str]) -> Store:
+def open_store(path: str | os.PathLike[str] | Store) -> Store:
     """Open a checkpoint directory or archive for reading.
 
     Parameters
@@ -56,6 +56,8 @@ def open_store(path: str | os.PathLike[str]) -> Store:
     >>> open_store("/ckpt").kind                                  # doctest: +SKIP
     'directory'
     """
+    if isinstance(path, Store):  # a store already open (a checkpoint in a zip of them)
+        return path
     if is_remote(path):  # a URL (s3://, https://...): see _remote; zarr, HDF5 by name
         if is_zarr_url(path):
             return open_zarr_url(path)

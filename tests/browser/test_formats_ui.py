@@ -1,9 +1,11 @@
-"""Issue 35's consolidated files in a real JupyterLab at 1280x720: a file written by
+"""Issue 35 in a real JupyterLab at 1280x720. A consolidated file written by
 tensordict's ``td.consolidate(filename=...)`` opens in ``TDView``; the tree shows its
 levels (nested tensordicts with their batch sizes, a lazy stack, non-tensor data) and its
 leaves, a preview reads a leaf from the file, the Load button binds a variable equal to
-that subtree of ``TensorDict.from_consolidated``. Light and dark screenshots at
-1280x720."""
+that subtree of ``TensorDict.from_consolidated``. A torchrl archive checkpoint (a zip
+without a top-level ``meta.json``) opens as a folder of checkpoints: its components'
+states are members, ``manifest.json`` a side file, a member loads equal to tensordict's
+load of it. Light and dark screenshots at 1280x720 of each."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from .notebook import open_and_run, write_notebook
+from .test_collection_ui import show
 from .test_widget import TIMEOUT, row, run_cell
 from .test_widget_ui import details, load_through_form, marked, select, settle_theme
 
@@ -113,5 +116,77 @@ def test_a_consolidated_file_opens_previews_and_loads(lab, small_page, artifacts
         background = widget.evaluate("el => getComputedStyle(el).backgroundColor")
         assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), background
         page.screenshot(path=str(artifacts / "tdview-consolidated-1280x720-dark.png"))
+    finally:
+        settle_theme(page, "light")
+
+
+ARCHIVE = "formats35t/checkpoint.zip"
+
+
+def write_archive(root: Path) -> None:
+    """A torchrl archive checkpoint: a policy and its optimizer, zipped by torchrl."""
+    import torch
+    from torch import nn
+    from torchrl.checkpoint import Checkpoint
+
+    path = root / ARCHIVE
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    optim = torch.optim.Adam(model.parameters())
+    model(torch.randn(5, 8)).sum().backward()
+    optim.step()
+    Checkpoint(format="archive").register("optim", optim).register("policy", model).save(path)
+
+
+CHECK_ARCHIVE = """import json, zipfile, tempfile, torch
+from tensordict import TensorDict
+with tempfile.TemporaryDirectory() as d:
+    zipfile.ZipFile("{name}").extractall(d)
+    ref = TensorDict.load_memmap(d + "/components/0001-policy/state").to_tensordict()
+print("SAME", json.dumps({{k: bool(torch.equal(state[k], ref[k])) for k in ref.keys()}}))"""
+
+
+def test_a_torchrl_archive_opens_as_a_folder_of_checkpoints(lab, small_page, artifacts) -> None:
+    page = small_page
+    write_archive(lab.root)
+    write_notebook(
+        lab.root, "formats35t.ipynb", [f'from tdview import TDView\nv = TDView("{ARCHIVE}")\nv']
+    )
+    open_and_run(page, lab, "formats35t.ipynb")
+    widget = page.locator(".tdview-root").first
+    row(page, "components", 2).wait_for(timeout=TIMEOUT)
+    keys = widget.locator('.tdview-tree [role="treeitem"][aria-level="2"] .tdview-key')
+    assert set(keys.all_inner_texts()) == {"components", "manifest.json"}
+    row(page, "components", 2).locator(".tdview-twisty").click()
+    row(page, "0001-policy", 3).wait_for(timeout=TIMEOUT)
+    row(page, "0001-policy", 3).locator(".tdview-twisty").click()
+    row(page, "state", 4).wait_for(timeout=TIMEOUT)
+    row(page, "state", 4).locator(".tdview-twisty").click()
+    row(page, "tensor_00000000", 5).wait_for(timeout=TIMEOUT)
+    text = show(page, widget, "state", 4, "components / 0001-policy / state")
+    assert "checkpoint" in text, text
+    form = widget.locator(".tdview-load")
+    if (
+        form.locator(".tdview-variable").count() == 0
+        or not form.locator(".tdview-variable").is_visible()
+    ):
+        form.locator(".tdview-disclosure").click()
+    load_through_form(widget, "state")
+    assert "into state" in form.locator(".tdview-load-done").inner_text(), form.inner_text()
+    out = run_cell(page, CHECK_ARCHIVE.format(name=ARCHIVE))
+    assert marked(out, "SAME") == {f"tensor_0000000{i}": True for i in range(4)}
+
+    widget.scroll_into_view_if_needed()
+    show(page, widget, "tensor_00000000", 5, "components / 0001-policy / state / tensor_00000000")
+    preview = details(widget).locator(".tdview-preview")
+    preview.locator(".tdview-preview-button").click()
+    preview.locator(".tdview-preview-table").wait_for(timeout=TIMEOUT)
+    page.screenshot(path=str(artifacts / "tdview-torchrl-archive-1280x720-light.png"))
+    try:
+        settle_theme(page, "dark")
+        page.screenshot(path=str(artifacts / "tdview-torchrl-archive-1280x720-dark.png"))
     finally:
         settle_theme(page, "light")
