@@ -6,7 +6,9 @@ returns a :class:`DirectoryStore` for a directory and an :class:`ArchiveStore` f
 :class:`Store` interface, and every key is confined to the checkpoint root: a
 directory's symlinks may lead out of it only into a content store that holds the
 checkpoint (Hugging Face cache, git-annex, DVC) or below a path trusted with
-:func:`trust_paths` or ``TDVIEW_TRUSTED_PATHS``, and only for reading.
+:func:`trust_paths` or ``TDVIEW_TRUSTED_PATHS``, and only for reading. Other formats are
+stores that present their files as checkpoint folders: a safetensors file or shard set
+(:class:`SafetensorsStore`, from its headers), HDF5, zarr, consolidated files.
 
 Examples
 --------
@@ -28,6 +30,7 @@ from ._h5 import H5Store
 from ._links import Link
 from ._open import is_archive, open_store
 from ._remote import RemotePath, is_remote, remote
+from ._safetensors_store import SafetensorsStore
 from ._trust import TRUSTED_PATHS_ENV, trust_paths, trusted_paths
 from ._zarr import ZarrStore
 
@@ -48,6 +51,7 @@ __all__ = [
     "Mapped",
     "Payload",
     "RemotePath",
+    "SafetensorsStore",
     "Store",
     "ZarrStore",
     "crc32",
