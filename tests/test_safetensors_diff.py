@@ -16,6 +16,9 @@ from tensordict import TensorDict
 from torch import nn
 
 import tdview
+from tdview.protocol._diff import open_view
+
+from .test_protocol_diff import ask
 
 
 def _module() -> nn.Module:
@@ -65,3 +68,21 @@ def test_the_command_line(pair) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 changed, 0 added, 0 removed" in run.stdout
+
+
+def test_the_compare_view_pairs_the_two_spellings(pair) -> None:
+    """``TDView(model_dir, compare=model.safetensors)``: the compare view's pages pair
+    every key, and refined to values, every row is the same."""
+    folder, file, model = pair
+    view = open_view(folder, file)
+    try:
+        page, _ = ask(view, "diff_children", {"path": ["2", "0"], "offset": 0, "limit": 10})
+        assert {item["key"]: item["status"] for item in page["items"]} == {
+            "weight": "same",
+            "bias": "same",
+        }
+        state, _ = ask(view, "diff_refine", {"path": [], "level": "values"})
+        assert state["equal"] is True
+        assert state["summary"]["added"] == state["summary"]["removed"] == 0
+    finally:
+        view.close()
