@@ -24,7 +24,9 @@ import tdview
 from tdview.index import Checkpoint
 from tdview.storage import ArchiveStore, open_store
 
+from ._optional import require_module
 from .compare import assert_same
+from .remote_servers import RangeServer
 
 torchrl_checkpoint = pytest.importorskip("torchrl.checkpoint")
 
@@ -157,6 +159,9 @@ def test_load_memmap_refuses_it_as_tensordict_does(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as ours:
         tdview.load_memmap(zipped)
     assert "0001-policy" in str(ours.value)  # it names the checkpoints it holds
+    call = f"tdview.Checkpoint({str(zipped)!r}).load('components/0000-optim/state')"
+    assert call in str(ours.value)  # and a call that loads one: it does
+    assert eval(call, {"tdview": tdview}).keys()
 
 
 def test_a_zip_holding_no_checkpoint_is_still_refused(tmp_path: Path) -> None:
@@ -180,3 +185,27 @@ def test_a_damaged_tdz_inside_is_a_problem_of_its_node(tmp_path: Path) -> None:
             archive.load("components/0002-bad/state.tdz")
         node = archive.own_node(("components", "0002-bad", "state.tdz"))
         assert node is not None and any("state.tdz" in p for p in node.problems)
+
+
+def test_over_http_the_archive_browses_and_a_member_loads(tmp_path: Path) -> None:
+    """A zip of checkpoints served by ranges: listed from its central directory, a
+    member read through it, a stored .tdz inside read from its entry."""
+    require_module("aiohttp", "the HTTP store reads through it")
+    _save(tmp_path / "dir.zip", kind="archive")
+    _save(tmp_path / "tdz.zip", kind="archive", tdz=True)
+    server = RangeServer(str(tmp_path))
+    try:
+        with (
+            Checkpoint(f"{server.url}/dir.zip") as remote,
+            Checkpoint(tmp_path / "dir.zip") as local,
+        ):
+            assert _own(remote) == _own(local)
+            assert_same(remote.load(POLICY), local.load(POLICY), storage=False)
+        with (
+            Checkpoint(f"{server.url}/tdz.zip") as remote,
+            Checkpoint(tmp_path / "tdz.zip") as local,
+        ):
+            member = "components/0001-policy/state.tdz"
+            assert_same(remote.load(member), local.load(member), storage=False)
+    finally:
+        server.stop()

@@ -147,9 +147,9 @@ class Collection(Tree):
     @staticmethod
     def browses(store: Store) -> bool:
         """Whether a store whose root holds no ``meta.json`` is browsed as a folder of
-        checkpoints: one whose folders are the local disk's, or
-        an archive's (a zip of checkpoints: listed from its central directory)."""
-        return store.local_folders or store.packed
+        checkpoints: one whose folders are the local disk's, an archive's (a zip of
+        checkpoints: listed from its central directory), or a server's (a remote folder)."""
+        return store.local_folders or store.packed or store.lists_folders
 
     def close(self) -> None:
         for member in self._members.values():
@@ -514,10 +514,15 @@ def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
     found = list(islice((n for n in coll.walk_own() if n.kind == MEMBER), 9))
     names = ", ".join(show_path(n.path) for n in found[:8]) + (", ..." if len(found) > 8 else "")
     if found:
+        # a zip of checkpoints has no path of its members: the folder's Checkpoint loads one
+        call = (
+            f"tdview.load_memmap({os.path.join(coll.path, *found[0].path)!r})"
+            if coll.store.local_folders
+            else f"tdview.Checkpoint({coll.path!r}).load({'/'.join(found[0].path)!r})"
+        )
         text = (
             f"{coll.path} is not a checkpoint but a folder holding checkpoints: {names}. "
-            f"Load one of them (tdview.load_memmap({os.path.join(coll.path, *found[0].path)!r}"
-            "), or browse the folder with tdview.Checkpoint or TDView."
+            f"Load one of them ({call}), or browse the folder with tdview.Checkpoint or TDView."
         )
     else:
         text = f"{coll.path} is not a checkpoint, and no checkpoint was found in it."
