@@ -103,6 +103,12 @@ def _diff_table(report: dict) -> str:
     return render(report)
 
 
+def _check_table(report: dict) -> str:
+    from .check_cases import render  # its own table: a read and zipfile as baselines
+
+    return render(report)
+
+
 # (title, file under bench/results/, how to render it)
 EXTRAS = (
     (
@@ -111,6 +117,7 @@ EXTRAS = (
         render_markdown,
     ),
     ("`tdview diff` (`python -m bench.diff_cases`)", "diff-latest.json", _diff_table),
+    ("`tdview check` (`python -m bench.check_cases`)", "check-latest.json", _check_table),
     ("Remote checkpoints (`python -m bench.remote`)", "remote-latest.json", _remote_table),
     (
         "Loads to a CUDA device (`make test-gpu`: `python -m bench.gpu_cases`)",
