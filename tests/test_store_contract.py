@@ -21,6 +21,7 @@ import dataclasses
 import io
 import os
 import sys
+import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,8 @@ KINDS = {
     "remote-archive": ("archive", True, False),
     "consolidated": ("archive", True, True),
     "remote-consolidated": ("archive", True, False),
+    "zip-folder": ("archive", True, True),
+    "zip-tdz": ("archive", True, True),
     "safetensors": ("safetensors", True, True),
     "remote-safetensors": ("safetensors", True, False),
     "h5": ("h5", False, False),
@@ -53,7 +56,7 @@ KINDS = {
 }
 #: the kinds whose files are archive entries with a recorded CRC-32 (a consolidated
 #: file's leaves are spans of its payload: no CRC is recorded)
-CRC_RECORDED = {"archive", "remote-archive"}
+CRC_RECORDED = {"archive", "remote-archive", "zip-folder", "zip-tdz"}
 BUCKET = "store-contract"
 
 
@@ -111,6 +114,12 @@ def contract_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     td.save(root / "ckpt.tdz")
     pack_memmap(root / "ckpt", root / "ckpt-deflate.tdz", compression="deflate")
     td.consolidate(filename=root / "ckpt.td")
+    # a zip of checkpoints (torchrl's archive checkpoints): the folder, and the .tdz stored
+    with zipfile.ZipFile(root / "run.zip", "w") as run:
+        for file in sorted((root / "ckpt").rglob("*")):
+            if file.is_file():
+                run.write(file, f"run/ckpt/{file.relative_to(root / 'ckpt')}")
+        run.write(root / "ckpt.tdz", "run/ckpt.tdz")
     save_file(_safetensors(), root / "ckpt.safetensors")
     _library_written().to_h5(root / "ckpt.h5").close()
     _library_written().to_zarr(root / "ckpt.zarr")
@@ -146,6 +155,9 @@ def _open(request: pytest.FixtureRequest, kind: str, archive: str = "ckpt.tdz") 
         return open_store(root / archive)
     if kind == "consolidated":
         return open_store(root / "ckpt.td")
+    if kind in ("zip-folder", "zip-tdz"):  # a checkpoint in a zip of them: Store.sub_store
+        inner = "run/ckpt.tdz" if kind == "zip-tdz" else "run/ckpt"
+        return open_store(root / "run.zip").sub_store(inner)
     if kind == "remote-consolidated":
         server = request.getfixturevalue("contract_http")
         return open_store(f"{server.url}/ckpt.td")
@@ -185,6 +197,7 @@ def _where(store: Store, payload: Payload, root: Path) -> bytes:
     if payload.in_archive:
         name = "ckpt.tdz" if "deflate" not in store.root else "ckpt-deflate.tdz"
         name = "ckpt.td" if store.root.endswith(".td") else name
+        name = "run.zip" if "run.zip::" in store.root else name
         name = "ckpt.safetensors" if store.root.endswith(".safetensors") else name
         path = root / name
     else:
@@ -333,6 +346,8 @@ CAPABILITIES = {
     "remote-archive": (True, False, False),
     "consolidated": (True, False, False),
     "remote-consolidated": (True, False, False),
+    "zip-folder": (True, False, False),
+    "zip-tdz": (True, False, False),
     "safetensors": (True, False, False),
     "remote-safetensors": (True, False, False),
     "h5": (False, False, False),

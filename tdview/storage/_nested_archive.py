@@ -86,20 +86,20 @@ class NestedArchiveStore(ArchiveStore):
         return bytes(super().read_bytes(key, limit))
 
     def map(self, key: str, *, write: bool | None = False) -> Mapped:
-        """The outer archive's file (every stored leaf lies in it, at :meth:`stored_span`);
-        never for writing (an entry of another archive is not written in place); a
+        """The outer archive's file (every stored leaf lies in it, at :meth:`stored_span`),
+        for writing as an archive's is (``mode="r+"``: the entry's bytes, in place); a
         deflated inner archive is in memory: refused."""
-        if not self.mappable or write:
-            return Store.map(self, key, write=False)
+        if not self.mappable:
+            return Store.map(self, key, write=write)
         if key:
             self._central(key)
-        return self.outer.map("", write=False)
+        return self.outer.map("", write=write)
 
     def opened_path(self, fd: int, key: str) -> str:
         return self.outer.opened_path(fd, "")
 
     def writable(self, key: str | None = None) -> bool:
-        return False
+        return self.mappable and self.outer.writable()
 
     def check_intact(self) -> None:
         self.outer.check_intact()
