@@ -34,6 +34,7 @@ RESERVED = frozenset({"shape", "device", "_type", "_format_version", "_class", "
 _TAIL = '"shape": [], "_type": "<class \'tensordict._td.TensorDict\'>", "_format_version": 1, "_class": "tensordict:TensorDict"}'  # noqa: E501
 _UNSAFE = set('/<>:"|?*\\ %') | {chr(c) for c in range(32)} | {chr(127)}
 _ENCODE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
+_NEEDS = re.compile("[" + re.escape("".join(sorted(_UNSAFE))) + "]")
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -51,7 +52,8 @@ def file_name(key: str) -> str:
         return "%"
     if key in (".", ".."):
         return "%2E" * len(key)
-    return key.translate(_ENCODE)
+    # str.translate looks up each character: a search for one to encode is far cheaper
+    return key.translate(_ENCODE) if _NEEDS.search(key) else key
 
 
 def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
