@@ -10,6 +10,7 @@
  */
 
 import type { WireBuffer } from "./buffers";
+import type { CheckResult } from "./check-protocol";
 import {
   type CallOptions,
   cancelledError,
@@ -190,6 +191,15 @@ export class CommDataSource implements DataSource {
     opts?: CallOptions,
   ): Promise<DuplicatesResult> {
     return this.call("duplicates", { path, read }, { ...opts, onProgress }).then((r) => r.result);
+  }
+
+  check(
+    path: Path,
+    values: boolean,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<CheckResult> {
+    return this.call("check", { path, values }, { ...opts, onProgress }).then((r) => r.result);
   }
 
   devices(opts?: CallOptions): Promise<DevicesResult> {

@@ -10,6 +10,7 @@
  */
 
 import { decodeBuffer, type TypedArray, type WireBuffer } from "./buffers";
+import type { CheckResult } from "./check-protocol";
 import type { DuplicatesResult } from "./duplicates-protocol";
 import type {
   ChildrenResult,
@@ -207,6 +208,13 @@ export interface DataSource {
     onProgress?: (p: ProgressInfo) => void,
     opts?: CallOptions,
   ): Promise<LoadResult>;
+  /** Is the subtree at `path` healthy (absent: the source cannot check). */
+  check?(
+    path: Path,
+    values: boolean,
+    onProgress?: (p: ProgressInfo) => void,
+    opts?: CallOptions,
+  ): Promise<CheckResult>;
   /** The leaves with the same bytes as the leaf at `path` (absent: the source cannot
    * say); `read` lets the kernel read payloads, reporting progress. */
   duplicates?(

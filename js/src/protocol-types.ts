@@ -5,6 +5,7 @@
  */
 
 import type { BUFFER_DTYPES } from "./buffers";
+import type { CheckMethods } from "./check-protocol";
 import type { DiffMethods } from "./compare-protocol";
 import type { DuplicatesMethods, ParamLabel } from "./duplicates-protocol";
 import type { SizesMethods } from "./sizes-protocol";
@@ -360,7 +361,7 @@ export interface LoadResult {
 }
 
 /** The methods, the compare view's (`diff_*`, compare-protocol.ts) included. */
-export interface Methods extends DuplicatesMethods, DiffMethods, SizesMethods {
+export interface Methods extends CheckMethods, DuplicatesMethods, DiffMethods, SizesMethods {
   children: { params: ChildrenParams; result: ChildrenResult };
   node: { params: NodeParams; result: NodeDetails };
   search: { params: SearchParams; result: SearchResult };

@@ -46,6 +46,7 @@
  */
 
 import { BUFFER_DTYPES } from "./buffers";
+import { checkParamDecoders, checkResultDecoders } from "./check-protocol";
 import { DIFF_METHODS, diffParamDecoders, diffResultDecoders } from "./compare-protocol";
 import {
   duplicatesParamDecoders,
@@ -114,6 +115,7 @@ export const METHODS = [
   "load",
   "duplicates",
   "sizes",
+  "check",
   ...DIFF_METHODS,
 ] as const;
 
@@ -274,6 +276,7 @@ const paramDecoders: { [M in Method]: Decoder<Params<M>> } = {
   devices: (v, at) => object({})(v, at) as DevicesParams,
   load: (v, at) => withReplace(v, at, object(loadFields)(v, at)),
   ...sizesParamDecoders,
+  ...checkParamDecoders,
   ...duplicatesParamDecoders,
   ...diffParamDecoders,
 };
@@ -384,6 +387,7 @@ const resultDecoders: { [M in Method]: Decoder<Result<M>> } = {
   }),
   load: object({ path, summary: str, variable: nullable(str), code: str }),
   ...sizesResultDecoders,
+  ...checkResultDecoders,
   ...duplicatesResultDecoders,
   // a diff_preview holds a preview of each side, a diff_load answers as a load
   ...diffResultDecoders(

@@ -174,6 +174,8 @@ export class App {
       void this.setGrouped(this.#groupToggle.input.checked);
     });
     this.details = new DetailsPanel(source, { source: state.source, options: state.options });
+    // a problem's key in the check's list selects its node
+    this.details.check.onReveal = (path) => void this.reveal(path);
     this.details.related.onOpen = (path) => void this.reveal(path);
     this.details.sizes.onOpen = (path) => void this.reveal(path);
     // a leaf previewed: its row's tooltip now has its summary

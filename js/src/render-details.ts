@@ -33,6 +33,7 @@ import {
   UNLOADABLE_KINDS,
 } from "./protocol";
 import { keyTuple, subpathLiteral } from "./python-code";
+import { CheckView } from "./render-check";
 import { RelatedSection } from "./render-duplicates";
 import { LoadPanel } from "./render-load";
 import { PreviewSection } from "./render-preview";
@@ -257,6 +258,8 @@ export class DetailsPanel {
   readonly head: DetailsHead;
   readonly preview: PreviewSection;
   readonly loader: LoadPanel;
+  /** The "Check" action (its button is in the head) and its panel. */
+  readonly check: CheckView;
   /** "Same bytes as …" and an optimizer state's parameter (render-duplicates.ts). */
   readonly related: RelatedSection;
   /** The "Sizes" view of a subtree (its toggle is in the head). */
@@ -288,6 +291,7 @@ export class DetailsPanel {
     this.#info.setAttribute("aria-live", "polite");
     // the root is called by the checkpoint's file name, as the tree's root row is
     const rootName = (options.source ?? "").split(/[\\/]/).filter(Boolean).pop();
+    this.check = new CheckView(source.check?.bind(source) ?? null, rootName || "(root)");
     this.#factsToggle = button("Facts", "tdview-facts-toggle", () =>
       this.setFactsFolded(!this.#folded),
     );
@@ -314,6 +318,8 @@ export class DetailsPanel {
       this.loader.element,
     );
     this.loader.element.hidden = true;
+    this.head.element.append(this.check.toggle);
+    this.head.element.after(this.check.element);
     this.#info.after(this.related.element);
   }
 
@@ -360,6 +366,7 @@ export class DetailsPanel {
     if (path === null) {
       this.#info.replaceChildren();
       this.head.show(null);
+      this.check.setNode(null);
       this.sizes.setNode(null);
       this.#hideActions();
       return;
@@ -392,6 +399,7 @@ export class DetailsPanel {
     this.#abort?.abort();
     this.preview.dispose();
     this.loader.dispose();
+    this.check.dispose();
     this.related.dispose();
     this.sizes.dispose();
     for (const copy of this.#copies) copy.dispose();
@@ -426,6 +434,7 @@ export class DetailsPanel {
     this.#info.replaceChildren(list, this.#lock);
     this.#syncFolded(list.childElementCount / 2);
     this.head.show(details);
+    this.check.setNode(details);
     this.sizes.setNode(details);
     this.#details = details;
     this.related.setNode(details);
