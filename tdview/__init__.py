@@ -20,6 +20,7 @@ from ._version import __version__
 from .diff import diff  # isort: skip
 
 if TYPE_CHECKING:
+    from .answers import check
     from .index import Checkpoint, open_tree
     from .loader import load, load_memmap
     from .storage import remote, trust_paths
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Checkpoint": ".index",
     "TDView": ".widget",
+    "check": ".answers",
     "load": ".loader",
     "load_memmap": ".loader",
     "open_tree": ".index",
@@ -39,6 +41,7 @@ __all__ = [
     "Checkpoint",
     "TDView",
     "__version__",
+    "check",
     "diff",
     "load",
     "load_memmap",

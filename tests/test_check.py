@@ -269,3 +269,11 @@ def test_every_kind_is_documented() -> None:
     docs = (Path(__file__).parents[1] / "docs" / "check.md").read_text()
     for kind in KINDS:
         assert f"`{kind}`" in docs, kind
+
+
+def test_tdview_check_is_the_answer(saved: dict[str, Path]) -> None:
+    import tdview
+    import tdview.answers
+
+    assert tdview.check is tdview.answers.check
+    assert tdview.check(saved["tdz"]).healthy
