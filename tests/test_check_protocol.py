@@ -120,3 +120,23 @@ def test_a_damaged_meta_json_is_a_problem_not_an_error(damaged: Path, tmp_path: 
     assert reply["ok"], reply
     kinds = {(tuple(p["path"]), p["kind"]) for p in reply["result"]["problems"]}
     assert (("model", "layers"), "crc") in kinds
+
+
+def test_in_a_folder_of_checkpoints_paths_are_the_folders(damaged: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copyfile(damaged, runs / "step_1.tdz")
+    session = Session(Checkpoint(runs), str(runs), namespace={})
+    reply, _ = handle(session, request(path=["step_1.tdz", "model"], values=True))
+    assert reply["ok"], reply
+    result = reply["result"]
+    assert result["path"] == ["step_1.tdz", "model"]
+    assert [p["path"] for p in result["problems"]] == [
+        ["step_1.tdz", "model", "layers", "1", "w"],
+        ["step_1.tdz", "model", "bias"],
+    ]
+    assert result["duplicates"] == [
+        [["step_1.tdz", "model", "embed", "weight"], ["step_1.tdz", "model", "head", "weight"]]
+    ]
+    reply, _ = handle(session, request(path=[]))  # the folder itself: one clear error
+    assert not reply["ok"] and reply["error"]["type"] == "SubpathError"
