@@ -124,3 +124,28 @@ def test_a_cached_s3_folder_load_sends_no_request(steps: Path, tmp_path: Path) -
     same(first, ref[:1000])
     same(again, ref[100:900:7])
     same(third, ref[:10])
+
+
+def test_an_s3_folder_of_checkpoints_is_a_collection(steps: Path) -> None:
+    """A remote folder without ``meta.json`` that holds checkpoints is browsed as the local
+    folder is (the same members, folders and side files); its members load, by rows
+    too, as tensordict loads them."""
+    require_module("moto", "the S3 server")
+    s3fs = require_module("s3fs", "the S3 client")
+    server, options = start_s3("runs")
+    try:
+        s3fs.S3FileSystem(**options).put(str(steps), "runs/steps", recursive=True)
+        with tdview.Checkpoint(steps) as local:
+            expected = [(n.key, n.kind) for n in local.children()]
+        with tdview.Checkpoint(tdview.remote("s3://runs/steps", **options)) as folder:
+            assert type(folder).__name__ == "Collection"
+            assert [(n.key, n.kind) for n in folder.children()] == expected
+            rows = folder.load("step0", index=slice(10, 20))
+            archive = folder.load("step1.tdz")
+            leaf = folder.load_leaf("step1.tdz/a")
+    finally:
+        server.stop()
+    assert ("step0", "checkpoint") in expected and ("step1.tdz", "checkpoint") in expected
+    same(rows, TensorDict.load_memmap(steps / "step0")[10:20])
+    same(archive, TensorDict.load_memmap(steps / "step1"))
+    assert torch.equal(leaf, TensorDict.load_memmap(steps / "step1")["a"])

@@ -9,7 +9,7 @@ non-tensor data, tensorclasses, stacks). What is read:
   views of it (a tensor index copies the rows it selects);
 * a remote leaf below TensorDicts and tensorclasses (whose leading dims are the batch
   dims the index applies to) is read by ranged reads of its selected rows only
-  (:func:`leaf_spans`), concurrently, into a buffer the size of the leaf (anonymous zero
+  (:func:`leaf_spans`), into a buffer the size of the leaf (anonymous zero
   pages: the rows not read take no memory and the index never selects them); a leaf
   below a lazy stack or a view, a nested leaf, and a compressed archive entry are read
   whole, as a load without ``index`` reads them.
@@ -22,7 +22,6 @@ raises what ``td[index]`` raises.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from math import prod
 from typing import Any
 
@@ -40,8 +39,6 @@ __all__ = ["apply_index", "check_fits", "check_index", "fetch_rows", "leaf_spans
 MAX_BLOCKS = 1 << 22
 #: Ranges of one leaf closer than this are read as one (a request costs more).
 GAP = 4096
-#: Leaves read by rows at once.
-THREADS = 8
 _INDEX_TYPES = (int, slice, type(Ellipsis), type(None), torch.Tensor, list)
 
 
@@ -233,12 +230,13 @@ def _read_rows(
     fetched: Fetched,
     progress: Callable[[tuple[str, ...]], object] | None,
 ) -> list[str]:
-    """Read the planned rows of each leaf into a buffer of its size (concurrently, one
-    leaf a thread); the keys that cannot be read by range."""
+    """Read the planned rows of each leaf into a buffer of its size; the keys that cannot
+    be read by range. One leaf after the other: each ``read_ranges`` call is already
+    concurrent (its pieces), and a store's reads are not all safe from several threads
+    at once (fsspec's caches keep their metadata unlocked)."""
     store = ckpt.store
-
-    def one(key: str) -> np.ndarray | None:
-        _, nbytes, spans = planned[key]
+    failed = []
+    for key, (path, nbytes, spans) in planned.items():
         full = np.zeros(nbytes, dtype=np.uint8)  # zero pages until a row lands
         one_run = len(spans) == 1
         packed = (
@@ -249,23 +247,13 @@ def _read_rows(
         try:
             store.read_ranges(key, spans, packed.data)
         except (ArchiveError, ValueError, FileNotFoundError):
-            return None
+            failed.append(key)
+            continue
         at = 0
         for start, end in [] if one_run else spans:
             full[start:end] = packed[at : at + end - start]
             at += end - start
-        return full
-
-    failed = []
-    with ThreadPoolExecutor(min(THREADS, max(1, len(planned)))) as pool:
-        futures = {pool.submit(one, key): key for key in planned}
-        for future in as_completed(futures):
-            key = futures[future]
-            data = future.result()
-            if data is None:
-                failed.append(key)
-                continue
-            fetched.update({key: data})
-            if progress is not None:
-                progress(planned[key][0])
+        fetched.update({key: full})
+        if progress is not None:
+            progress(path)
     return failed

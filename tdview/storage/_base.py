@@ -320,6 +320,10 @@ class Store(abc.ABC):
     #: True for a store whose :meth:`folder_walk` can hold its folders open (a local
     #: directory on Linux, not a content store's checkout): a load then walks them
     walks_folders: bool = False
+    #: True for a store of folders listed by a server (a remote folder): one whose root
+    #: holds no ``meta.json`` is browsed as a folder of checkpoints, each member opened
+    #: as a store of its own (:meth:`sub_store`)
+    lists_folders: bool = False
     #: None for tensordict's memory-mapped layout as saved (a folder, a ``.tdz``), which
     #: ``load_memmap`` reads; for a store that presents another format in that layout
     #: (a consolidated file), a phrase naming it: ``load_memmap`` refuses it as

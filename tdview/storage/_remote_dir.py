@@ -70,6 +70,7 @@ class RemoteDirectoryStore(Store):
 
     kind = "directory"
     mappable = False
+    lists_folders = True
 
     def __init__(self, url: str, fs: Any, path: str, *, concurrency: int | None = None) -> None:
         self.root = url
@@ -79,7 +80,7 @@ class RemoteDirectoryStore(Store):
         self._small: dict[str, bytes | Exception] = {}
         self._warmed: set[str] = set()
         self._warm([""])
-        if META not in self._listings[""].files:
+        if self._listings[""].missing:
             self.transport.close()
             raise not_found(display_join(url, META))
 
@@ -319,6 +320,20 @@ class RemoteDirectoryStore(Store):
                 f"its {size} bytes."
             )
         self.read_ranges(key, [(offset, offset + len(dest))], dest)
+
+    def sub_store(self, key: str) -> Store:
+        """The checkpoint at ``key`` of a remote folder of checkpoints, as a remote store of
+        its own on the same filesystem: a folder (:class:`RemoteDirectoryStore`) or an
+        archive read by ranges (:class:`~._remote_archive.RemoteArchiveStore`)."""
+        from ._remote_archive import RemoteArchiveStore
+
+        url, path = display_join(self.root, key), self._fspath(key)
+        fs, concurrency = self.transport.fs, self.transport.concurrency
+        if self.is_dir(key):
+            return RemoteDirectoryStore(url, fs, path, concurrency=concurrency)
+        if not self.is_file(key):
+            raise not_found(url)
+        return RemoteArchiveStore(url, fs, path, concurrency=concurrency, size=self.known_size(key))
 
     def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
         """Read the bytes ``[start, end)`` of the file ``key`` for each span into ``dest``,
