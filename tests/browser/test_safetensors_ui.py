@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from .notebook import open_and_run, write_notebook
+from .test_labextension import ContentRequests, listing_item, open_lab
 from .test_widget import TIMEOUT, row, run_cell
 from .test_widget_ui import details, load_through_form, marked, select, settle_theme
 
@@ -130,5 +131,34 @@ def test_a_safetensors_file_opens_previews_and_loads(lab, small_page, artifacts)
         background = widget.evaluate("el => getComputedStyle(el).backgroundColor")
         assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), background
         page.screenshot(path=str(artifacts / "tdview-safetensors-1280x720-dark.png"))
+    finally:
+        settle_theme(page, "light")
+
+
+def test_the_file_browser_opens_a_safetensors_file_in_tdview(lab, small_page, artifacts) -> None:
+    """A double click on ``model.safetensors`` in JupyterLab's file browser opens it in a
+    tdview console (its tree grouped), never fetching the file through the contents API."""
+    page = small_page
+    write_file(lab.root)
+    requests = ContentRequests(page, NAME)
+    open_lab(page, lab)
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path: '/st35'})"
+    )
+    listing_item(page, "model.safetensors").wait_for(timeout=TIMEOUT)
+    listing_item(page, "model.safetensors").dblclick()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="model.safetensors")
+    tab.wait_for(timeout=TIMEOUT)
+    panel = page.locator(".jp-MainAreaWidget.tdview-console:visible")
+    rows = panel.locator('.tdview-root [role="treeitem"][aria-level="2"] .tdview-key')
+    rows.first.wait_for(timeout=TIMEOUT * 4)
+    assert set(rows.all_inner_texts()) == {"model", "lm_head"}
+    code = panel.locator(".jp-CodeConsole-content .jp-InputArea").all_inner_texts()
+    assert any('TDView("st35/model.safetensors")' in text for text in code), code
+    page.screenshot(path=str(artifacts / "labextension-safetensors-1280x720-light.png"))
+    assert requests.fetched == [], requests.fetched
+    try:
+        settle_theme(page, "dark")
+        page.screenshot(path=str(artifacts / "labextension-safetensors-1280x720-dark.png"))
     finally:
         settle_theme(page, "light")
