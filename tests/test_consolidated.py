@@ -307,15 +307,34 @@ def test_over_http_a_load_equals_from_consolidated(
     assert_same(got, _reference(files["tree"]), storage=False)
 
 
-def test_a_jagged_leaf_is_said_and_the_rest_loads(tmp_path: Path) -> None:
-    """tensordict records a jagged (NJT) tensor as its parts; tdview says what it is (a
-    non-tensor note under its key) and reads everything else."""
-    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(4, 3)], layout=torch.jagged)
-    td = TensorDict(a=jagged, b=torch.arange(2.0), batch_size=[2])
+def test_a_jagged_leaf_loads_as_a_nested_tensor_of_the_same_elements(tmp_path: Path) -> None:
+    """tensordict records a jagged (NJT) tensor as its values and offsets; tdview shows it
+    as a memmap save's nested leaf (its sizes made from the offsets) and loads a strided
+    nested tensor whose elements are from_consolidated's."""
+    jagged = torch.nested.nested_tensor(
+        [torch.ones(2, 3), torch.full((4, 3), 2.0), torch.zeros(1, 3)], layout=torch.jagged
+    )
+    td = TensorDict(a=jagged, b=torch.arange(3.0), batch_size=[3])
     td.consolidate(filename=tmp_path / "njt.td")
     with Checkpoint(tmp_path / "njt.td") as ckpt:
         assert sorted(child.key for child in ckpt.children(ckpt.root)) == ["a", "b"]
+        assert ckpt.node(("a",)).record.is_nested
+        got = ckpt.load()
+    ref = TensorDict.from_consolidated(tmp_path / "njt.td")
+    assert got["a"].is_nested and ref["a"].is_nested
+    pairs = list(zip(got["a"].unbind(), ref["a"].unbind(), strict=True))
+    assert all(x.shape == y.shape and torch.equal(x, y) for x, y in pairs)
+    assert torch.equal(got["b"], ref["b"])
+
+
+def test_a_jagged_leaf_with_holes_is_said_and_the_rest_loads(tmp_path: Path) -> None:
+    """A jagged tensor with lengths (holes between its elements) cannot be a memmap
+    save's nested leaf: a note under its key says so, the rest of the file reads."""
+    values, offsets = torch.arange(12.0).reshape(6, 2), torch.tensor([0, 3, 6])
+    holes = torch.nested.nested_tensor_from_jagged(values, offsets, lengths=torch.tensor([2, 1]))
+    td = TensorDict(a=holes, b=torch.arange(2.0), batch_size=[2])
+    td.consolidate(filename=tmp_path / "holes.td")
+    with Checkpoint(tmp_path / "holes.td") as ckpt:
         got = ckpt.load()
     assert "jagged" in got["a"] and "from_consolidated" in got["a"]
-    ref = TensorDict.from_consolidated(tmp_path / "njt.td")
-    assert torch.equal(got["b"], ref["b"]) and ref["a"].is_nested
+    assert torch.equal(got["b"], TensorDict.from_consolidated(tmp_path / "holes.td")["b"])

@@ -253,3 +253,16 @@ def test_random_bytes_are_a_layout_or_a_tdview_error(data: bytes) -> None:
         Layout(data, 64, "fuzz.td")
     except TDViewError:
         pass
+
+
+def test_jagged_offsets_that_decrease_are_an_error_naming_the_file(tmp_path: Path) -> None:
+    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(4, 3)], layout=torch.jagged)
+    TensorDict(a=jagged, batch_size=[2]).consolidate(filename=tmp_path / "njt.td")
+    raw = bytearray((tmp_path / "njt.td").read_bytes())
+    n = int.from_bytes(raw[-8:], "little")
+    start, stop, pad = json.loads(raw[-8 - n : -8])["leaves"]["<NJT_OFFSETS>a"][2:5]
+    raw[start : stop - pad] = torch.tensor([0, 5, 2]).numpy().tobytes()  # 5 then 2
+    (tmp_path / "njt.td").write_bytes(bytes(raw))
+    with Checkpoint(tmp_path / "njt.td") as ckpt, pytest.raises(TDViewError) as error:
+        ckpt.load()
+    assert "njt.td" in str(error.value) and "[0, 5, 2]" in str(error.value)

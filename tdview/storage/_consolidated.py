@@ -20,7 +20,9 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
-from ..errors import ArchiveError, LimitExceededError, NotACheckpointError
+import numpy as np
+
+from ..errors import ArchiveError, LeafDataError, LimitExceededError, NotACheckpointError
 from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
 from ._consolidated_layout import FOOTER, Folder, Layout, footer_length, looks_consolidated
 from ._mapfile import READ_FLAGS
@@ -61,7 +63,9 @@ class ConsolidatedFile(Store):
     def is_file(self, key: str) -> bool:
         check_key(key, self.root)
         folder, name = self.layout.split(key)
-        return folder is not None and (name == "meta.json" or name in folder.files)
+        return folder is not None and (
+            name == "meta.json" or name in folder.files or name in folder.sizes
+        )
 
     def is_dir(self, key: str) -> bool:
         return self._folder(key) is not None
@@ -80,7 +84,7 @@ class ConsolidatedFile(Store):
         folder = self.layout.folder(key)
         if folder is None:
             return None, None
-        return frozenset(folder.files), frozenset(folder.dirs)
+        return frozenset([*folder.files, *folder.sizes]), frozenset(folder.dirs)
 
     def plain_files(self, key: str, wanted: int | None = None) -> frozenset[str] | None:
         return self.plain_entries(key, wanted)[0]
@@ -89,7 +93,8 @@ class ConsolidatedFile(Store):
         return self.plain_entries(key, wanted)[1]
 
     def _file(self, key: str) -> tuple[int, int] | bytes:
-        """A leaf's ``(offset, size)`` in the file, or a ``meta.json``'s bytes."""
+        """A leaf's ``(offset, size)`` in the file, or the bytes of a file made from the
+        footer (a ``meta.json``) or from a jagged leaf's offsets (its sizes)."""
         check_key(key, self.root)
         folder, name = self.layout.split(key)
         if folder is not None:
@@ -98,22 +103,49 @@ class ConsolidatedFile(Store):
             span = folder.files.get(name)
             if span is not None:
                 return span
+            sizes = folder.sizes.get(name)
+            if sizes is not None:
+                return self._sizes(key, *sizes)
         if self.layout.folder(key) is not None:
             raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
         raise not_found(self.display(key))
+
+    def _sizes(self, key: str, start: int, size: int, rest: tuple[int, ...]) -> bytes:
+        """The ``[N, D]`` int64 sizes of a jagged leaf's elements (``.shape.memmap``, as a
+        memmap save writes a nested leaf's), from its ``N + 1`` offsets in the file."""
+        raw = bytearray(size)
+        self._read_span(start, memoryview(raw))
+        offsets = np.frombuffer(raw, dtype="<i8")
+        lengths = np.diff(offsets)
+        if not len(offsets) or offsets[0] != 0 or (lengths < 0).any():
+            raise LeafDataError(
+                f"{self.display(key)}: a jagged tensor's offsets must start at 0 and never "
+                f"decrease, got {offsets[:8].tolist()}{'...' if len(offsets) > 8 else ''}."
+            )
+        rows = np.empty((len(lengths), 1 + len(rest)), dtype="<i8")
+        rows[:, 0] = lengths
+        rows[:, 1:] = rest
+        return rows.tobytes()
 
     def _span(self, key: str) -> tuple[int | None, int]:
         found = self._file(key)
         return (None, len(found)) if isinstance(found, bytes) else found
 
+    def _how(self, key: str) -> str:
+        """``"stored"``, or ``"derived"`` for a jagged leaf's sizes, made from its offsets
+        (read whole: ``decompress``, never mapped or read by range)."""
+        folder, name = self.layout.split(key)
+        return "derived" if folder is not None and name in folder.sizes else "stored"
+
     def entry(self, key: str) -> EntryInfo:
         size = self._span(key)[1]
-        return EntryInfo(key, self.display(key), size, size, "stored", None, None)
+        return EntryInfo(key, self.display(key), size, size, self._how(key), None, None)
 
     def locate(self, key: str) -> Payload:
-        """A leaf's span in the file (mappable in place where the store maps), or a
-        ``meta.json`` made from the footer (no offset: it is read, never mapped)."""
+        """A leaf's span in the file (mappable in place where the store maps), or a file
+        made from the footer or from offsets (no offset: it is read, never mapped)."""
         offset, size = self._span(key)
+        how = self._how(key)
         return Payload(
             key=key,
             display=self.display(key),
@@ -122,10 +154,10 @@ class ConsolidatedFile(Store):
             offset=offset,
             size=size,
             stored_size=size,
-            compression="stored",
+            compression=how,
             crc32=None,
             encrypted=False,
-            as_stored=True,
+            as_stored=how == "stored",
             mappable=self.mappable and offset is not None,
             error=None
             if offset is not None

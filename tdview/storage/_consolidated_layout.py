@@ -53,10 +53,10 @@ _NT_STACK = ("<class 'tensordict.tensorclass.NonTensorStack'>", "tensordict:NonT
 # tensorclass (non-tensor data is a record of "non_tensors", never a level)
 _NT_DATA = "<class 'tensordict.tensorclass.NonTensorData'>"
 # a jagged (NJT) tensor is recorded as its parts "<NJT_VALUES>key", "<NJT_OFFSETS>key"...
-_JAGGED = re.compile(r"<NJT(?:_VALUES|_LENGTHS|_OFFSETS)?>(.*)", re.DOTALL)
+_JAGGED = re.compile(r"<NJT(_VALUES|_LENGTHS|_OFFSETS)?>(.*)", re.DOTALL)
 _JAGGED_NOTE = (
-    "a jagged (torch.jagged layout) tensor: tdview does not read it; "
-    "TensorDict.from_consolidated does"
+    "a jagged (torch.jagged layout) tensor with lengths or another ragged dim: tdview does "
+    "not read it; TensorDict.from_consolidated does"
 )
 _LEVEL_FIELDS = frozenset({"cls", "cls_metadata", "leaves", "non_tensors", "size"})
 
@@ -115,18 +115,21 @@ def looks_consolidated(tail: bytes, file_size: int) -> bool:
 
 class Folder:
     """One folder of the layout: its ``meta.json`` bytes, its leaf files (name -> span in
-    the payload) and its sub-folders (name -> the level and the role it plays)."""
+    the payload), the sizes files of its jagged leaves (name -> the span of their offsets
+    and the element's other dims: made from the offsets when read) and its sub-folders
+    (name -> the level and the role it plays)."""
 
-    __slots__ = ("dirs", "files", "meta")
+    __slots__ = ("dirs", "files", "meta", "sizes")
 
     def __init__(self) -> None:
         self.meta = b""
         self.files: dict[str, tuple[int, int]] = {}
+        self.sizes: dict[str, tuple[int, int, tuple[int, ...]]] = {}
         self.dirs: dict[str, tuple[Any, str]] = {}
 
     def names(self) -> list[str]:
         """The sorted names of the folder: files, ``meta.json`` and sub-folders."""
-        return sorted([META, *self.files, *self.dirs])
+        return sorted([META, *self.files, *self.sizes, *self.dirs])
 
 
 class Layout:
@@ -286,16 +289,18 @@ def _tensordict(level: dict) -> Folder:
     cls_meta = level.get("cls_metadata", {})
     device = cls_meta.get("device")
     meta: dict[str, Any] = {}
+    jagged: dict[str, dict[str, list]] = {}
     for key, leaf in level.get("leaves", {}).items():
         dtype, shape, start, stop, pad = leaf[:5]
-        jagged = _JAGGED.match(key)
-        if jagged is not None:  # a jagged tensor's parts: said, not shown as leaves
-            meta[jagged[1]] = {"type": "NonTensorData"}
-            folder.dirs[encode_name(jagged[1])] = ([_JAGGED_NOTE, [], None], "data")
+        part = _JAGGED.match(key)
+        if part is not None:  # a jagged tensor's parts: one nested leaf (_jagged)
+            jagged.setdefault(part[2], {})[part[1] or ""] = leaf
             continue
         meta[key] = {"device": device or "cpu", "shape": shape, "dtype": dtype, "is_nested": False}
         if stop - pad > start:  # tensordict writes no file for a leaf without elements
             folder.files[encode_name(key) + ".memmap"] = (start, stop - pad - start)
+    for key, parts in jagged.items():
+        _jagged(folder, meta, key, parts, device)
     for key, record in level.get("non_tensors", {}).items():
         meta[key] = {"type": "NonTensorData"}
         folder.dirs[encode_name(key)] = (record, "data")
@@ -312,6 +317,40 @@ def _tensordict(level: dict) -> Folder:
         meta["_names"] = names
     folder.meta = _dumps(meta)
     return folder
+
+
+def _jagged(folder: Folder, meta: dict, key: str, parts: dict[str, list], device: Any) -> None:
+    """A jagged tensor as a memmap save's nested leaf: its values, packed, in
+    ``<key>.memmap``, and the ``[N, D]`` int64 sizes of its elements in
+    ``<key>.shape.memmap``, made from its offsets when read. One with lengths (holes
+    between elements) or another ragged dim is a note."""
+    values, offsets = parts.get("_VALUES"), parts.get("_OFFSETS")
+    if (
+        values is None
+        or offsets is None
+        or "_LENGTHS" in parts
+        or (len(offsets) == 6 and offsets[5] != 1)
+        or offsets[0] != "torch.int64"
+        or len(offsets[1]) != 1
+        or not values[1]
+        or offsets[3] - offsets[4] - offsets[2] != 8 * offsets[1][0]
+    ):
+        meta[key] = {"type": "NonTensorData"}
+        folder.dirs[encode_name(key)] = ([_JAGGED_NOTE, [], None], "data")
+        return
+    dtype, shape, start, stop, pad = values[:5]
+    elements = max(offsets[1][0] - 1, 0)
+    meta[key] = {
+        "device": device or "cpu",
+        "shape": [elements, len(shape)],
+        "dtype": dtype,
+        "is_nested": True,
+    }
+    name = encode_name(key)
+    if stop - pad > start:
+        folder.files[name + ".memmap"] = (start, stop - pad - start)
+    span = (offsets[2], offsets[3] - offsets[4] - offsets[2], tuple(shape[1:]))
+    folder.sizes[name + ".shape.memmap"] = span
 
 
 def _tensorclass(level: dict) -> Folder:
