@@ -17,7 +17,6 @@ from ._collection import (
     PICKLE_FILE,
     RAW_MEMMAP,
     Collection,
-    is_collection_folder,
     is_folder,
     not_a_checkpoint_folder,
 )
@@ -98,7 +97,6 @@ __all__ = [
     "collection_names",
     "compile_pattern",
     "described_pickle",
-    "is_collection_folder",
     "is_folder",
     "iter_matches",
     "join_key",

@@ -68,19 +68,6 @@ _ARCHIVE_SUFFIXES = (".tdz", ".zip")
 _PICKLE_SUFFIXES = (".pkl", ".pickle")
 
 
-def is_collection_folder(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory that is not itself a checkpoint (no ``meta.json``).
-
-    Examples
-    --------
-    >>> is_collection_folder("/nonexistent")
-    False
-    """
-    path = os.fspath(path)
-    # a checkpoint (the common case) answers with its meta.json's one lstat
-    return not os.path.lexists(os.path.join(path, "meta.json")) and os.path.isdir(path)
-
-
 #: How a folder of checkpoints opens a member (:func:`~tdview.index.open_tree`).
 OpenTree = Callable[..., Tree]
 
