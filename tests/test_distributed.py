@@ -165,13 +165,14 @@ def test_two_ranks_local_archive_and_http(saved: Path, tmp_path: Path) -> None:
             _job("scatter", archive, "rows", call="broadcast"),
             _job("weights", local, "pair", call="load"),
             _job("http", url, "rows"),
+            _job("member", str(saved), "ckpt.tdz/rows"),  # a folder of checkpoints
         ]
         _torchrun(2, jobs, tmp_path)
         log = server.take()
     finally:
         server.stop()
     full = TensorDict.load_memmap(saved / "ckpt")
-    for name in ("folder", "archive", "http", "scatter"):
+    for name in ("folder", "archive", "http", "scatter", "member"):
         _check_shards(tmp_path, name, 2, full["rows"])
     _check_shards(tmp_path, "dim1", 2, full["rows", "steps"], dim=1)
     for got in _results(tmp_path, "weights", 2):

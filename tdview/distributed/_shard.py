@@ -41,9 +41,11 @@ def _group(group: Any) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _shard_index(ckpt: Tree, subpath: Any, dim: int, rank: int, world: int) -> Any:
-    """The index of rank ``rank``'s rows along batch dim ``dim`` of the subtree."""
-    node = resolve_subpath(ckpt, subpath)
+def _shard_index(tree: Tree, subpath: Any, dim: int, rank: int, world: int) -> Any:
+    """The index of rank ``rank``'s rows along batch dim ``dim`` of the subtree (in a
+    folder of checkpoints, of the member ``subpath`` reaches)."""
+    ckpt, inner = tree.load_target(subpath, leaf=False, mode=None)
+    node = resolve_subpath(ckpt, inner)
     batch = ckpt.batch_size(node)
     if batch is None or -1 in batch:
         raise TDViewError(
@@ -95,8 +97,9 @@ def load_shard(
     Parameters
     ----------
     path : str, Path or Checkpoint
-        A checkpoint folder, archive or URL (as :func:`tdview.load_memmap` takes), or an
-        open :class:`~tdview.Checkpoint`.
+        A checkpoint folder, archive or URL (as :func:`tdview.load_memmap` takes), a
+        folder of checkpoints (``subpath`` then starts with the member), or an open
+        :class:`~tdview.Checkpoint` (or folder of them).
     subpath : nested key or str, optional
         The tensordict to split (the root by default).
     dim : int, optional
