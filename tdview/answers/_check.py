@@ -60,7 +60,7 @@ def check(
     progress : callable, optional
         ``progress(done_bytes, total_bytes, label)`` as payloads are read.
     num_threads : int, optional
-        Threads computing CRC-32s (default: up to 4, one per CPU).
+        Threads computing CRC-32s and counting values (default: up to 4, one per CPU).
 
     Returns
     -------
@@ -114,7 +114,7 @@ def _check_open(
     bad = check_entries(owner.store, start, owners, report, progress, threads)
     if values:
         whole = [leaf for leaf in leaves if leaf.file not in bad]
-        check_values(owner, whole, report, progress)
+        check_values(owner, whole, report, progress, threads)
     # stored twice: from the CRC-32s an archive records; with values, files hashed and
     # every group confirmed byte by byte (the duplicates finder, :mod:`._duplicates`)
     found = find_duplicates(

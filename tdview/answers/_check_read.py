@@ -17,12 +17,16 @@ the bytes allow:
 
 **Values.** Each leaf's bytes (of a torchrl replay buffer, the rows written only) are
 read in chunks through the diff's sources (:func:`~tdview.diff.open_source`) and counted
-(:mod:`._check_values`).
+(:mod:`._check_values`), a leaf per task on a few threads.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING
 
 from ..errors import TDViewError
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int, str], object]
 #: Bytes read per chunk when values are counted.
 CHUNK = 1 << 20
+#: Leaves queued per thread when values are counted.
+WINDOW = 4
 
 
 def entry_keys(store: Store, start: Node) -> Iterator[str]:
@@ -144,37 +150,94 @@ def check_values(
     leaves: list[Node],
     report: CheckReport,
     progress: Progress | None,
+    threads: int,
 ) -> None:
-    """Count NaN, ±Inf and all-zero leaves among ``leaves`` (files known whole)."""
-    from ..diff import open_source
-
+    """Count NaN, ±Inf and all-zero leaves among ``leaves`` (files known whole), a leaf
+    per task on ``threads`` threads (numpy releases the GIL), each reading its leaf in
+    1 MiB chunks into its own buffer, at most :data:`WINDOW` tasks per thread queued:
+    memory bounded by the threads, not the leaves. Results are taken in the walk's order;
+    this thread reports progress and asks the cancel check (a context variable the pool's
+    threads do not see) while it waits."""
     plan = [(leaf, _value_bytes(ckpt, leaf)) for leaf in leaves]
     total = sum(size for _, size in plan)
-    done = 0
-    buffer = memoryview(bytearray(CHUNK))  # one, reused: memory bounded by one chunk
-    for leaf, size in plan:
+    read = _Read(ckpt.store, progress, total)
+    queued: deque[tuple[Future[ValueCounts | BaseException], Node, int]] = deque()
+    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="tdview-check") as pool:
+        try:
+            for leaf, size in plan:
+                queued.append((pool.submit(read.count, leaf, size), leaf, size))
+                if len(queued) >= max(1, threads) * WINDOW:
+                    _take(read, *queued.popleft(), report)
+            while queued:
+                _take(read, *queued.popleft(), report)
+        finally:
+            read.stop.set()  # a cancel: the tasks running stop at their next chunk
+            for future, _, _ in queued:
+                future.cancel()
+
+
+def _take(
+    read: _Read,
+    future: Future[ValueCounts | BaseException],
+    leaf: Node,
+    size: int,
+    report: CheckReport,
+) -> None:
+    """Wait for one leaf's counts (reporting progress, asking the cancel check), then
+    record its problems."""
+    while True:
+        cancel_point()
+        read.report()
+        try:
+            found = future.result(timeout=0.1)
+            break
+        except FutureTimeout:
+            continue
+    if isinstance(found, BaseException):
+        report.add(leaf.path, "unreadable", str(found))
+        return
+    report.checked["values"] += 1
+    report.checked["bytes"] += size
+    _value_problems(leaf, found, report)
+
+
+class _Read:
+    """The values pass's shared state: bytes counted so far, and the stop flag."""
+
+    def __init__(self, store: Store, progress: Progress | None, total: int) -> None:
+        self.store, self.progress, self.total = store, progress, total
+        self.done = 0
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def count(self, leaf: Node, size: int) -> ValueCounts | BaseException:
+        """The counts of the first ``size`` bytes of ``leaf`` (or what reading raised)."""
+        from ..diff import open_source
+
         record = leaf.record
         assert record is not None and leaf.file is not None
         counts = ValueCounts()
+        buffer = memoryview(bytearray(min(CHUNK, size)))
         try:
-            source = open_source(ckpt.store, leaf.file, size)
+            source = open_source(self.store, leaf.file, size)
             try:
                 for at in range(0, size, CHUNK):
-                    cancel_point()
+                    if self.stop.is_set():
+                        return counts
                     chunk = buffer[: min(CHUNK, size - at)]
                     source.readinto(at, chunk)
                     count_chunk(counts, chunk, record.dtype)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total, "values")
+                    with self._lock:
+                        self.done += len(chunk)
             finally:
                 source.close()
         except (TDViewError, OSError, ValueError) as error:
-            report.add(leaf.path, "unreadable", str(error))
-            continue
-        report.checked["values"] += 1
-        report.checked["bytes"] += size
-        _value_problems(leaf, counts, report)
+            return error
+        return counts
+
+    def report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.done, self.total, "values")
 
 
 def _value_bytes(ckpt: Tree, leaf: Node) -> int:

@@ -92,6 +92,10 @@ def count_chunk(counts: ValueCounts, chunk: memoryview, dtype: DTypeInfo) -> Non
     sign = bits.word(1) << bits.word(8 * words.itemsize - 1)
     magnitude = words & ~sign
     exponent = bits.word(bits.exponent)
+    largest = magnitude.max() if len(magnitude) else bits.word(0)
+    counts.nonzero = counts.nonzero or bool(largest)
+    if largest < exponent:  # every value finite (the usual chunk): one pass, no counts
+        return
     if bits.nan_is_all_ones:
         nan = magnitude == ~sign
         inf = None
@@ -104,5 +108,3 @@ def count_chunk(counts: ValueCounts, chunk: memoryview, dtype: DTypeInfo) -> Non
     counts.nan += int(np.count_nonzero(nan))
     if inf is not None:
         counts.inf += int(np.count_nonzero(inf))
-    if not counts.nonzero:
-        counts.nonzero = bool(magnitude.any())
