@@ -148,8 +148,10 @@ def leaf_spans(
     --------
     >>> leaf_spans((10, 4), 4, slice(2, 5), 1)
     [(32, 80)]
-    >>> leaf_spans((10, 4), 4, (slice(None, 4, 2), 1), 2)
-    [(36, 40), (68, 72)]
+    >>> leaf_spans((10, 4), 4, (slice(None, 4, 2), 1), 2)  # items 1 and 9: one range
+    [(4, 40)]
+    >>> leaf_spans((100_000, 1024), 1, slice(0, 30_000, 10_000), 1)
+    [(0, 1024), (10240000, 10241024), (20480000, 20481024)]
     """
     parts = _parts(index, ndim)
     if parts is None or len(parts) > len(shape):
