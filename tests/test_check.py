@@ -277,3 +277,22 @@ def test_tdview_check_is_the_answer(saved: dict[str, Path]) -> None:
 
     assert tdview.check is tdview.answers.check
     assert tdview.check(saved["tdz"]).healthy
+
+
+def test_what_the_index_flags_a_refused_link_and_a_broken_meta_json(
+    saved: dict[str, Path], tmp_path: Path
+) -> None:
+    folder = copy(saved["dir"], tmp_path)
+    outside = tmp_path / "elsewhere.memmap"
+    shutil.copyfile(folder / "bias.memmap", outside)
+    (folder / "bias.memmap").unlink()
+    (folder / "bias.memmap").symlink_to(outside)  # out of the root: no rule trusts it
+    (folder / "layers" / "1" / "meta.json").write_text('{"shape": [], "broken')
+    report = check(folder)
+    found = kinds(report)
+    assert (("bias",), "refused") in found
+    assert (("layers", "1"), "metadata") in found
+    refused = next(p for p in report.problems if p.kind == "refused")
+    assert "elsewhere.memmap" in refused.message or "bias.memmap" in refused.message
+    with pytest.raises(Exception):  # noqa: B017 - the reference cannot load it either
+        TensorDict.load_memmap(folder / "layers" / "1")
