@@ -326,6 +326,26 @@ def test_http_archive_subtree_rows_with_lazy_stacks_and_tensorclasses(
         assert any(s[0] <= rows[0] and rows[1] <= s[1] for s in read if s), key
 
 
+@pytest.mark.parametrize(
+    ("subpath", "index"),
+    [
+        ("stack", slice(1, 3)),
+        ("stack", torch.tensor([5, 0])),
+        ("episode", slice(4, 9, 2)),
+        ("nested", (slice(2, 5), 1)),
+    ],
+)
+def test_http_subtrees_of_every_kind_load_the_rows_tensordict_gives(
+    http: RangeServer, saved: dict[str, Path], subpath: str, index: Any
+) -> None:
+    """A subtree rooted at a lazy stack (its members lack the stack dim: read whole), a
+    tensorclass or a nested TensorDict: the values are tensordict's, never a row of the
+    buffer that was not read."""
+    for name in ("tree.tdz", "tree-deflate.tdz"):
+        got = tdview.load_memmap(f"{http.url}/{name}", subpath=subpath, index=index)
+        same(got, _reference(saved["archive"], subpath)[index], f"{name}:{subpath}")
+
+
 def test_http_compressed_entries_are_read_whole_and_equal(
     http: RangeServer, saved: dict[str, Path]
 ) -> None:

@@ -188,8 +188,11 @@ def _runs(ids: np.ndarray, block: int) -> list[tuple[int, int]]:
 
 
 def _by_rows(ckpt: Tree, node: Node) -> Iterator[Node]:
-    """The plain leaves below ``node`` reached through TensorDicts and tensorclasses only:
-    their leading dims are the batch dims ``index`` applies to."""
+    """The plain leaves below ``node`` reached through TensorDicts and tensorclasses only,
+    ``node`` included: their leading dims are the batch dims ``index`` applies to (a lazy
+    stack's members have not its stack dim, a view's source not its dims: read whole)."""
+    if node.kind not in (TENSORDICT, TENSORCLASS):
+        return
     for child in ckpt.children(node):
         if child.kind in (TENSORDICT, TENSORCLASS):
             yield from _by_rows(ckpt, child)
