@@ -23,17 +23,16 @@ the ``meta.json`` it makes is only bytes to the store (never read back here).
 Everything is checked when the file is opened: the footer's length against the file
 and :data:`MAX_FOOTER`, the document's shape (levels, leaf and non-tensor records, the
 nesting depth), and every leaf's span: inside the payload, no two overlapping. A folder's
-files are made the first time it is asked for.
+files are made the first time it is asked for (:mod:`._consolidated_folders`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
-from ._group_tree import encode_name  # the robust key encoding of tensordict's writers
+from ._consolidated_folders import LEVEL_FIELDS, Folder, make_folder, role
 
 __all__ = ["FOOTER", "MAX_FOOTER", "Folder", "Layout", "footer_length", "looks_consolidated"]
 
@@ -43,22 +42,6 @@ FOOTER = 8
 MAX_FOOTER = 64 << 20
 #: levels of nesting accepted (tensordict's own trees are far shallower)
 MAX_DEPTH = 200
-META = "meta.json"
-
-# the classes the document names by their short name, as meta.json names them
-_TD = ("<class 'tensordict._td.TensorDict'>", "tensordict:TensorDict")
-_LAZY = ("<class 'tensordict._lazy.LazyStackedTensorDict'>", "tensordict:LazyStackedTensorDict")
-_NT_STACK = ("<class 'tensordict.tensorclass.NonTensorStack'>", "tensordict:NonTensorStack")
-# a level's "cls": TensorDict, LazyStackedTensorDict, NonTensorStack, or str(cls) of a
-# tensorclass (non-tensor data is a record of "non_tensors", never a level)
-_NT_DATA = "<class 'tensordict.tensorclass.NonTensorData'>"
-# a jagged (NJT) tensor is recorded as its parts "<NJT_VALUES>key", "<NJT_OFFSETS>key"...
-_JAGGED = re.compile(r"<NJT(_VALUES|_LENGTHS|_OFFSETS)?>(.*)", re.DOTALL)
-_JAGGED_NOTE = (
-    "a jagged (torch.jagged layout) tensor with lengths or another ragged dim: tdview does "
-    "not read it; TensorDict.from_consolidated does"
-)
-_LEVEL_FIELDS = frozenset({"cls", "cls_metadata", "leaves", "non_tensors", "size"})
 
 
 def footer_length(tail: bytes, file_size: int, where: str) -> int:
@@ -113,25 +96,6 @@ def looks_consolidated(tail: bytes, file_size: int) -> bool:
     return start < 0 or tail[start : start + 1] == b"{"
 
 
-class Folder:
-    """One folder of the layout: its ``meta.json`` bytes, its leaf files (name -> span in
-    the payload), the sizes files of its jagged leaves (name -> the span of their offsets
-    and the element's other dims: made from the offsets when read) and its sub-folders
-    (name -> the level and the role it plays)."""
-
-    __slots__ = ("dirs", "files", "meta", "sizes")
-
-    def __init__(self) -> None:
-        self.meta = b""
-        self.files: dict[str, tuple[int, int]] = {}
-        self.sizes: dict[str, tuple[int, int, tuple[int, ...]]] = {}
-        self.dirs: dict[str, tuple[Any, str]] = {}
-
-    def names(self) -> list[str]:
-        """The sorted names of the folder: files, ``meta.json`` and sub-folders."""
-        return sorted([META, *self.files, *self.sizes, *self.dirs])
-
-
 class Layout:
     """The folders of a consolidated file, from its JSON document.
 
@@ -179,7 +143,7 @@ class Layout:
         while stack:  # every level, checked; each leaf's span kept
             level, path = stack.pop()
             self._check_level(level, path, spans)
-            stack += [(level[k], (*path, k)) for k in level if k not in _LEVEL_FIELDS]
+            stack += [(level[k], (*path, k)) for k in level if k not in LEVEL_FIELDS]
         spans.sort()
         self._check_spans(spans)
         self._folders: dict[str, Folder] = {}
@@ -255,14 +219,14 @@ class Layout:
         if found is not None:
             return found
         if not dirkey:
-            level, role = self.tree, _role(self.tree)
+            level, kind = self.tree, role(self.tree)
         else:
             parent_key, _, name = dirkey.rpartition("/")
             parent = self.folder(parent_key)
             if parent is None or name not in parent.dirs:
                 return None
-            level, role = parent.dirs[name]
-        made = self._folders[dirkey] = _FOLDERS[role](level)
+            level, kind = parent.dirs[name]
+        made = self._folders[dirkey] = make_folder(level, kind)
         return made
 
     def split(self, key: str) -> tuple[Folder | None, str]:
@@ -273,165 +237,3 @@ class Layout:
 
 def _count(value: object) -> bool:
     return type(value) is int and value >= 0
-
-
-def _role(level: dict) -> str:
-    """How a level is laid out: by the class the document names."""
-    cls = level["cls"]
-    if cls in ("TensorDict", "LazyStackedTensorDict", "NonTensorStack"):
-        return cls
-    return "tensorclass"  # str(cls) of a tensorclass (anything else fails as a class)
-
-
-def _tensordict(level: dict) -> Folder:
-    """A TensorDict folder: entry records, then the node fields, as tensordict writes."""
-    folder = Folder()
-    cls_meta = level.get("cls_metadata", {})
-    device = cls_meta.get("device")
-    meta: dict[str, Any] = {}
-    jagged: dict[str, dict[str, list]] = {}
-    for key, leaf in level.get("leaves", {}).items():
-        dtype, shape, start, stop, pad = leaf[:5]
-        part = _JAGGED.match(key)
-        if part is not None:  # a jagged tensor's parts: one nested leaf (_jagged)
-            jagged.setdefault(part[2], {})[part[1] or ""] = leaf
-            continue
-        meta[key] = {"device": device or "cpu", "shape": shape, "dtype": dtype, "is_nested": False}
-        if stop - pad > start:  # tensordict writes no file for a leaf without elements
-            folder.files[encode_name(key) + ".memmap"] = (start, stop - pad - start)
-    for key, parts in jagged.items():
-        _jagged(folder, meta, key, parts, device)
-    for key, record in level.get("non_tensors", {}).items():
-        meta[key] = {"type": "NonTensorData"}
-        folder.dirs[encode_name(key)] = (record, "data")
-    for key, child in level.items():
-        if key not in _LEVEL_FIELDS and isinstance(child, dict):
-            role = _role(child)
-            meta[key] = {"type": child["cls"] if role != "tensorclass" else _short(child["cls"])}
-            folder.dirs[encode_name(key)] = (child, role)
-    meta["shape"] = cls_meta.get("batch_size", [])
-    meta["device"] = device if isinstance(device, str) else "None"
-    meta["_type"], meta["_format_version"], meta["_class"] = _TD[0], 1, _TD[1]
-    names = cls_meta.get("names")
-    if isinstance(names, list) and any(name is not None for name in names):
-        meta["_names"] = names
-    folder.meta = _dumps(meta)
-    return folder
-
-
-def _jagged(folder: Folder, meta: dict, key: str, parts: dict[str, list], device: Any) -> None:
-    """A jagged tensor as a memmap save's nested leaf: its values, packed, in
-    ``<key>.memmap``, and the ``[N, D]`` int64 sizes of its elements in
-    ``<key>.shape.memmap``, made from its offsets when read. One with lengths (holes
-    between elements) or another ragged dim is a note."""
-    values, offsets = parts.get("_VALUES"), parts.get("_OFFSETS")
-    if (
-        values is None
-        or offsets is None
-        or "_LENGTHS" in parts
-        or (len(offsets) == 6 and offsets[5] != 1)
-        or offsets[0] != "torch.int64"
-        or len(offsets[1]) != 1
-        or not values[1]
-        or offsets[3] - offsets[4] - offsets[2] != 8 * offsets[1][0]
-    ):
-        meta[key] = {"type": "NonTensorData"}
-        folder.dirs[encode_name(key)] = ([_JAGGED_NOTE, [], None], "data")
-        return
-    dtype, shape, start, stop, pad = values[:5]
-    elements = max(offsets[1][0] - 1, 0)
-    meta[key] = {
-        "device": device or "cpu",
-        "shape": [elements, len(shape)],
-        "dtype": dtype,
-        "is_nested": True,
-    }
-    name = encode_name(key)
-    if stop - pad > start:
-        folder.files[name + ".memmap"] = (start, stop - pad - start)
-    span = (offsets[2], offsets[3] - offsets[4] - offsets[2], tuple(shape[1:]))
-    folder.sizes[name + ".shape.memmap"] = span
-
-
-def _tensorclass(level: dict) -> Folder:
-    """A tensorclass: ``{"_type": str(cls)}`` and its fields in ``_tensordict/``."""
-    folder = Folder()
-    folder.meta = _dumps({"_type": level["cls"]})
-    folder.dirs["_tensordict"] = (level, "TensorDict")
-    return folder
-
-
-def _stack(level: dict, header: tuple[str, str]) -> Folder:
-    """A lazy stack (or a NonTensorStack kept as its members): its members in ``0/``,
-    ``1/``...; a NonTensorStack's members may be non-tensors."""
-    folder = Folder()
-    cls_meta = level.get("cls_metadata", {})
-    meta: dict[str, Any] = {"_type": header[0], "_format_version": 1, "_class": header[1]}
-    meta["stack_dim"] = cls_meta.get("stack_dim", 0)
-    meta["stack_dim_name"] = cls_meta.get("stack_dim_name")
-    values = _stack_values(level) if header is _NT_STACK else None
-    if values is not None:  # as tensordict's memmap writer writes a stack of values
-        meta["device"], meta["data"] = None, values
-        folder.meta = _dumps(meta)
-        return folder
-    for key, record in level.get("non_tensors", {}).items():
-        folder.dirs[encode_name(key)] = (record, "data")
-    for key, child in level.items():
-        if key not in _LEVEL_FIELDS and isinstance(child, dict):
-            folder.dirs[encode_name(key)] = (child, _role(child))
-    folder.meta = _dumps(meta)
-    return folder
-
-
-def _stack_values(level: dict) -> list | None:
-    """A NonTensorStack's values as nested lists (``stack.tolist()``), or None when its
-    members are not all values, its stack dim is not 0, or a value is itself a list
-    (a load would read the list as one more stack dim): it is then kept as members."""
-    if level.get("cls_metadata", {}).get("stack_dim", 0) != 0:
-        return None
-    records = level.get("non_tensors", {})
-    values = []
-    for i in range(len(records) + sum(1 for k in level if k not in _LEVEL_FIELDS)):
-        record, child = records.get(str(i)), level.get(str(i))
-        if record is not None and not isinstance(record[0], list):
-            values.append(record[0])
-        elif isinstance(child, dict) and child.get("cls") == "NonTensorStack":
-            inner = _stack_values(child)
-            if inner is None:
-                return None
-            values.append(inner)
-        else:
-            return None
-    return values or None
-
-
-def _non_tensor(record: list) -> Folder:
-    """A NonTensorData folder: its value in ``meta.json``, as tensordict writes it, and
-    its batch size and device (which tensordict's memmap writer leaves out) in
-    ``_tensordict/``, as a tensorclass's."""
-    folder = Folder()
-    data, batch_size, device = record
-    folder.meta = _dumps(
-        {"_type": _NT_DATA, "data": data, "_metadata": None, "_is_non_tensor": True}
-    )
-    inner = {"cls": "TensorDict", "cls_metadata": {"batch_size": batch_size, "device": device}}
-    folder.dirs["_tensordict"] = (inner, "TensorDict")
-    return folder
-
-
-def _short(cls: str) -> str:
-    """``"<class 'pkg.mod.Point'>"`` -> ``"Point"`` (a parent's record of a child)."""
-    return cls.removeprefix("<class '").removesuffix("'>").rpartition(".")[2]
-
-
-def _dumps(meta: dict) -> bytes:
-    return json.dumps(meta).encode()
-
-
-_FOLDERS: dict[str, Any] = {
-    "TensorDict": _tensordict,
-    "tensorclass": _tensorclass,
-    "LazyStackedTensorDict": lambda level: _stack(level, _LAZY),
-    "NonTensorStack": lambda level: _stack(level, _NT_STACK),
-    "data": _non_tensor,
-}
