@@ -194,3 +194,19 @@ def test_load_memmap_refuses_a_shard_set_as_tensordict_does(sharded: Path, opene
         tdview.load_memmap(path)
     assert "safetensors shard set" in str(found.value)
     assert f"tdview.Checkpoint({str(path)!r}).load()" in str(found.value)
+
+
+def test_a_local_shard_set_loads_mapped_one_mapping_per_shard(sharded: Path) -> None:
+    """Each leaf is a view of its shard's one read-only mapping, as a single file's
+    leaves are of its own."""
+    with Checkpoint(sharded) as ckpt:
+        assert ckpt.store.mappable
+        td = ckpt.load()
+    sizes = {p.stat().st_size for p in sharded.glob("*.safetensors")}
+    storages: dict[int, int] = {}
+    for tensor in td.values(include_nested=True, leaves_only=True):
+        if tensor.numel():
+            storage = tensor.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    assert len(storages) == SHARDS
+    assert set(storages.values()) == sizes

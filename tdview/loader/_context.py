@@ -140,7 +140,7 @@ class LoadContext:
     dtypes: dict[str, torch.dtype] = field(default_factory=lambda: _DTYPES)
     depth: int = 0
     max_depth: int = 1 << 30
-    _mapping: torch.Tensor | None = None
+    _mappings: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # by file
     _root: str | None = None
     #: the store's files are entries of one archive (``Store.packed``): a leaf is a view
     #: of the one mapping, or decompressed
@@ -160,7 +160,7 @@ class LoadContext:
     #: the index's doors for a load (:class:`~tdview.index.LoadAccess`)
     index: LoadAccess = field(init=False)
     fetched: Any = None
-    _typed: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, init=False)
+    _typed: dict[tuple[torch.dtype, str], torch.Tensor] = field(default_factory=dict, init=False)
     _devices: dict[str, torch.device] = field(default_factory=dict, init=False)
     _prefixes: dict[str, Path] = field(default_factory=dict, init=False)
 
@@ -214,14 +214,15 @@ class LoadContext:
             _STRIDES.put(shape, found)
         return found
 
-    def typed_mapping(self, dtype: torch.dtype) -> torch.Tensor:
-        """The archive mapping viewed as ``dtype`` (its whole items), made once per dtype:
-        a leaf at an aligned offset is one ``as_strided`` of it."""
-        found = self._typed.get(dtype)
+    def typed_mapping(self, dtype: torch.dtype, file: str = "") -> torch.Tensor:
+        """The archive mapping (of ``file``, see :meth:`mapping`) viewed as ``dtype`` (its
+        whole items), made once per dtype: a leaf at an aligned offset is one
+        ``as_strided`` of it."""
+        found = self._typed.get((dtype, file))
         if found is None:
-            flat = self.mapping()
+            flat = self.mapping(file)
             whole = flat.numel() - flat.numel() % dtype.itemsize
-            found = self._typed[dtype] = flat[:whole].view(dtype)
+            found = self._typed[dtype, file] = flat[:whole].view(dtype)
         return found
 
     def prefix_path(self, dirkey: str) -> Path:
@@ -252,16 +253,20 @@ class LoadContext:
             self._root = os.path.join(self.ckpt.store.root, "")
         return self._root + (key if os.sep == "/" else key.replace("/", os.sep))
 
-    def mapping(self) -> torch.Tensor:
-        """The archive's flat uint8 mapping, shared for ``mode="r+"``, private otherwise."""
-        if self._mapping is None:
-            self._mapping = archive_mapping(self.ckpt, shared=self.mode == "r+")
-        return self._mapping
+    def mapping(self, file: str = "") -> torch.Tensor:
+        """The archive's flat uint8 mapping, shared for ``mode="r+"``, private otherwise;
+        ``file``: which one of a store of several files (``Store.map_key``)."""
+        found = self._mappings.get(file)
+        if found is None:
+            found = self._mappings[file] = archive_mapping(
+                self.ckpt, shared=self.mode == "r+", file=file
+            )
+        return found
 
     def check_mapping(self) -> None:
         """Before a load returns views of the archive's mapping: raise ``ArchiveError``
         when the file is now shorter than when it was opened (a page past its new end
         kills the process with SIGBUS when it is read). One ``fstat``; nothing when no
         leaf views the mapping."""
-        if self._mapping is not None:
+        if self._mappings:
             self.ckpt.store.check_intact()

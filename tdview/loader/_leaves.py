@@ -345,7 +345,7 @@ def _archive_leaf(
     span = ctx.store.stored_span(key)
     shape = record.shape
     if span is not None and span[1] == need and span[0] % dtype.itemsize == 0:
-        return ctx.typed_mapping(dtype).as_strided(
+        return ctx.typed_mapping(dtype, ctx.store.map_key(key)).as_strided(
             shape, ctx.strides(shape), span[0] // dtype.itemsize
         )
     return _archive_flat(ctx, key, dtype, need, exact=True).view(shape)
@@ -381,7 +381,7 @@ def _archive_flat(
         aligned = offset % dtype.itemsize == 0
         if not aligned and ctx.mode == "r+":
             raise ArchiveModeError(_UNALIGNED.format(root=store.root, name=key))
-        flat = ctx.mapping()[offset : offset + need]
+        flat = ctx.mapping(store.map_key(key))[offset : offset + need]
         # the caller reads it now (a copy, nested sizes): a file truncated since it was
         # mapped is an ArchiveError, not a SIGBUS
         store.check_intact()

@@ -21,7 +21,9 @@ __all__ = ["archive_mapping", "check_writable"]
 
 # Checkpoint -> {shared: mapping}. Weak keys: a mapping lives as long as its Checkpoint
 # (and as long as any leaf viewing it, through the tensor's storage).
-_MAPPINGS: weakref.WeakKeyDictionary[Tree, dict[bool, torch.Tensor]] = weakref.WeakKeyDictionary()
+_MAPPINGS: weakref.WeakKeyDictionary[Tree, dict[tuple[bool, str], torch.Tensor]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def check_writable(path: str) -> None:
@@ -37,7 +39,7 @@ def check_writable(path: str) -> None:
         raise PermissionError(f"Cannot open {path} with mode='r+': the file is not writable.")
 
 
-def archive_mapping(ckpt: Tree, *, shared: bool) -> torch.Tensor:
+def archive_mapping(ckpt: Tree, *, shared: bool, file: str = "") -> torch.Tensor:
     """The flat ``uint8`` mapping of the checkpoint's archive file (made once, then reused).
 
     Parameters
@@ -46,6 +48,8 @@ def archive_mapping(ckpt: Tree, *, shared: bool) -> torch.Tensor:
         A checkpoint whose store is a local archive (``Store.packed`` and ``mappable``).
     shared : bool
         True maps the file shared (``mode="r+"``), False copy-on-write.
+    file : str
+        Which file of a store of several (:meth:`Store.map_key`); ``""``: the one file.
 
     Raises
     ------
@@ -61,19 +65,19 @@ def archive_mapping(ckpt: Tree, *, shared: bool) -> torch.Tensor:
     (torch.uint8, True)
     """
     maps = _MAPPINGS.setdefault(ckpt, {})
-    mapping = maps.get(shared)
+    mapping = maps.get((shared, file))
     if mapping is None:
         store = ckpt.store
         # the very file the index read, of its size: checked on the descriptor opened,
         # and mapped from it (the path is not opened again)
-        fd, st, _ = store.map("", write=shared)
+        fd, st, _ = store.map(file, write=shared)
         try:
             size = st.st_size
             if AVAILABLE:
                 mapping = map_descriptor(fd, torch.uint8, size, shared=shared)
             else:  # device="cpu": an active torch.device context must not move it
                 mapping = torch.from_file(
-                    store.opened_path(fd, ""),
+                    store.opened_path(fd, file),
                     shared=shared,
                     size=size,
                     dtype=torch.uint8,
@@ -81,5 +85,5 @@ def archive_mapping(ckpt: Tree, *, shared: bool) -> torch.Tensor:
                 )
         finally:
             os.close(fd)
-        maps[shared] = mapping
+        maps[shared, file] = mapping
     return mapping

@@ -469,6 +469,13 @@ class Store(abc.ABC):
             f"({type(self).__name__})."
         )
 
+    def map_key(self, key: str) -> str:
+        """The key whose :meth:`map` opens the file that holds ``key``'s bytes, the same
+        for every key of that file: ``""`` (the one file) for an archive; a file's own
+        name for a store of several (a safetensors shard set). A load keeps one mapping
+        per such key, and a leaf's :meth:`stored_span` lies in its file's."""
+        return ""
+
     def opened_path(self, fd: int, key: str) -> str:
         """A path that opens the very file of descriptor ``fd`` (from :meth:`map` of
         ``key``), for an API that takes a path (``torch.from_file``, where no ``mmap(2)``

@@ -25,6 +25,8 @@ class Shard:
     """One safetensors file: where it is, its size and header, and how to read it."""
 
     display: str
+    #: how the store names it: its file name in a shard set, ``""`` for a single file
+    name: str = ""
     size: int
     header: Header
     #: a local file: (fd, its fstat) opened and checked to be the file read

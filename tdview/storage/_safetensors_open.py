@@ -133,7 +133,9 @@ def _folder_shard(folder: DirectoryStore, name: str) -> LocalShard:
     def reopen(write: bool) -> int:
         return folder.map(name, write=write)[0]
 
-    return LocalShard(folder.display(name), fd, st, reopen)
+    shard = LocalShard(folder.display(name), fd, st, reopen)
+    shard.name = name
+    return shard
 
 
 def shard_set(
@@ -252,8 +254,10 @@ def open_remote_safetensors(
 
 def _remote_shard(transport: Transport, url: str, path: str, name: str) -> RemoteShard:
     check_key(name, url)
-    return RemoteShard(
+    shard = RemoteShard(
         transport,
         posixpath.join(posixpath.dirname(url), name),
         posixpath.join(posixpath.dirname(path), name),
     )
+    shard.name = name
+    return shard

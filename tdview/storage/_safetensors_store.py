@@ -77,7 +77,9 @@ class SafetensorsStore(Store):
         self.root = root
         self.shards = shards
         self.metadata = None if metadata is None else dict(metadata)
-        self.mappable = len(shards) == 1 and shards[0].open_checked is not None
+        # local files are mapped, one mapping per file (map_key); remote ones are read
+        self.mappable = all(shard.open_checked is not None for shard in shards)
+        self._by_name = {shard.name: shard for shard in shards} if len(shards) > 1 else {}
         if refused is not None or unknown is not None:  # (given by shard_set alone)
             self.foreign_format = "a safetensors shard set"
         self._unknown = dict(unknown or {})
@@ -215,7 +217,7 @@ class SafetensorsStore(Store):
     def writable(self, key: str | None = None) -> bool:
         if key is not None:
             check_key(key, self.root)
-        return self.mappable and self.shards[0].writable()
+        return self.mappable and all(shard.writable() for shard in self.shards)
 
     # -- payloads --------------------------------------------------------------------------
 
@@ -225,19 +227,33 @@ class SafetensorsStore(Store):
         _, begin, end = self._tensor(key)
         return begin, end - begin
 
+    def map_key(self, key: str) -> str:
+        """A shard's name for a leaf of a shard set (each shard is mapped once); ``""``
+        for the one file."""
+        if not self._by_name or key not in self.layout.files:
+            return ""
+        return self._shard_of(key).name
+
+    def _shard_of(self, key: str) -> Shard:
+        """The shard :meth:`map` opens for ``key``: a shard named (:meth:`map_key`), the
+        first for ``""``, a leaf's own; else the key's error."""
+        found = self._by_name.get(key)
+        if found is not None or not key:
+            return found or self.shards[0]
+        return self._tensor(key)[0]
+
     def map(self, key: str, *, write: bool | None = False) -> Mapped:
-        """The one file, for the mapping every leaf is a view of (``key``'s bytes at
-        :meth:`stored_span`); a shard set, a remote file: ``io.UnsupportedOperation``."""
-        opener = self.shards[0].open_checked
+        """The file that holds ``key``'s bytes (a leaf's shard; ``""`` the one file), for
+        the mapping its leaves are views of (each at :meth:`stored_span`); a remote file:
+        ``io.UnsupportedOperation``."""
+        opener = self._shard_of(key).open_checked
         if not self.mappable or opener is None:
             return super().map(key, write=write)
-        if key:
-            self._tensor(key)
         fd, st = opener(bool(write))
         return fd, st, bool(write)
 
     def opened_path(self, fd: int, key: str) -> str:
-        return self.shards[0].display
+        return self._shard_of(key).display
 
     def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         out = memoryview(buf).cast("B")
@@ -284,7 +300,8 @@ class SafetensorsStore(Store):
 
     def check_intact(self) -> None:
         if self.mappable:
-            self.shards[0].check_intact()
+            for shard in self.shards:
+                shard.check_intact()
 
     def close(self) -> None:
         for shard in self.shards:
