@@ -13,7 +13,8 @@ append one for a new format. Cases:
   the subtree against ``safe_open`` and ``get_tensor`` of each of its keys;
 * ``consolidated-open``: open a 10,000-leaf consolidated file (``td.consolidate(filename=)``
   of the same names, nested) and list every leaf: ``tdview.Checkpoint`` and a walk, against
-  ``TensorDict.from_consolidated`` and its ``keys(True, True)``;
+  ``TensorDict.from_consolidated`` and its ``keys(True, True)`` (and tdview's first paint:
+  the file opened and its top level listed);
 * ``consolidated-subtree``: load one layer: tdview's ``load(subpath=)`` against
   ``from_consolidated`` then that subtree (tensordict reads no subtree alone).
 
@@ -181,6 +182,7 @@ def consolidated_open(root: Path, sizes: Sizes) -> list[Result]:
             {
                 "TensorDict.from_consolidated + keys": lambda: _consolidated_list(path),
                 "tdview Checkpoint + walk": lambda: _tdview_list(path),
+                "tdview Checkpoint + top level": lambda: _tdview_top(path),
             },
             baseline="TensorDict.from_consolidated + keys",
             reps=sizes.reps,
