@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from tdview.errors import (
     TDViewError,
     UnsafeCheckpointError,
 )
-from tdview.index import Checkpoint
+from tdview.index import Checkpoint, walk
 from tdview.storage import open_store
 from tdview.storage._safetensors import MAX_HEADER, header_length, parse_header
 
@@ -171,3 +172,36 @@ def test_parse_header_of_a_mutated_header(data: st.DataObject) -> None:
     spans = sorted((t.begin, t.end) for t in header.tensors if t.size)
     assert all(end <= size for _, end in spans)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+_PART = st.sampled_from(["a", "b", "0", "10", "2", "", "shape", "_type", "x y", "%", ".."])
+
+
+@FUZZ
+@given(st.lists(st.lists(_PART, min_size=1, max_size=4).map(".".join), max_size=12, unique=True))
+def test_grouping_any_keys_gives_each_its_own_leaf(keys: list[str]) -> None:
+    """Whatever the keys (prefixes of each other, reserved names, empty parts, characters
+    a file name cannot hold), each is one leaf whose path, joined by dots, is the key, and
+    every folder's meta.json is a JSON object naming its entries; or the one refusal: a
+    top-level key tensordict reserves."""
+    from tdview.storage._safetensors_tree import META, RESERVED, Layout
+
+    try:
+        layout = Layout([(key, "float32", (1,)) for key in keys])
+    except CheckpointFormatError:
+        assert any(key in RESERVED for key in keys)
+        return
+    assert sorted(layout.files.values()) == sorted(keys)
+    for key in layout.files:
+        folder, _, name = key.rpartition("/")
+        assert layout.is_dir(folder) and name in layout.children(folder)
+        meta = json.loads(layout.meta(folder))
+        assert meta["shape"] == [] and meta["_class"] == "tensordict:TensorDict"
+    for folder in {k.rpartition("/")[0] for k in layout.files}:
+        assert META in layout.children(folder)
+    with tempfile.TemporaryDirectory() as tmp:  # the index reads it so: paths are keys
+        path = Path(tmp) / "fuzz.safetensors"
+        save_file({key: torch.ones(1) for key in keys}, path)
+        with Checkpoint(path) as ckpt:
+            leaves = {".".join(node.path) for node in walk(ckpt, ckpt.root) if node.is_leaf}
+        assert leaves == set(keys)
