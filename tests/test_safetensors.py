@@ -194,3 +194,22 @@ def test_load_memmap_refuses_it_naming_the_checkpoint_load(model_file: Path) -> 
     with pytest.raises(type(reference.value)) as found:
         tdview.load_memmap(model_file)
     assert f"tdview.Checkpoint({str(model_file)!r}).load()" in str(found.value)
+
+
+def test_an_unaligned_tensor_loads_as_load_file_reads_it(tmp_path: Path) -> None:
+    """Another writer may leave a float32 at an odd offset (safetensors' own sorts by
+    alignment): it cannot be a view of the mapping, and is copied."""
+    import struct
+
+    header = json.dumps(
+        {
+            "flags": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]},
+            "w": {"dtype": "F32", "shape": [2], "data_offsets": [3, 11]},
+        }
+    ).encode()
+    body = bytes([1, 0, 1]) + torch.tensor([1.5, -2.0]).numpy().tobytes()
+    path = tmp_path / "odd.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + body)
+    with Checkpoint(path) as ckpt:
+        td = ckpt.load()
+    assert_same(dotted(td), load_file(path))
