@@ -213,3 +213,18 @@ def test_an_unaligned_tensor_loads_as_load_file_reads_it(tmp_path: Path) -> None
     with Checkpoint(path) as ckpt:
         td = ckpt.load()
     assert_same(dotted(td), load_file(path))
+
+
+def test_only_mode_r_plus_writes_to_the_file(tmp_path: Path) -> None:
+    """``mode="r"`` keeps writes in memory (a private mapping); ``mode="r+"`` writes them
+    into the file, where safetensors reads them back."""
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.zeros(4), "step": torch.tensor(1)}, path)
+    with Checkpoint(path) as ckpt:
+        ckpt.load(mode="r")["w"][0] = 5.0
+    assert load_file(path)["w"][0] == 0.0
+    with Checkpoint(path) as ckpt:
+        loaded = ckpt.load(mode="r+")
+        loaded["w"][1] = 7.0
+        del loaded
+    assert load_file(path)["w"].tolist() == [0.0, 7.0, 0.0, 0.0]
