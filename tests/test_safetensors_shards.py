@@ -104,7 +104,10 @@ def test_a_key_the_index_names_that_no_shard_holds(sharded: Path) -> None:
     problems = _problems(sharded)
     assert list(problems) == ["model.layers.3.attn.q.weight"]
     (problem,) = problems["model.layers.3.attn.q.weight"]
-    assert "names shard model-00001-of-00003.safetensors for it, but no shard holds it" in problem
+    assert (
+        "names shard model-00001-of-00003.safetensors for 'model.layers.3.attn.q.weight', "
+        "but no shard holds it"
+    ) in problem
 
 
 def test_a_shard_key_missing_from_the_index(sharded: Path) -> None:
@@ -114,7 +117,7 @@ def test_a_shard_key_missing_from_the_index(sharded: Path) -> None:
     index_file.write_text(json.dumps(index))
     problems = _problems(sharded)
     assert list(problems) == ["lm_head.weight"]
-    assert "holds it, but the index does not name it" in problems["lm_head.weight"][0]
+    assert "holds 'lm_head.weight', but the index does not name it" in problems["lm_head.weight"][0]
 
 
 def test_a_bad_index_is_refused_naming_it(sharded: Path) -> None:

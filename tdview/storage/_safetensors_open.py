@@ -158,7 +158,7 @@ def shard_set(
         try:
             shards[name] = open_shard(name)
         except FileNotFoundError:
-            lost[name] = f"its shard {name} is missing (the index names it)"
+            lost[name] = f"its shard {name} is missing"
         except (OSError, TDViewError) as error:
             lost[name] = f"its shard {name} cannot be read: {str(error).rstrip('.')}"
     holder: dict[str, Shard] = {}
@@ -169,15 +169,19 @@ def shard_set(
             if named == name or tensor.name not in holder:
                 holder[tensor.name] = shard
             if named is None:
-                refused[tensor.name] = f"shard {name} holds it, but the index does not name it"
-    unknown = {
-        key: lost.get(name, f"the index names shard {name} for it, but no shard holds it")
+                refused[tensor.name] = (
+                    f"shard {name} holds {tensor.name!r}, but the index does not name it"
+                )
+    unknown = {  # each reason names its key: the store raises it as it is
+        key: f"{lost[name]} (the index names it for {key!r})"
+        if name in lost
+        else f"the index names shard {name} for {key!r}, but no shard holds it"
         for key, name in weight_map.items()
         if key not in holder
     }
     for key, name in weight_map.items():
         if key in holder and name in shards and holder[key] is not shards[name]:
-            refused[key] = f"the index names shard {name} for it, but it is in another shard"
+            refused[key] = f"the index names shard {name} for {key!r}, but another shard holds it"
     return SafetensorsStore(
         root,
         list(shards.values()),

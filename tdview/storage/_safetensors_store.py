@@ -109,7 +109,7 @@ class SafetensorsStore(Store):
         if name is None or key in self._refused:
             check_key(key, self.root)
             if key in self._refused:
-                raise ArchiveError(f"{self.display(key)}: {self._refused[key]}")
+                raise ArchiveError(self._refused[key])  # it names the shard and the key
             if self.layout.is_dir(key):
                 raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
             raise not_found(self.display(key))
@@ -151,7 +151,7 @@ class SafetensorsStore(Store):
         check_key(key, self.root)
         if key in self.layout.unknown:
             name = self.layout.unknown[key]
-            raise ArchiveError(f"{self.root}::{name}: {self._unknown[name]}")
+            raise ArchiveError(self._unknown[name])  # it names the shard and the key
         if self.is_file(key):
             raise NotADirectoryError(f"{self.display(key)} is not a directory")
         raise not_found(self.display(key))
