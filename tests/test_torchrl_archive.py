@@ -209,3 +209,30 @@ def test_over_http_the_archive_browses_and_a_member_loads(tmp_path: Path) -> Non
             assert_same(remote.load(member), local.load(member), storage=False)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("tdz", [False, True])
+def test_the_load_code_of_a_member_loads_it(tmp_path: Path, tdz: bool) -> None:
+    """The widget's code line for a member of a zip names it ``<zip>::<key>`` (it has no
+    path of its own), which load_memmap and Checkpoint open: the line loads the same."""
+    from tdview.protocol import Session, handle
+
+    zipped = _save(tmp_path / "ckpt.zip", kind="archive", tdz=tdz)
+    member = ["components", "0001-policy", "state.tdz" if tdz else "state"]
+    namespace: dict = {}
+    with Checkpoint(zipped) as archive:
+        session = Session(archive, str(zipped), namespace=namespace)
+        for path, name in ((member, "sub"), ([*member, "tensor_00000001"], "leaf")):
+            params = {"path": path, "variable": name, "device": "cpu", "mode": "r"}
+            message = {"kind": "tdview:request", "v": 1, "id": 1, "method": "load"}
+            reply, _ = handle(session, {**message, "params": {**params, "allow_pickle": False}})
+            assert reply is not None and reply["ok"], reply["error"]
+            code = reply["result"]["code"]
+            assert f"{zipped}::{'/'.join(member)}" in code, code
+            mine: dict = {"tdview": tdview}
+            exec(code, mine)  # noqa: S102 - our own generated line, as a user pastes it
+            got, bound = mine[name], namespace[name]
+            if isinstance(bound, torch.Tensor):
+                assert torch.equal(got, bound)
+            else:
+                assert_same(got, bound, storage=False)

@@ -293,9 +293,9 @@ class Collection(Tree):
         if found is None:
             try:
                 opened: str | Store = (
-                    os.path.join(self.store.root, key)
-                    if self.store.local_folders
-                    else self.store.sub_store(key)  # a zip's folder or entry, read through it
+                    self.store.sub_store(key)  # a zip's folder or entry, read through it
+                    if self.store.packed
+                    else os.path.join(self.store.root, key)
                 )
                 found = self._open_member(opened, robust_key=self._robust_key)
             except (TDViewError, OSError) as error:

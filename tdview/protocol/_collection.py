@@ -30,12 +30,15 @@ from . import _summaries
 from ._json import bounded_value
 
 
-def member_info(source: str, node: Node) -> dict[str, Any]:
+def member_info(source: str, node: Node, coll: Collection) -> dict[str, Any]:
     """Where a member is, as the loader takes it: ``{source, depth, container}``.
     ``source`` joins the collection's path as the user spelled it and the member's
-    folders; ``depth`` is how many leading keys of a path name the member."""
+    folders (``<zip>::<key>`` in a zip of checkpoints, which ``open_store`` opens);
+    ``depth`` is how many leading keys of a path name the member."""
+    inside = coll.store.packed  # the member has no path of its own: named in the zip
+    where = f"{source}::{'/'.join(node.path)}" if inside else os.path.join(source, *node.path)
     return {
-        "source": os.path.join(source, *node.path),
+        "source": where,
         "depth": len(node.path),
         "container": node.type_hint or "directory",
     }
@@ -88,7 +91,7 @@ def _member_summary(coll: Collection, node: Node, source: str, *, totals: bool) 
     else:
         result = _summaries.summary(member, member.root, totals=totals)
         result.update(key=node.key, path=list(node.path), kind=MEMBER)
-    result["member"] = member_info(source, node)
+    result["member"] = member_info(source, node, coll)
     return result
 
 

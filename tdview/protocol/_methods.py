@@ -225,7 +225,7 @@ def _on_collection(
     assert mount is not None
     if method.at_mount and not inner:
         return _collection.details(coll, mount, session.source, totals=params["totals"]), []
-    member = _collection.member_info(session.source, mount)
+    member = _collection.member_info(session.source, mount, coll)
     inside = Request(request.id, request.method, {**params, "path": inner})
     result, out = _on(session, owner, member["source"], inside, progress_fn)
     assert result is not None

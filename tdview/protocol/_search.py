@@ -34,7 +34,8 @@ def _summary(ckpt: Tree, path: tuple[str, ...], source: str) -> dict[str, Any]:
     if not inner:  # the member itself: a "checkpoint" row, as in its folder's children
         return _collection.summary(ckpt, mount, source, totals=False)
     result = _summaries.summary(owner, owner.node(inner), totals=False)
-    result.update(key=path[-1], path=list(path), member=_collection.member_info(source, mount))
+    member = _collection.member_info(source, mount, ckpt)
+    result.update(key=path[-1], path=list(path), member=member)
     return result
 
 

@@ -596,6 +596,9 @@ class Store(abc.ABC):
         itself."""
         return None
 
+    #: the store a :meth:`sub_store` closes with itself (it was opened for it), or None
+    owner: Store | None = None
+
     def close(self) -> None:
         """Release what the store holds open (nothing for a directory)."""
         return None

@@ -109,6 +109,8 @@ class NestedArchiveStore(ArchiveStore):
             self._view.release()  # the mapping is the outer store's to close
         except BufferError:
             pass  # views of it handed out keep it
+        if self.owner is not None:  # opened for it ("<zip>::<key>"): closed with it
+            self.owner.close()
 
 
 def nested_archive(outer: Store, key: str) -> Store:

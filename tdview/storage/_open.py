@@ -76,6 +76,9 @@ def open_store(path: str | os.PathLike[str] | Store) -> Store:
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
+        inner = _in_archive(path)
+        if inner is not None:
+            return inner
         raise not_found(os.path.join(path, META)) from None
     if stat.S_ISDIR(st.st_mode):
         return DirectoryStore(path)
@@ -93,6 +96,23 @@ def open_store(path: str | os.PathLike[str] | Store) -> Store:
                 raise
         return ConsolidatedStore(path)
     raise not_a_checkpoint(path, f"not a regular file (mode {st.st_mode:#o})")
+
+
+def _in_archive(path: str) -> Store | None:
+    """``"<zip>::<key>"`` (how a checkpoint in a zip of them is named: the load code
+    tdview writes for one): that member, read through the zip (``Store.sub_store``),
+    which closes the zip with it; None for a path of another form."""
+    outer, sep, key = path.partition("::")
+    if not sep or not key or not os.path.isfile(outer):
+        return None
+    store = open_store(outer)
+    try:
+        found = store.sub_store(key)
+    except BaseException:
+        store.close()
+        raise
+    found.owner = store  # closed with it
+    return found
 
 
 def is_archive(path: str | os.PathLike[str]) -> bool:

@@ -6,7 +6,7 @@ top-level ``meta.json``. Opened as a folder of checkpoints, each such folder is 
 with its own root: a :class:`PrefixStore` over the archive, whose keys are the folder's
 keys below that prefix. Every answer is the archive's (the same checks, the same one
 mapping of the archive file, the same payload offsets), with the keys said back without
-the prefix. It closes nothing: the archive is its owner's.
+the prefix. It closes the archive only when it was opened for it (``owner``).
 """
 
 from __future__ import annotations
@@ -137,4 +137,5 @@ class PrefixStore(Store):
         return self.outer.local_crc32(self._key(key))
 
     def close(self) -> None:
-        return None  # the archive is its opener's to close
+        if self.owner is not None:  # opened for it ("<zip>::<key>"): closed with it
+            self.owner.close()
