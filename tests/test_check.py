@@ -102,6 +102,7 @@ def test_a_flipped_byte_in_a_stored_leaf_entry_is_named_by_its_key(
     assert kinds(report) == [(("layers", "1", "w"), "stale_crc")]
     message = report.problems[0].message
     assert "refresh_archive_checksums" in message and "damaged" in message
+    assert "its local header too" in message
     assert "layers/1/w.memmap" in message
 
 
@@ -313,4 +314,5 @@ def test_a_remote_archive_is_checked_by_ranged_reads(
         server.stop()
     # over HTTP the local header is not read: the leaf's CRC-32 is stale or damaged alike
     assert kinds(report) == [(("layers", "1", "w"), "stale_crc")]
+    assert "its local header unread" in report.problems[0].message
     assert report.checked["entries"] == 10 and report.checked["values"] == 6

@@ -120,10 +120,11 @@ def _judge(store: Store, key: str, job: Job, owners: dict[str, Node], report: Ch
         f"{recorded:#010x}"
     )
     if is_leaf_file and local in (None, recorded):
+        header = "its local header too" if local is not None else "its local header unread"
         report.add(
             path,
             "stale_crc",
-            f"{found} (its local header too): as after writes with mode='r+', which leave "
+            f"{found} ({header}): as after writes with mode='r+', which leave "
             f"the CRC-32s stale; tensordict.refresh_archive_checksums({store.root!r}) "
             "records the new ones. If it was not written so, the entry is damaged.",
         )
