@@ -59,9 +59,7 @@ def search(call: Call) -> Reply:
 
 def sizes(call: Call) -> Reply:
     p = call.params
-    return _sizes.sizes_result(
-        call.ckpt, p["path"], p["limit"], p["duplicates"], call.report
-    ), []
+    return _sizes.sizes_result(call.ckpt, p["path"], p["limit"], p["duplicates"], call.report), []
 
 
 def duplicates(call: Call) -> Reply:

@@ -199,9 +199,7 @@ def open_remote(path: str | RemotePath) -> Store:
             url.rstrip("/"), fs, fspath.rstrip("/"), concurrency=where.concurrency
         )
     if is_safetensors_url(url):  # told by its name: a look would cost a request
-        return open_remote_safetensors(
-            url, fs, fspath, concurrency=where.concurrency, size=size
-        )
+        return open_remote_safetensors(url, fs, fspath, concurrency=where.concurrency, size=size)
     try:
         return RemoteArchiveStore(
             url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify
