@@ -449,3 +449,33 @@ def test_a_cache_bounded_by_hand_fails(tmp_path: Path) -> None:
     added = "\n_SEEN = {}\n\ndef seen(k):\n    if len(_SEEN) >= 9:\n        _SEEN.clear()\n"
     target.write_text(target.read_text(encoding="utf-8") + added, encoding="utf-8")
     assert clear_when_full(copy).get("diff/_walk.py") == 1
+
+
+#: The most lines a module may hold (Python under tdview/, TypeScript under js/src and
+#: labextension/src): past it a module has more than one job, and is split by job.
+MAX_MODULE_LINES = 600
+SOURCES = (PACKAGE, PACKAGE.parent / "js" / "src", PACKAGE.parent / "labextension" / "src")
+
+
+def long_modules(roots: tuple[Path, ...] = SOURCES) -> dict[str, int]:
+    """Module -> its line count, for each one over :data:`MAX_MODULE_LINES`."""
+    found: dict[str, int] = {}
+    for root in roots:
+        for path in sorted(p for pattern in ("*.py", "*.ts") for p in root.rglob(pattern)):
+            if "node_modules" in path.parts or path.name.endswith(".d.ts"):
+                continue
+            count = len(path.read_text(encoding="utf-8").splitlines())
+            if count > MAX_MODULE_LINES:
+                found[path.relative_to(root.parent).as_posix()] = count
+    return found
+
+
+def test_no_module_is_over_the_line_cap() -> None:
+    assert long_modules() == {}
+
+
+def test_a_long_module_fails(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "pkg" / "small.ts").write_text("let x = 1;\n" * MAX_MODULE_LINES)
+    assert long_modules((tmp_path / "pkg",)) == {"pkg/big.py": MAX_MODULE_LINES + 1}

@@ -29,7 +29,7 @@ from tdview.storage import (
     is_archive,
     open_store,
 )
-from tdview.storage._base import check_key, name_problem
+from tdview.storage._key_safety import check_key, name_problem
 from tdview.storage._probe import open_dir
 
 from ._optional import require_tool

@@ -26,11 +26,12 @@ from ..errors import (
     TDViewError,
     UnsafeCheckpointError,
 )
-from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
+from ._base import EntryInfo, Mapped, Payload, Store
 from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
 from ._crc import crc32
+from ._key_safety import check_key, not_found
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
 from ._zip import parse_central_directory as _parse

@@ -4,19 +4,13 @@ A store maps *keys* to bytes. A key is a relative, ``/``-separated string such a
 ``"meta.json"`` or ``"nested/b.memmap"``; ``""`` is the root. Stores know nothing
 about ``meta.json``: the format layer decides which keys to ask for.
 
-Every key that reaches a store is checked by :func:`check_key`, and every name found
-in an archive by :func:`name_problem`, so that no key can leave the checkpoint root.
-
-A backslash and a drive prefix (``"C:"``) change what a path means on Windows only. On
-other systems, and in an archive (whose names are looked up, never joined to a path),
-they are characters of a name like any other, and tensordict writes them: keys such as
-``"a:b"`` or ``"a\\b"`` saved with ``robust_key=False`` are file and entry names as they are.
+Every key that reaches a store is checked by :mod:`._key_safety`, so that no key can
+leave the checkpoint root.
 """
 
 from __future__ import annotations
 
 import abc
-import errno
 import io
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._platform import WINDOWS_PATHS
-from ..errors import ArchiveError, LimitExceededError, TDViewError, UnsafeCheckpointError
+from ..errors import ArchiveError, LimitExceededError, TDViewError
 from ._folder_walk import FolderWalk
 from ._links import Link
 
@@ -40,10 +34,6 @@ __all__ = [
     "Mapped",
     "Payload",
     "Store",
-    "check_key",
-    "first_unsafe_name",
-    "name_problem",
-    "not_found",
 ]
 
 
@@ -152,140 +142,6 @@ class Payload:
 #: What :meth:`Store.map` opens: ``(descriptor, its fstat, whether it is open for
 #: writing)``. The caller closes the descriptor.
 Mapped = tuple[int, os.stat_result, bool]
-
-
-def name_problem(name: str, *, windows: bool = False) -> str | None:
-    """Say why ``name`` cannot be a relative key, or return ``None`` when it can.
-
-    Parameters
-    ----------
-    name : str
-        A non-empty relative key or archive entry name (without a trailing ``/``).
-    windows : bool
-        The name will be joined to a Windows path: a backslash (a separator there) and a
-        drive prefix are refused too.
-
-    Returns
-    -------
-    str or None
-        A short reason such as ``"has a '..' component"``.
-
-    Examples
-    --------
-    >>> name_problem("nested/b.memmap") is None
-    True
-    >>> name_problem("../x")
-    "has a '..' component"
-    >>> name_problem("a:b.memmap") is None, name_problem("a:b.memmap", windows=True)
-    (True, 'starts with a drive letter')
-    """
-    if (
-        name
-        and name[0] not in "/."
-        and name[-1] != "/"
-        and "//" not in name
-        and "/." not in name
-        and "\x00" not in name
-        and not (windows and ("\\" in name or name[1:2] == ":"))
-        and (name.isascii() or has_file_name(name))
-    ):
-        return None  # the common name, in a few substring searches
-    if not name:
-        return "is empty"
-    if "\x00" in name:
-        return "contains a NUL character"
-    if not has_file_name(name):
-        return "has no file-name form (it holds a lone surrogate)"
-    if windows and "\\" in name:
-        return "contains a backslash (a separator on Windows)"
-    if name[0] == "/":
-        return "is absolute"
-    if windows and len(name) >= 2 and name[1] == ":" and name[0].isascii() and name[0].isalpha():
-        return "starts with a drive letter"
-    for part in name.split("/"):
-        if part == "..":
-            return "has a '..' component"
-        if part in ("", "."):
-            return "has an empty or '.' component"
-    return None
-
-
-def has_file_name(name: str) -> bool:
-    """Whether ``name`` can be turned into the bytes of a file name (``os.fsencode``)."""
-    try:
-        os.fsencode(name)
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def first_unsafe_name(names: list[str]) -> tuple[str, str] | None:
-    """Return ``(name, reason)`` for the first unsafe name, or ``None`` if all are safe.
-
-    The names are joined once and searched for every substring an unsafe name must
-    contain; only when one is found are the names checked one by one. A 20,000-entry
-    archive is checked with a handful of fast substring searches.
-
-    Examples
-    --------
-    >>> first_unsafe_name(["meta.json", "sub/a.memmap"]) is None
-    True
-    >>> first_unsafe_name(["meta.json", "sub/../../x"])
-    ('sub/../../x', "has a '..' component")
-    """
-    joined = "\n" + "\n".join(names) + "\n"
-    if not any(s in joined for s in _SUSPECT):
-        return None
-    for name in names:
-        problem = name_problem(name)
-        if problem is not None:
-            return name, problem
-    return None
-
-
-# Every unsafe archive name contains one of these once names are framed by newlines:
-# NUL, an empty component ("//", a leading or trailing "/", an empty name), or a
-# component starting with "." (covers "." and "..").
-_SUSPECT = ("\x00", "//", "\n/", "/\n", "\n\n", "/.", "\n.")
-
-
-def check_key(key: str, root: str, *, windows: bool = False) -> str:
-    """Return ``key`` when it is a safe relative key, else raise.
-
-    Parameters
-    ----------
-    key : str
-        The key to check; ``""`` (the root) is allowed.
-    root : str
-        The store's root, named in the error message.
-    windows : bool
-        See :func:`name_problem` (directory stores pass :data:`WINDOWS_PATHS`).
-
-    Raises
-    ------
-    TypeError
-        If ``key`` is not a string.
-    UnsafeCheckpointError
-        If the key is absolute, has ``..``/``.``/empty components or a NUL (or, with
-        ``windows``, a backslash or a drive prefix).
-
-    Examples
-    --------
-    >>> check_key("sub/a.memmap", "/ckpt")
-    'sub/a.memmap'
-    """
-    if not isinstance(key, str):
-        raise TypeError(f"a store key must be a str, got {type(key).__name__}: {key!r}")
-    if key:
-        problem = name_problem(key, windows=windows)
-        if problem is not None:
-            raise UnsafeCheckpointError(f"refusing key {key!r} in {root}: the key {problem}.")
-    return key
-
-
-def not_found(display: str) -> FileNotFoundError:
-    """Build the builtin error for a missing key, worded like ``open()``'s own."""
-    return FileNotFoundError(errno.ENOENT, "No such file or directory", display)
 
 
 class Store(abc.ABC):

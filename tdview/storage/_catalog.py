@@ -23,8 +23,8 @@ import operator
 from typing import Any
 
 from ..errors import ArchiveError, UnsafeCheckpointError
-from ._base import first_unsafe_name
 from ._columns import Columns
+from ._key_safety import first_unsafe_name
 from ._zip import LOCAL, LOCAL_SIG, CentralEntry
 
 __all__ = ["EagerCatalog", "LazyCatalog", "lazy_catalog"]

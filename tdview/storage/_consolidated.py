@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ArchiveError, LeafDataError, LimitExceededError, NotACheckpointError
-from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
+from ._base import EntryInfo, Mapped, Payload, Store
 from ._consolidated_layout import FOOTER, Folder, Layout, footer_length, looks_consolidated
+from ._key_safety import check_key, not_found
 from ._mapfile import READ_FLAGS
 
 if TYPE_CHECKING:

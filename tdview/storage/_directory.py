@@ -17,11 +17,12 @@ from typing import Any
 from .._cache import BoundedCache
 from ..errors import UnsafeCheckpointError
 from . import _names
-from ._base import EntryInfo, Payload, not_found
+from ._base import EntryInfo, Payload
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._content_stores import hf_files
 from ._folder_walk import FolderWalk
 from ._held import HeldFolders
+from ._key_safety import not_found
 from ._link_paths import LinkedNames
 from ._links import Link, LinkResolver
 from ._names import NOATIME, check_key

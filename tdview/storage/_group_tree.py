@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
-from ._base import EntryInfo, Payload, Store, check_key, not_found
+from ._base import EntryInfo, Payload, Store
+from ._key_safety import check_key, not_found
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

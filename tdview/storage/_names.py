@@ -20,9 +20,10 @@ import stat
 
 from .._cache import BoundedCache
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import WINDOWS_PATHS, Store, name_problem
-from ._base import check_key as _check_any_key
+from ._base import WINDOWS_PATHS, Store
 from ._held import HeldFolders
+from ._key_safety import check_key as _check_any_key
+from ._key_safety import name_problem
 from ._probe import (
     ABSENT,
     MISSING,

@@ -7,10 +7,11 @@ import stat
 
 from ..errors import NotACheckpointError
 from ._archive import META, ArchiveStore
-from ._base import Store, not_found
+from ._base import Store
 from ._consolidated import ConsolidatedStore, is_consolidated
 from ._directory import DirectoryStore
 from ._h5 import H5Store, is_h5, is_h5_url, open_h5_url
+from ._key_safety import not_found
 from ._mapfile import map_file, not_a_checkpoint
 from ._probe import open_dir
 from ._remote import is_remote, open_remote

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._base import EntryInfo, Mapped, Payload, Store, check_key
+from ._base import EntryInfo, Mapped, Payload, Store
+from ._key_safety import check_key
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -18,7 +18,8 @@ import sys
 from typing import Final, NamedTuple
 
 from .._cache import BoundedCache
-from ._base import WINDOWS_PATHS, has_file_name
+from ._base import WINDOWS_PATHS
+from ._key_safety import has_file_name
 
 __all__ = [
     "ABSENT",

@@ -26,7 +26,8 @@ import re
 from typing import Any, TypeGuard
 
 from ..errors import NotACheckpointError
-from ._base import Store, not_found
+from ._base import Store
+from ._key_safety import not_found
 
 __all__ = ["EXTRAS", "RemotePath", "is_remote", "open_remote", "remote"]
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import LimitExceededError, UnsafeCheckpointError
-from ._base import EntryInfo, Payload, Store, check_key, name_problem, not_found
+from ._base import EntryInfo, Payload, Store
+from ._key_safety import check_key, name_problem, not_found
 from ._listing_cache import cached_listing, keep_listing
 from ._ranges import Job, Transport, span_jobs
 from ._remote import display_join

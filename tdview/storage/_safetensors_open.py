@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, TDViewError
-from ._base import check_key, not_found
 from ._directory import DirectoryStore
+from ._key_safety import check_key, not_found
 from ._mapfile import READ_FLAGS
 from ._ranges import Transport
 from ._safetensors_files import LocalShard, RemoteShard, Shard

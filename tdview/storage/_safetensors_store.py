@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArchiveError, LimitExceededError, TDViewError
-from ._base import EntryInfo, Mapped, Payload, Store, check_key, not_found
+from ._base import EntryInfo, Mapped, Payload, Store
+from ._key_safety import check_key, not_found
 from ._ranges import Transport
 from ._safetensors_files import Shard
 from ._safetensors_tree import META, Layout

@@ -31,7 +31,6 @@ from ..errors import (
     TDViewError,
     UnsafeCheckpointError,
 )
-from ._base import name_problem
 from ._group_tree import (
     MAX_DEPTH,
     MAX_DIMS,
@@ -42,6 +41,7 @@ from ._group_tree import (
     GroupTreeStore,
     torch_dtype,
 )
+from ._key_safety import name_problem
 
 __all__ = ["ZarrStore", "is_zarr_folder", "is_zarr_url", "open_zarr_url"]
 
