@@ -206,8 +206,9 @@ def put_under(
         child["path"] = list(prefix) + child["path"]
     if isinstance(result.get("same"), list):  # duplicates: the other leaves
         result["same"] = [list(prefix) + path for path in result["same"]]
-    for problem in result.get("problems", ()):  # check: each problem's node
-        problem["path"] = list(prefix) + problem["path"]
+    if isinstance(result.get("problems"), list):  # check: each problem's node
+        for problem in result["problems"]:
+            problem["path"] = list(prefix) + problem["path"]
     if "healthy" in result:  # check: the groups stored twice
         result["duplicates"] = [[list(prefix) + p for p in group] for group in result["duplicates"]]
     param = result.get("param")  # an optimizer state's parameter
