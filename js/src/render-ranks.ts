@@ -101,11 +101,11 @@ export class RanksView {
       "(tdview.distributed.load_shard): each rank reads only its rows";
     this.#body = el("div", "tdview-ranks-body");
     this.#table = el("table", "tdview-ranks-table");
-    this.#code = el("pre", "tdview-code tdview-ranks-code");
+    this.#code = el("pre", "tdview-ranks-code");
     this.#copy = new CopyButton("Copy script", () => this.#script, {
       title: "Copy the torchrun script",
     });
-    const codeRow = el("div", "tdview-code-row tdview-ranks-code-row");
+    const codeRow = el("div", "tdview-ranks-code-row");
     codeRow.append(this.#code, this.#copy.element);
     this.#body.append(this.#table, codeRow);
     this.element.append(field, this.#body);
