@@ -216,7 +216,7 @@ describe("widget", () => {
     );
     el.querySelector<HTMLButtonElement>(".tdview-load-button")?.click();
     await tick(5);
-    el.querySelector<HTMLButtonElement>(".tdview-cancel-button")?.click();
+    el.querySelector<HTMLButtonElement>(".tdview-load .tdview-cancel-button")?.click();
     await tick();
     const loads = kernel.requests.filter((r) => r.method === "load");
     expect(loads).toHaveLength(2);
