@@ -56,11 +56,13 @@ def test_json_shape(archives: dict[str, Path], capsys) -> None:
     ]
     assert found["duplicates"] == []
     assert found["checked"] == {
+        "checkpoints": 1,
         "nodes": 5,
         "leaves": 3,
         "entries": 0,
         "bytes": 32 * 8 * 4 + 16 * 8 + 2 * 4,
         "values": 3,
+        "no_crc": 3,  # a directory's files: sizes checked, no CRC-32 to check
     }
 
 

@@ -138,5 +138,8 @@ def test_in_a_folder_of_checkpoints_paths_are_the_folders(damaged: Path, tmp_pat
     assert result["duplicates"] == [
         [["step_1.tdz", "model", "embed", "weight"], ["step_1.tdz", "model", "head", "weight"]]
     ]
-    reply, _ = handle(session, request(path=[]))  # the folder itself: one clear error
-    assert not reply["ok"] and reply["error"]["type"] == "SubpathError"
+    reply, _ = handle(session, request(path=[]))  # the folder itself: its members
+    assert reply["ok"] and reply["result"]["checked"]["checkpoints"] == 1
+    assert [p["path"] for p in reply["result"]["problems"]] == [
+        ["step_1.tdz", "model", "layers", "1", "w"]
+    ]

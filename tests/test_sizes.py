@@ -316,9 +316,9 @@ def test_bytes_stored_twice(tmp_path: Path, suffix: str, capsys) -> None:
     ]
 
 
-def test_a_folder_of_checkpoints_has_no_duplicates_of_its_own(steps) -> None:
-    report = sizes(str(steps[0].parent), duplicates=True)
-    assert report.duplicates_bytes is None  # each member is looked into on its own
+def test_a_member_of_a_folder_is_looked_into_alone(steps) -> None:
+    """Below a member, its own leaves only (the folder's own node: all its members,
+    ``test_answers_folders.py::test_duplicates_span_the_members``)."""
     member = sizes(str(steps[0].parent), (steps[0].name, "model"), duplicates=True)
     assert member.duplicates_bytes == 0
 

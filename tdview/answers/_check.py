@@ -15,12 +15,11 @@ import os
 import stat
 from collections.abc import Callable
 
-from ..errors import NotACheckpointError, SubpathError, TDViewError
+from ..errors import CheckpointFormatError, NotACheckpointError, TDViewError
 from ..index import (
     Checkpoint,
     Node,
     Tree,
-    is_folder,
     join_key,
     normalize_subpath,
     refusal,
@@ -28,9 +27,10 @@ from ..index import (
     walk,
 )
 from ..storage import Store
-from ._check_read import check_entries, check_values
+from ._check_read import check_entries, check_keys, check_values
 from ._check_report import CheckReport
 from ._duplicates import find_duplicates
+from ._members import Part, Unopened, nothing_below, own_nodes, parts_below
 
 Progress = Callable[[int, int, str], object]
 _ZIP_START = b"PK\x03\x04"
@@ -95,33 +95,80 @@ def check(
 
 
 def _check_open(
-    ckpt: Tree,
+    tree: Tree,
     keys: tuple[str, ...],
     values: bool,
     progress: Progress | None,
     num_threads: int | None,
 ) -> CheckReport:
-    owner, _, inner = ckpt.locate(keys)
-    if is_folder(owner):  # a folder of checkpoints' own node
-        raise SubpathError(
-            f"cannot check {show_path(keys)!r} of {ckpt.path}: it is a folder of "
-            "checkpoints; name one of them in the subpath."
-        )
-    start = owner.node(inner)
-    report = CheckReport(owner.path, inner, values=values)
-    leaves, owners = walk_nodes(owner, start, report)
+    """Check the node at ``keys`` of ``tree``: in its checkpoint, or, on a folder of
+    checkpoints' own node, in every member below it (paths from the folder's root)."""
     threads = _threads(num_threads)
+    report = CheckReport(tree.path, keys, values=values)
+    owns: dict[str, Node] = {}  # a folder of checkpoints' own nodes, if any: side files by key
+    for own in own_nodes(tree, keys):
+        _flagged(own, report)  # a folder that cannot be listed, a side file refused
+        if own.file is not None:
+            owns[own.file] = own
+    check_keys(tree.store, list(owns), owns, report, progress, threads)  # in a zip
+    parts = 0
+    for part in parts_below(tree, keys):
+        parts += 1
+        if isinstance(part, Part):
+            found = _check_part(part, values, _progress_of(part, progress), threads)
+            report.merge(found, part.prefix)
+        else:
+            _unopened(tree.store, part, report)
+    if not parts:
+        raise nothing_below(tree, keys)
+    # stored twice: from the CRC-32s an archive records; with values, files hashed and
+    # every group confirmed byte by byte (the duplicates finder, :mod:`._duplicates`)
+    found_twice = find_duplicates(
+        tree, keys, progress, read=values, confirm=values, num_threads=threads
+    )
+    report.duplicates = [list(group) for group in found_twice.groups]
+    return report
+
+
+def _check_part(part: Part, values: bool, progress: Progress | None, threads: int) -> CheckReport:
+    """The report of one checkpoint's node (paths from that checkpoint's root)."""
+    owner = part.tree
+    start = owner.node(part.inner)
+    report = CheckReport(owner.path, part.inner, values=values)
+    report.checked["checkpoints"] = 1
+    leaves, owners = walk_nodes(owner, start, report)
     bad = check_entries(owner.store, start, owners, report, progress, threads)
+    if not owner.store.crc_recorded:  # sizes (and values) only: no CRC-32 to check
+        report.checked["no_crc"] = report.checked["leaves"]
     if values:
         whole = [leaf for leaf in leaves if leaf.file not in bad]
         check_values(owner, whole, report, progress, threads)
-    # stored twice: from the CRC-32s an archive records; with values, files hashed and
-    # every group confirmed byte by byte (the duplicates finder, :mod:`._duplicates`)
-    found = find_duplicates(
-        owner, inner, progress, read=values, confirm=values, num_threads=threads
-    )
-    report.duplicates = [list(group) for group in found.groups]
     return report
+
+
+def _progress_of(part: Part, progress: Progress | None) -> Progress | None:
+    """A member's progress, its labels naming it (``step_1000.tdz: CRC-32``)."""
+    if progress is None or not part.prefix:
+        return progress
+    name = show_path(part.prefix)
+
+    def report(done: int, total: int, label: str) -> object:
+        return progress(done, total, f"{name}: {label}")
+
+    return report
+
+
+def _unopened(store: Store, member: Unopened, report: CheckReport) -> None:
+    """The problem of a member of a folder that could not be opened: ``truncated`` for
+    an archive that ends early, ``metadata`` for a root that does not parse, else
+    ``unreadable``."""
+    truncated = _truncated_member(store, member)
+    if truncated is not None:
+        report.add(member.path, "truncated", truncated)
+    elif isinstance(member.error, CheckpointFormatError):
+        report.add(member.path, "metadata", str(member.error))
+    else:
+        report.add(member.path, "unreadable", str(member.error))
 
 
 def walk_nodes(ckpt: Tree, start: Node, report: CheckReport) -> tuple[list[Node], dict[str, Node]]:
@@ -215,16 +262,33 @@ def _truncated_archive(path: str, error: NotACheckpointError) -> CheckReport | N
         head = os.pread(fd, len(_ZIP_START), 0)
     finally:
         os.close(fd)
+    report = CheckReport(os.path.abspath(path))
+    message = _truncated_message(report.path, head, error)
+    if message is None:
+        return None
+    report.add((), "truncated", message)
+    return report
+
+
+def _truncated_member(store: Store, member: Unopened) -> str | None:
+    """Why a member archive of a folder could not be opened, when it is truncated."""
+    if member.key is None or not isinstance(member.error, NotACheckpointError):
+        return None
+    head = bytearray(len(_ZIP_START))
+    try:
+        store.read_into(member.key, 0, head)
+    except (TDViewError, OSError, ValueError):  # a folder, a file refused, or too short
+        return None
+    return _truncated_message(store.display(member.key), head, member.error)
+
+
+def _truncated_message(where: str, head: bytes | bytearray, error: Exception) -> str | None:
     if head != _ZIP_START or "end-of-central-directory" not in str(error):
         return None
-    report = CheckReport(os.path.abspath(path))
-    report.add(
-        (),
-        "truncated",
-        f"{report.path} starts as a zip archive but its end (the central directory, which "
-        "lists its entries) is missing: the file is truncated",
+    return (
+        f"{where} starts as a zip archive but its end (the central directory, which "
+        "lists its entries) is missing: the file is truncated"
     )
-    return report
 
 
 def _threads(num_threads: int | None) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING
@@ -75,11 +75,26 @@ def check_entries(
     ``owners``: the node each key belongs to (a leaf's file, a folder's ``meta.json``)."""
     if not store.packed:
         return set()
+    return check_keys(store, entry_keys(store, start), owners, report, progress, threads)
+
+
+def check_keys(
+    store: Store,
+    keys: Iterable[str],
+    owners: dict[str, Node],
+    report: CheckReport,
+    progress: Progress | None,
+    threads: int,
+) -> set[str]:
+    """Compute the CRC-32 of each archive entry of ``keys`` (a folder of checkpoints'
+    side files: its JSON files and pickles in a zip); returns the keys found damaged."""
+    if not store.packed:
+        return set()
     from ..diff import CRC, Job, Span, run_jobs  # torch: only where entries are read
 
     bad: set[str] = set()
     jobs = []
-    for key in entry_keys(store, start):
+    for key in keys:
         entry = store.entry(key)
         if entry.encrypted:
             report.add(_path(owners, key), "unreadable", f"{entry.display} is encrypted")

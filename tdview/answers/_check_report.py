@@ -27,6 +27,10 @@ KINDS: dict[str, str] = {
 }
 
 
+#: The counts of ``CheckReport.checked``.
+COUNTS = ("checkpoints", "nodes", "leaves", "entries", "bytes", "values", "no_crc")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One problem: the keys from the checkpoint's root, its kind (:data:`KINDS`), and
@@ -55,9 +59,12 @@ class CheckReport:
     duplicates : list of list of tuple of str
         Groups of leaves whose payloads are the same bytes (each a list of paths).
     checked : dict
-        Counts: ``nodes``, ``leaves``, ``entries`` (archive entries whose CRC-32 was
-        computed), ``bytes`` (payload bytes read), ``values`` (leaves whose values were
-        counted).
+        Counts: ``checkpoints`` (1, or the members of a folder of checkpoints checked),
+        ``nodes``, ``leaves``, ``entries`` (archive entries whose CRC-32 was computed),
+        ``bytes`` (payload bytes read), ``values`` (leaves whose values were counted)
+        and ``no_crc``: leaves of a format that records no CRC-32 (a directory, a
+        safetensors, consolidated, HDF5 or zarr file), whose bytes could not be
+        verified (their sizes were; their values with ``values``).
     values : bool
         Whether values were read (``--values``).
     """
@@ -66,9 +73,7 @@ class CheckReport:
     subpath: NestedPath = ()
     problems: list[Problem] = field(default_factory=list)
     duplicates: list[list[NestedPath]] = field(default_factory=list)
-    checked: dict[str, int] = field(
-        default_factory=lambda: {"nodes": 0, "leaves": 0, "entries": 0, "bytes": 0, "values": 0}
-    )
+    checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     values: bool = False
 
     @property
@@ -84,6 +89,14 @@ class CheckReport:
     def add(self, path: NestedPath, kind: str, message: str) -> None:
         assert kind in KINDS, kind
         self.problems.append(Problem(tuple(path), kind, message))
+
+    def merge(self, other: CheckReport, prefix: NestedPath) -> None:
+        """Add the problems and counts of ``other``, the report of a checkpoint whose
+        root is at ``prefix`` (a member of the folder this report checks)."""
+        for problem in other.problems:
+            self.add(tuple(prefix) + problem.path, problem.kind, problem.message)
+        for key, value in other.checked.items():
+            self.checked[key] += value
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``tdview check --json``).
@@ -119,4 +132,13 @@ class CheckReport:
         what = f"{c['leaves']} leaves, {c['entries']} archive entries"
         if self.values:
             what += f", values of {c['values']} leaves"
-        return f"{'healthy' if self.healthy else found}: checked {what} in {self.path}"
+        where = (
+            self.path if c["checkpoints"] < 2 else f"{c['checkpoints']} checkpoints of {self.path}"
+        )
+        line = f"{'healthy' if self.healthy else found}: checked {what} in {where}"
+        if c["no_crc"]:
+            line += (
+                f"; no CRC-32 recorded for {c['no_crc']} leaves: their sizes checked, "
+                "not their bytes"
+            )
+        return line

@@ -14,7 +14,9 @@ less than the next:
 Steps 2 and 3 run on the diff's pool (:func:`~tdview.diff.run_jobs`: chunked reads in
 bounded memory, a large leaf split among threads). A leaf that cannot be read (missing,
 truncated, refused) is in no group: ``tdview check`` says what is wrong with it.
-Nested (ragged) tensors and pickled values are not compared.
+Nested (ragged) tensors and pickled values are not compared. On a folder of
+checkpoints' own node, the leaves of every member below it are grouped together (the
+same weights saved at two steps), each read through its own member's store.
 """
 
 from __future__ import annotations
@@ -23,13 +25,24 @@ import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
+from itertools import count
 from typing import Any
 
 from ..errors import TDViewError
-from ..index import NestedPath, Node, Tree, cancel_point, cancellable, normalize_subpath
+from ..index import (
+    NestedPath,
+    Node,
+    Tree,
+    cancel_point,
+    cancellable,
+    normalize_subpath,
+    open_tree,
+)
 from ..index import walk as walk_below
+from ..storage import Store
+from ._members import Part, parts_below
 
 Progress = Callable[[int, int, str], object]
 
@@ -68,9 +81,14 @@ class Duplicates:
         return next((group for group in self.groups if wanted in group), [])
 
 
+#: The walk's order of each leaf met (increasing across members: groups keep it).
+_ORDER = count()
+
+
 @dataclass
 class _Leaf:
-    path: NestedPath
+    path: NestedPath  # from the root of the tree asked (a folder's: the member's first)
+    store: Store  # its checkpoint's store
     key: str  # its store key (file or archive entry)
     nbytes: int
     dtype: str
@@ -94,10 +112,13 @@ def find_duplicates(
     Parameters
     ----------
     ckpt_or_path : str, os.PathLike or Checkpoint
-        A checkpoint directory or archive (opened and closed here), or an open
-        :class:`~tdview.Checkpoint` (left open).
+        A checkpoint directory or archive, or a folder of checkpoints (opened and
+        closed here), or an open :class:`~tdview.Checkpoint` (left open).
     subpath : nested key or "a/b" path, optional
-        Look below this node only (default: the whole checkpoint).
+        Look below this node only (default: the whole checkpoint). Below a folder of
+        checkpoints' own node, the leaves of all its members are grouped together
+        (paths from the folder, the member's first; a member that cannot be opened is
+        in ``skipped``).
     progress : callable, optional
         ``progress(done_bytes, total_bytes, label)`` while payloads are read (labels
         ``"hashing"`` and ``"confirming"``).
@@ -124,13 +145,23 @@ def find_duplicates(
     >>> found.groups                                             # doctest: +SKIP
     [[('model', 'embed', 'weight'), ('model', 'head', 'weight')]]
     """
-    side = _diff().open_side(ckpt_or_path, subpath)
+    keys = () if subpath is None or subpath in ((), "") else normalize_subpath(subpath)
+    opened = None if isinstance(ckpt_or_path, Tree) else open_tree(ckpt_or_path)
+    tree = ckpt_or_path if opened is None else opened
     try:
         with cancellable(cancel) if cancel is not None else nullcontext():
-            leaves = list(_leaves(side.ckpt, side.node, min_bytes))
-            return _search(side.ckpt, leaves, progress, read, confirm, num_threads)
+            skipped: list[tuple[NestedPath, str]] = []
+            leaves: list[_Leaf] = []
+            for part in parts_below(tree, keys):
+                if isinstance(part, Part):
+                    leaves += _leaves(part, min_bytes)
+                else:  # a member that cannot be opened: tdview check says why
+                    skipped.append((part.path, str(part.error)))
+            found = _search(leaves, progress, read, confirm, num_threads)
+            return replace(found, skipped=skipped + found.skipped)
     finally:
-        side.close()
+        if opened is not None:
+            opened.close()
 
 
 def duplicates_of(
@@ -143,28 +174,33 @@ def duplicates_of(
     """The leaves of the whole checkpoint with the same bytes as the leaf at ``path``: a
     :class:`Duplicates` of at most one group (holding ``path``). Only the leaves of its
     size and dtype are read; ``read=False`` answers from archive CRC-32s only (what
-    browsing may ask: no payload byte read).
+    browsing may ask: no payload byte read). In a folder of checkpoints, the leaves of
+    every member are candidates (paths from the folder's root).
 
     Examples
     --------
     >>> duplicates_of(Checkpoint("tied.tdz"), "model/head/weight").groups  # doctest: +SKIP
     [[('model', 'embed', 'weight'), ('model', 'head', 'weight')]]
+    >>> duplicates_of(Checkpoint("run"), "step_2/model/norm/weight").groups  # doctest: +SKIP
+    [[('step_1', 'model', 'norm', 'weight'), ('step_2', 'model', 'norm', 'weight')]]
     """
-    target = ckpt.node(path)
-    mine = _leaf(target, 0)
+    wanted = () if path in ((), "", None) else normalize_subpath(path)
+    owner, _, inner = ckpt.locate(wanted)
+    mine = _leaf(owner.store, owner.node(inner), 0)
     if mine is None:
         return Duplicates([], [])
     same_kind = [
-        _Leaf(leaf.path, leaf.key, leaf.nbytes, leaf.dtype, leaf.order)  # a fresh CRC each
+        replace(leaf, crc=None)  # a fresh CRC each
         for leaf in _kinds(ckpt).get((mine.nbytes, mine.dtype), ())
     ]
-    found = _search(ckpt, same_kind, progress, read, read, None)
-    groups = [group for group in found.groups if target.path in group]
+    found = _search(same_kind, progress, read, read, None)
+    groups = [group for group in found.groups if wanted in group]
     return Duplicates(groups, found.nbytes[:1] if groups else [], found.confirmed, found.unread)
 
 
-#: Per checkpoint: its leaves by size and dtype, walked once (a click asks for one leaf's
-#: group: a second click walks nothing). Made of the index's nodes, as stale as they are.
+#: Per checkpoint (or folder of them: every member's): its leaves by size and dtype,
+#: walked once (a click asks for one leaf's group: a second click walks nothing). Made
+#: of the index's nodes, as stale as they are.
 _KINDS: weakref.WeakKeyDictionary[Tree, dict[tuple[int, str], list[_Leaf]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -174,13 +210,14 @@ def _kinds(ckpt: Tree) -> dict[tuple[int, str], list[_Leaf]]:
     found = _KINDS.get(ckpt)
     if found is None:
         found = {}
-        for leaf in _leaves(ckpt, ckpt.root, 1):
+        parts = (part for part in parts_below(ckpt, ()) if isinstance(part, Part))
+        for leaf in (leaf for part in parts for leaf in _leaves(part, 1)):
             found.setdefault(_size_and_dtype(leaf), []).append(leaf)
         _KINDS[ckpt] = found  # kept only once whole: a cancelled walk keeps nothing
     return found
 
 
-def _leaf(node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
+def _leaf(store: Store, node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
     """A plain tensor leaf with a data file and at least ``min_bytes`` of payload."""
     record = node.record
     if not node.is_leaf or record is None or record.is_nested or node.file is None:
@@ -188,15 +225,18 @@ def _leaf(node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
     nbytes = record.nbytes or 0
     if nbytes < max(min_bytes, 1):
         return None
-    return _Leaf(node.path, node.file, nbytes, record.dtype.name, order)
+    return _Leaf(node.path, store, node.file, nbytes, record.dtype.name, order)
 
 
-def _leaves(ckpt: Tree, node: Node, min_bytes: int) -> Iterator[_Leaf]:
+def _leaves(part: Part, min_bytes: int) -> Iterator[_Leaf]:
+    """The leaves below ``part``'s node, their paths from the tree asked."""
+    ckpt = part.tree
+    node = ckpt.node(part.inner)
     nodes: Iterable[Node] = [node] if node.is_leaf else walk_below(ckpt, node)
-    for order, each in enumerate(nodes):
-        leaf = _leaf(each, min_bytes, order)
+    for each in nodes:
+        leaf = _leaf(ckpt.store, each, min_bytes, next(_ORDER))
         if leaf is not None:
-            yield leaf
+            yield replace(leaf, path=part.outer(leaf.path))
 
 
 def _by(leaves: Iterable[_Leaf], key: Callable[[_Leaf], object]) -> list[list[_Leaf]]:
@@ -208,7 +248,6 @@ def _by(leaves: Iterable[_Leaf], key: Callable[[_Leaf], object]) -> list[list[_L
 
 
 def _search(
-    ckpt: Tree,
     leaves: list[_Leaf],
     progress: Progress | None,
     read: bool,
@@ -217,9 +256,9 @@ def _search(
 ) -> Duplicates:
     candidates = [leaf for group in _by(leaves, _size_and_dtype) for leaf in group]
     skipped: list[tuple[NestedPath, str]] = []
-    to_hash = _stored_crcs(ckpt, candidates, skipped)
+    to_hash = _stored_crcs(candidates, skipped)
     unread = 0 if read else len(to_hash)
-    runner = _Runner(ckpt, progress, num_threads)
+    runner = _Runner(progress, num_threads)
     if read:
         runner.hash(to_hash, skipped)
     hashed = [leaf for leaf in candidates if leaf.crc is not None]
@@ -240,16 +279,14 @@ def _size_and_dtype(leaf: _Leaf) -> tuple[int, str]:
     return leaf.nbytes, leaf.dtype
 
 
-def _stored_crcs(
-    ckpt: Tree, leaves: list[_Leaf], skipped: list[tuple[NestedPath, str]]
-) -> list[_Leaf]:
+def _stored_crcs(leaves: list[_Leaf], skipped: list[tuple[NestedPath, str]]) -> list[_Leaf]:
     """Fill each leaf's CRC-32 an archive records; the leaves left to hash."""
     stored_crc = _diff().stored_crc
     left = []
     for leaf in leaves:
         cancel_point()
         try:
-            leaf.crc = stored_crc(ckpt.store, leaf.key, leaf.nbytes)
+            leaf.crc = stored_crc(leaf.store, leaf.key, leaf.nbytes)
         except (TDViewError, OSError) as error:
             skipped.append((leaf.path, str(error)))
             continue
@@ -259,10 +296,10 @@ def _stored_crcs(
 
 
 class _Runner:
-    """The diff's payload jobs over one checkpoint's store, progress and cancel passed."""
+    """The diff's payload jobs over the leaves' stores, progress and cancel passed."""
 
-    def __init__(self, ckpt: Tree, progress: Progress | None, num_threads: int | None):
-        self.ckpt, self.progress = ckpt, progress
+    def __init__(self, progress: Progress | None, num_threads: int | None):
+        self.progress = progress
         self.threads = num_threads or max(1, min(4, os.cpu_count() or 1))
 
     def _report(self, done: int, total: int, label: str) -> None:
@@ -286,9 +323,8 @@ class _Runner:
 
             return done
 
-        store = self.ckpt.store
         jobs = [
-            diff.Job(diff.CRC, diff.Span(store, leaf.key, leaf.nbytes), None, hashed(leaf))
+            diff.Job(diff.CRC, diff.Span(leaf.store, leaf.key, leaf.nbytes), None, hashed(leaf))
             for leaf in leaves
         ]
         self._run(jobs, "hashing")
@@ -298,7 +334,7 @@ class _Runner:
     ) -> list[list[_Leaf]]:
         """Each group split by byte comparison with its first member (rounds until no
         member is left unsettled: a CRC collision makes two groups, or none)."""
-        diff, store = _diff(), self.ckpt.store
+        diff = _diff()
         settled: list[list[_Leaf]] = []
         pending = groups
         while pending:
@@ -312,8 +348,8 @@ class _Runner:
                     jobs.append(
                         diff.Job(
                             diff.COMPARE,
-                            diff.Span(store, first.key, first.nbytes),
-                            diff.Span(store, leaf.key, leaf.nbytes),
+                            diff.Span(first.store, first.key, first.nbytes),
+                            diff.Span(leaf.store, leaf.key, leaf.nbytes),
                             _compared(leaf, same, other, skipped),
                         )
                     )

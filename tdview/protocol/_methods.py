@@ -14,8 +14,9 @@ A :class:`Method` has
 * in a folder of checkpoints (:class:`~tdview.index.Collection`), a method without a
   ``path`` param is answered by the folder as a whole; otherwise the node's owner
   answers, the member with its own path; ``own(coll, node, call)`` answers a node of
-  the folder itself (None: ``answer`` on the folder), and ``at_mount`` says the folder
-  answers a member's own root (a ``checkpoint`` row, as its children page shows it).
+  the folder itself (None: ``answer`` on the folder), ``at_mount`` says the folder
+  answers a member's own root (a ``checkpoint`` row, as its children page shows it),
+  and ``whole`` that the folder answers every path over all its members.
 
 The names are the wire contract of ``js/src/protocol.ts`` (``METHODS``): a test holds
 the two lists equal.
@@ -69,6 +70,9 @@ class Method:
     own: Callable[[Collection, Node, Call], Reply] | None = None
     at_mount: bool = False
     compare: Callable[[_compare.CompareCall], Reply] | None = None
+    #: a folder of checkpoints answers it itself at every path, over all its members
+    #: (``duplicates``: the same bytes saved in two steps), paths from its root
+    whole: bool = False
 
 
 def _by_totals(params: object) -> str:
@@ -98,7 +102,7 @@ TABLE: dict[str, Method] = {
             "devices", devices_params, _lane("browse"), _answers.devices, compare=_answers.devices
         ),
         Method("load", load_params, _lane("load"), _answers.load, _answers.load_own),
-        Method("duplicates", duplicates_params, _lane("walk"), _answers.duplicates),
+        Method("duplicates", duplicates_params, _lane("walk"), _answers.duplicates, whole=True),
         Method("sizes", sizes_params, _lane("walk"), _answers.sizes),
         Method("check", check_params, _lane("walk"), _answers.check),
         # the compare view's: clicks browse, payloads read in the preview and load lanes
@@ -213,7 +217,7 @@ def _on_collection(
     """A request on a folder of checkpoints: its own nodes answered here, a member's
     by the member (see :mod:`._collection` and the table's ``own``/``at_mount``)."""
     method, params = TABLE[request.method], request.params
-    if "path" not in params:  # search (Collection.search reaches into members), devices
+    if "path" not in params or method.whole:  # search, devices, duplicates: all members
         return _on(session, coll, session.source, request, progress_fn)
     owner, prefix, inner = coll.locate(params["path"])
     if owner is coll:
