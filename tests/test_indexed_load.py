@@ -346,7 +346,7 @@ def test_http_subtrees_of_every_kind_load_the_rows_tensordict_gives(
         same(got, _reference(saved["archive"], subpath)[index], f"{name}:{subpath}")
 
 
-def test_http_compressed_entries_are_read_whole_and_equal(
+def test_http_compressed_entries_load_the_rows_tensordict_gives(
     http: RangeServer, saved: dict[str, Path]
 ) -> None:
     got = tdview.load_memmap(f"{http.url}/tree-deflate.tdz", index=torch.tensor([5, 1]))

@@ -542,11 +542,19 @@ def test_read_ranges(store: Store) -> None:
     assert bytes(dest) == want[0:8] + want[40:56]
 
 
-def test_read_ranges_refuses_a_compressed_entry(deflated: Store) -> None:
-    for key in _leaves():
-        if not deflated.locate(key).as_stored:
-            with pytest.raises(ArchiveError):
-                deflated.read_ranges(key, [(0, 1)], memoryview(bytearray(1)))
+def test_read_ranges_of_a_compressed_entry_inflates_its_start(deflated: Store) -> None:
+    """A compressed entry's ranges are its content's (inflated up to the last byte)."""
+    compressed = 0
+    for key, tensor in _leaves().items():
+        want = _bytes(tensor)
+        compressed += not deflated.locate(key).as_stored
+        spans = [(len(want) - 1, len(want)), (0, 2), (1, min(3, len(want)))]
+        dest = bytearray(sum(end - start for start, end in spans))
+        deflated.read_ranges(key, spans, memoryview(dest))
+        assert bytes(dest) == b"".join(want[a:b] for a, b in spans), key
+        with pytest.raises((ValueError, ArchiveError)):
+            deflated.read_ranges(key, [(0, len(want) + 1)], memoryview(bytearray(len(want) + 1)))
+    assert compressed
 
 
 def test_read_into_a_compressed_entry_reads_its_stream(

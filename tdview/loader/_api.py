@@ -202,8 +202,11 @@ def _subtree(ckpt: Tree, request: LoadRequest) -> Any:
             else fetch_rows(ckpt, node, index, ctx.progress)
         )
         ctx.progress = None  # reported as the bytes arrived
-    elif request.num_threads > 1 and ctx.read_data and ctx.is_archive and mode != "r+":
-        ctx.prefetch = _prefetcher(ckpt, node, request.num_threads)
+    elif ctx.read_data and ctx.is_archive and mode != "r+":
+        if index is not None:  # compressed entries' rows inflated ahead (see _index)
+            ctx.fetched = fetch_rows(ckpt, node, index, None)
+        if request.num_threads > 1:
+            ctx.prefetch = _prefetcher(ckpt, node, request.num_threads, ctx.fetched)
     ctx.max_depth = depth_room()
     try:
         with gc_paused():
@@ -246,14 +249,17 @@ def _context(
     return LoadContext(ckpt, mode, allow_pickle, read_data, progress=progress)
 
 
-def _prefetcher(ckpt: Tree, node: Node, num_threads: int) -> Prefetcher | None:
-    """Schedule every compressed leaf (and nested sizes) entry of the subtree."""
+def _prefetcher(ckpt: Tree, node: Node, num_threads: int, fetched: Any) -> Prefetcher | None:
+    """Schedule every compressed leaf (and nested sizes) entry of the subtree that an
+    indexed load has not read (``fetched``)."""
     store = ckpt.store
     keys = []
     for child in walk(ckpt, node):
         if not child.is_leaf:
             continue
         for key in (child.file, child.sizes_file):
+            if fetched is not None and key is not None and fetched.has(key):
+                continue
             if key is not None and store.entry(key).compression != "stored":
                 keys.append(key)
     if len(keys) < 2:

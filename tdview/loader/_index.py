@@ -9,10 +9,17 @@ non-tensor data, tensorclasses, stacks). What is read:
   views of it (a tensor index copies the rows it selects);
 * a remote leaf below TensorDicts and tensorclasses (whose leading dims are the batch
   dims the index applies to) is read by ranged reads of its selected rows only
-  (:func:`leaf_spans`), into a buffer the size of the leaf (anonymous zero
-  pages: the rows not read take no memory and the index never selects them); a leaf
-  below a lazy stack or a view, a nested leaf, and a compressed archive entry are read
-  whole, as a load without ``index`` reads them.
+  (:func:`leaf_spans`, ``Store.read_ranges``), into a buffer the size of the leaf
+  (anonymous zero pages: the rows not read take no memory and the index never
+  selects them); a leaf below a lazy stack or a view, and a nested leaf, are read
+  whole, as a load without ``index`` reads them;
+* a compressed archive entry (local or remote) of such a leaf is read by the same
+  ``Store.read_ranges``, which inflates it from its start only up to the last byte
+  selected, reading its stored bytes as far as that needs
+  (:mod:`tdview.storage._inflate_ranges`): rows near the start of a large entry cost a
+  small part of its inflation and of its stored bytes; rows at its end, all of it
+  (CRC-32 checked then). A prefix is not covered by the entry's CRC-32: its
+  decompression is checked, not its checksum (``tdview check`` checks it).
 
 Before a payload byte is read, the index is tried on a probe of the subtree's batch size
 (:func:`check_fits`: a zero-stride tensor, no memory), so an index the batch cannot take
@@ -211,21 +218,28 @@ def fetch_rows(
     index: Any,
     progress: Callable[[tuple[str, ...]], object] | None,
 ) -> Fetched:
-    """The remote prefetch of an indexed load (see the module docstring): the selected
-    rows of the leaves read by rows, the rest as :func:`fetch_subtree` reads it."""
+    """The prefetch of an indexed load (see the module docstring): the selected rows of
+    the leaves read by rows; from a store that cannot be mapped, the rest as
+    :func:`fetch_subtree` reads it; from one that can, only its compressed entries'
+    rows (the rest is mapped by the build)."""
+    store = ckpt.store
     batch = ckpt.batch_size(node)
     ndim = None if batch is None else len(batch)
     planned: dict[str, _Plan] = {}
     for leaf in _by_rows(ckpt, node):
         record = leaf.record
         assert record is not None and leaf.file is not None
+        if store.mappable and store.entry(leaf.file).compression == "stored":
+            continue  # a view of the mapping: nothing to read ahead
         spans = leaf_spans(record.shape, record.dtype.itemsize, index, ndim)
         if spans is not None and record.nbytes:
             planned[leaf.file] = (leaf.path, record.nbytes, spans)
-    fetched = fetch_subtree(ckpt, node, progress, skip=planned.keys())
+    fetched = (
+        Fetched({}) if store.mappable else fetch_subtree(ckpt, node, progress, skip=planned.keys())
+    )
     failed = _read_rows(ckpt, planned, fetched, progress)
-    if failed:  # a compressed entry, a short file: read whole, which says what is wrong
-        fetched.update(ckpt.store.fetch({key: planned[key][1] for key in failed}))
+    if failed:  # a short file, an entry whose sizes differ: read whole, which says why
+        fetched.update(store.fetch({key: planned[key][1] for key in failed}))
     return fetched
 
 

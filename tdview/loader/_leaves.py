@@ -369,7 +369,8 @@ def _archive_flat(
         )
     if need == 0:
         return torch.empty(0, dtype=dtype)
-    if ctx.remote:  # read into memory (see _remote): nothing to map
+    if ctx.remote or (ctx.fetched is not None and ctx.fetched.has(key)):
+        # read into memory (see _remote; an indexed load's inflated rows: _index)
         return remote_flat(ctx, key, dtype, need, exact=exact)
     if entry.compression == "stored":
         if entry.stored_size != entry.size:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from ._catalog import EagerCatalog, LazyCatalog, lazy_catalog, local_payload
 from ._codecs import STORED, decode, method_name
 from ._columns import payload_offsets
 from ._crc import crc32
+from ._inflate_ranges import inflate_ranges
 from ._key_safety import check_key, not_found
 from ._mapfile import READ_FLAGS, map_file_stat, not_a_checkpoint
 from ._zip import FLAG_ENCRYPTED, LOCAL, LOCAL_SIG, CentralDirectory, CentralEntry
@@ -536,6 +538,26 @@ class ArchiveStore(Store):
             )
         finally:
             src.release()
+
+    def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
+        """Read the bytes ``[start, end)`` of the entry's content for each span into
+        ``dest``: by range from a STORED entry; a compressed one inflated from its start
+        up to the last byte asked for (:mod:`._inflate_ranges`)."""
+        e = self._readable(key)
+        if e.method == STORED:
+            Store.read_ranges(self, key, spans, dest)
+        else:
+            self._inflated_ranges(key, e, spans, dest)
+
+    def _inflated_ranges(
+        self, key: str, e: CentralEntry, spans: Sequence[tuple[int, int]], dest: memoryview
+    ) -> None:
+        """:meth:`read_ranges` of a compressed entry, its stored bytes by :meth:`read_into`."""
+        if any(not 0 <= start <= end <= e.size for start, end in spans):
+            raise ValueError(f"{self.display(key)}: a byte range outside its {e.size} bytes.")
+        entry = (e.method, e.flags, e.stored_size, e.size, e.crc32)
+        where = f"entry {key!r} in {self.root}"
+        inflate_ranges(entry, lambda at, buf: self.read_into(key, at, buf), spans, dest, where)
 
     def verify(self, key: str) -> None:
         """Check the CRC-32 of an entry (for STORED entries this reads every byte)."""

@@ -16,8 +16,10 @@ Costs, for an archive of ``n`` entries whose central directory is ``C`` bytes:
   with those of its sub-folders, one batch per folder opened, and a walk
   (``prepare``) reads those below it in batches. Each read covers a local header and
   the entry's bytes, never a payload byte of a leaf;
-* a preview (:meth:`RemoteArchiveStore.read_ranges`): the byte ranges of a STORED
-  entry that the rows shown need, after its local header (one read, once per entry);
+* a preview or an indexed load (:meth:`RemoteArchiveStore.read_ranges`): the byte
+  ranges of a STORED entry that the rows need, after its local header (one read, once
+  per entry); of a compressed entry, its stored bytes from the start as far as the
+  inflation of the last row needs (:mod:`._inflate_ranges`);
 * a load (:meth:`RemoteArchiveStore.fetch`): the entries asked for, as ranges from each
   local header to the end of its data, coalesced across gaps of at most 64 KiB and cut
   into pieces of at most 8 MiB read concurrently. Each entry's local header is checked
@@ -448,18 +450,25 @@ class RemoteArchiveStore(ArchiveStore):
     def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
         """Read the bytes ``[start, end)`` of a STORED entry's content for each span into
         ``dest``, one span after the other (pieces of at most ``PIECE`` bytes, concurrent):
-        a preview's rows, without the rest of the entry.
+        a preview's rows, without the rest of the entry. A compressed entry is inflated
+        from its start up to the last byte asked for, its stored bytes read by ranges as
+        far as that needs (:mod:`._inflate_ranges`).
 
         Raises
         ------
         ArchiveError
-            The entry is compressed (its bytes cannot be read by range), or a span lies
-            outside it.
+            A STORED entry whose sizes differ, or a span outside it.
+        ValueError
+            A span outside a compressed entry.
         """
         e = self._readable(key)
-        if e.method != STORED or e.stored_size != e.size:
+        if e.method != STORED:
+            self._inflated_ranges(key, e, spans, dest)
+            return
+        if e.stored_size != e.size:
             raise ArchiveError(
-                f"{self.display(key)} is compressed: it is read whole, not by byte ranges."
+                f"{self.display(key)}: a STORED entry with {e.stored_size} stored bytes but a "
+                f"declared size of {e.size} bytes."
             )
         if any(not 0 <= start <= end <= e.size for start, end in spans):
             raise ArchiveError(f"{self.display(key)}: a byte range outside its {e.size} bytes.")
