@@ -28,6 +28,7 @@ from tdview.storage import ArchiveStore
 
 from ._optional import require_module
 from .remote_servers import RangeServer, Request, start_s3
+from .test_index_deflated import inflation_needs
 from .test_indexed_load import same
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dist")
     _buffer().memmap(root / "ckpt")
     pack_memmap(root / "ckpt", root / "ckpt.tdz")
+    pack_memmap(root / "ckpt", root / "ckpt-deflate.tdz", compression="deflate")
     return root
 
 
@@ -130,6 +132,29 @@ def _split(log: list[Request], payload: list[tuple[int, int]]) -> tuple[int, int
     return inside, other
 
 
+def _inflation_needed(archive: Path, under: str, nproc: int) -> int:
+    """The stored bytes that the ranks' rows of the leaves below ``under`` need
+    together: each rank inflates each entry from its start to the end of its rows."""
+    needed = 0
+    with ArchiveStore(archive) as store:
+        sizes = {k: store.entry(k).size for k in store.keys() if k.startswith(under)}
+    for key, size in sizes.items():
+        if key.endswith(".memmap") and size:
+            row = size // ROWS
+            for rank in range(nproc):
+                end = (rank + 1) * ROWS // nproc * row
+                needed += inflation_needs(archive, key, end) if end else 0
+    return needed
+
+
+def _metadata(server: RangeServer, url: str, payload: list[tuple[int, int]]) -> int:
+    """What one rank's metadata reads cost: a load's bytes outside the payload."""
+    server.take()
+    with tdview.Checkpoint(url) as ckpt:
+        ckpt.load("rows")
+        return _split(server.take(), payload)[1]
+
+
 def test_outside_a_process_group_it_says_to_init_one(saved: Path) -> None:
     for call in (
         lambda: tdview.distributed.load_shard(saved / "ckpt", "rows"),
@@ -151,12 +176,11 @@ def test_two_ranks_local_archive_and_http(saved: Path, tmp_path: Path) -> None:
     require_module("aiohttp", "tdview's HTTP reads go through it")
     server = RangeServer(str(saved))
     try:
-        url = f"{server.url}/ckpt.tdz"
+        url, deflated = f"{server.url}/ckpt.tdz", f"{server.url}/ckpt-deflate.tdz"
         payload = _payload_spans(saved / "ckpt.tdz", "rows/")
-        server.take()
-        with tdview.Checkpoint(url) as ckpt:  # what one rank's metadata reads cost
-            ckpt.load("rows")
-            _, metadata = _split(server.take(), payload)
+        payload_d = _payload_spans(saved / "ckpt-deflate.tdz", "rows/")
+        metadata = _metadata(server, url, payload)
+        metadata_d = _metadata(server, deflated, payload_d)
         local, archive = str(saved / "ckpt"), str(saved / "ckpt.tdz")
         jobs = [
             _job("folder", local, "rows"),
@@ -166,21 +190,27 @@ def test_two_ranks_local_archive_and_http(saved: Path, tmp_path: Path) -> None:
             _job("weights", local, "pair", call="load"),
             _job("http", url, "rows"),
             _job("member", str(saved), "ckpt.tdz/rows"),  # a folder of checkpoints
+            _job("http-deflate", deflated, "rows"),
         ]
         _torchrun(2, jobs, tmp_path)
         log = server.take()
     finally:
         server.stop()
     full = TensorDict.load_memmap(saved / "ckpt")
-    for name in ("folder", "archive", "http", "scatter", "member"):
+    for name in ("folder", "archive", "http", "scatter", "member", "http-deflate"):
         _check_shards(tmp_path, name, 2, full["rows"])
     _check_shards(tmp_path, "dim1", 2, full["rows", "steps"], dim=1)
     for got in _results(tmp_path, "weights", 2):
         same(got, full["pair"])
-    inside, other = _split(log, payload)
+    inside, other = _split([r for r in log if r.path == "/ckpt.tdz"], payload)
     total = sum(b - a for a, b in payload)
     assert inside <= 1.05 * total, (inside, total)
     assert inside + other <= 1.05 * total + 2 * metadata, (inside, other, total, metadata)
+    # deflated: each rank inflates from each entry's start to its last row, no further
+    inside, other = _split([r for r in log if r.path == "/ckpt-deflate.tdz"], payload_d)
+    needed = _inflation_needed(saved / "ckpt-deflate.tdz", "rows/", 2)
+    assert inside <= 1.05 * needed, (inside, needed)
+    assert inside + other <= 1.05 * needed + 2 * metadata_d, (inside, other, needed, metadata_d)
 
 
 def test_three_ranks_s3_and_more_ranks_than_rows(saved: Path, tmp_path: Path) -> None:
@@ -199,6 +229,8 @@ def test_three_ranks_s3_and_more_ranks_than_rows(saved: Path, tmp_path: Path) ->
             _job("s3", "s3://dist/ckpt", "rows", options=options),
             _job("pair", str(saved / "ckpt.tdz"), "pair"),
             _job("pair-scatter", str(saved / "ckpt"), "pair", call="broadcast"),
+            _job("sub", str(saved / "ckpt-deflate.tdz"), "rows", group=[0, 2]),
+            _job("sub-scatter", str(saved / "ckpt"), "rows", call="broadcast", group=[0, 2]),
         ]
         _torchrun(3, jobs, tmp_path)
         log = server.take()
@@ -210,6 +242,13 @@ def test_three_ranks_s3_and_more_ranks_than_rows(saved: Path, tmp_path: Path) ->
         _check_shards(tmp_path, name, 3, full["pair"])
         empty = _results(tmp_path, name, 3)[0]  # rows [0, 0): the structure, no rows
         assert empty.batch_size == torch.Size([0]) and empty["w"].shape == (0, 5)
+    for name in ("sub", "sub-scatter"):  # ranks 0 and 2 split the rows; rank 1 is told
+        for rank, (start, stop) in ((0, (0, ROWS // 2)), (2, (ROWS // 2, ROWS))):
+            got = TensorDict.load_memmap(tmp_path / name / str(rank))
+            same(got, full["rows"][start:stop], f"{name}@{rank}")
+        told = (tmp_path / name / "1.error").read_text()
+        assert "global rank 1" in told and "not a member of the group" in told, told
+        assert not (tmp_path / name / "1").exists()
     payload_files = sum(p.stat().st_size for p in (saved / "ckpt" / "rows").rglob("*.memmap"))
     inside = sum(r.sent for r in log if ".memmap" in r.path)
     assert inside <= 1.05 * payload_files, (inside, payload_files)

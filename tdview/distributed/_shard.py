@@ -28,7 +28,7 @@ def rows_of_rank(n: int, rank: int, world_size: int) -> tuple[int, int]:
 
 def _group(group: Any) -> tuple[int, int]:
     """``(rank, world size)`` in ``group``; a :class:`~tdview.errors.ProcessGroupError`
-    outside an initialized process group."""
+    outside an initialized process group, or on a process that is not in ``group``."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -38,7 +38,15 @@ def _group(group: Any) -> tuple[int, int]:
             "first (torchrun sets the environment it reads), or use tdview.load_memmap "
             "with index= in a single process."
         )
-    return dist.get_rank(group), dist.get_world_size(group)
+    rank = dist.get_rank(group)
+    if rank < 0:  # torch answers -1 to a process outside the group
+        raise ProcessGroupError(
+            f"this process (global rank {dist.get_rank()}) is not a member of the group "
+            "passed as group=: only the group's ranks share its rows. Call it on those "
+            "ranks alone (the ranks given to torch.distributed.new_group), or without "
+            "group= to split the rows across every rank."
+        )
+    return rank, dist.get_world_size(group)
 
 
 def _shard_index(tree: Tree, subpath: Any, dim: int, rank: int, world: int) -> Any:
@@ -105,7 +113,10 @@ def load_shard(
     dim : int, optional
         The batch dim split across the ranks.
     group : torch.distributed.ProcessGroup, optional
-        The group whose ranks share the rows (the default group by default).
+        The group whose ranks share the rows (the default group by default): with a
+        subgroup (``torch.distributed.new_group([0, 2])``), its rank ``r`` of ``W`` gets
+        rows ``[r*n//W, (r+1)*n//W)``; a process outside it gets a
+        ``ProcessGroupError``.
     device : optional
         Where this rank's rows go (``"cuda:<local rank>"`` with nccl).
     broadcast : bool, optional
@@ -123,7 +134,7 @@ def load_shard(
     ------
     ProcessGroupError
         Called outside an initialized process group (the message names
-        ``torch.distributed.init_process_group``).
+        ``torch.distributed.init_process_group``), or on a process not in ``group``.
     IndexError
         ``dim`` is not a batch dim of the subtree.
 

@@ -31,10 +31,10 @@ from ._crc import crc32
 __all__ = ["inflate_ranges"]
 
 _OUT_CHUNK = 4 << 20  # the most output taken from the decompressor at once
-_MIN_READ = 16 << 10  # the smallest read of stored bytes
+_MIN_READ = 4 << 10  # the smallest read of stored bytes
 _MAX_READ = 64 << 20  # the largest (a remote store cuts it into concurrent pieces)
 _FLOOR = 1 << 20  # a read may always be this large, whatever was read before it
-_SLACK = 8 << 10  # read past the estimate: the end of a deflate block, a bit buffer
+_SLACK = 2 << 10  # read past the estimate: the rest of a deflate symbol, bit buffers
 
 #: ``read(offset, buffer)``: fill ``buffer`` with the entry's stored bytes at ``offset``.
 Reader = Callable[[int, memoryview], None]
