@@ -38,6 +38,8 @@ FACT_KEYS = {
 #: Keys whose value may be null in a diff message.
 NULLABLE = {
     "renamed_from",
+    "path_a",
+    "path_b",
     "kind",
     "a",
     "b",

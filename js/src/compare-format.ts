@@ -13,6 +13,7 @@ import type {
   DiffStatus,
   Fingerprint,
   Scalar,
+  Side,
   ValueStats,
 } from "./compare-protocol";
 import { formatCount, formatShape, humanBytes } from "./format";
@@ -294,4 +295,15 @@ export function statsRows(stats: ValueStats): [string, string][] {
     if (n) rows.push([label, formatCount(n)]);
   }
   return rows;
+}
+
+/** The sides whose real path of a key is not its path in the diff (`layers.0.w` against
+ * `layers/0/w`: keys pair across spellings), with that path; a rename's old path is not
+ * counted (it says so itself). */
+export function spelledPaths(item: DiffItem): [Side, Path][] {
+  const found: [Side, Path][] = [];
+  const same = (p: Path) => p.length === item.path.length && p.every((k, i) => k === item.path[i]);
+  if (item.path_a && !item.renamed_from && !same(item.path_a)) found.push(["a", item.path_a]);
+  if (item.path_b && !same(item.path_b)) found.push(["b", item.path_b]);
+  return found;
 }

@@ -169,12 +169,11 @@ export class MemoryCompareSource implements CompareSource {
   async preview(path: Path, rows: number, opts?: CallOptions): Promise<DiffPreviewData> {
     await this.#start("diff_preview", { path, rows }, opts);
     const row = this.#get(path);
-    const old = row.renamed_from ?? path;
-    const side = async (name: Side, where: Path, present: DiffFacts | null) => {
+    const side = async (name: Side, where: Path | null, present: DiffFacts | null) => {
       const source = this.#options.sides?.[name];
-      return present && source ? source.preview(where, rows, opts) : null;
+      return present && where && source ? source.preview(where, rows, opts) : null;
     };
-    return { path, a: await side("a", old, row.a), b: await side("b", path, row.b) };
+    return { path, a: await side("a", row.path_a, row.a), b: await side("b", row.path_b, row.b) };
   }
 
   async load(
@@ -205,6 +204,13 @@ export class MemoryCompareSource implements CompareSource {
       status,
       changes: row.changes ?? [],
       renamed_from: row.renamed_from ?? null,
+      path_a:
+        row.path_a !== undefined
+          ? row.path_a
+          : status === "added"
+            ? null
+            : (row.renamed_from ?? row.path),
+      path_b: row.path_b !== undefined ? row.path_b : status === "removed" ? null : row.path,
       kind: row.kind ?? "leaf",
       a: row.a !== undefined ? row.a : status === "added" ? null : facts,
       b: row.b !== undefined ? row.b : status === "removed" ? null : facts,

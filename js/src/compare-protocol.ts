@@ -135,6 +135,10 @@ export interface DiffItem {
   /** "kind", "class", "batch_size", "names", "dtype", "shape", "bytes", "value", "content". */
   changes: string[];
   renamed_from: Path | null;
+  /** Each side's real path of the key (null where the side has no node for it): keys pair
+   * across spellings, `layers.0.w` in a against `layers/0/w` in b. */
+  path_a: Path | null;
+  path_b: Path | null;
   kind: string | null;
   a: DiffFacts | null;
   b: DiffFacts | null;
@@ -300,6 +304,8 @@ export const decodeDiffItem: Decoder<DiffItem> = object({
   status: literal(...DIFF_STATUSES),
   changes: array(str),
   renamed_from: nullable(path),
+  path_a: nullable(path),
+  path_b: nullable(path),
   kind: nullable(str),
   a: nullable(decodeFacts),
   b: nullable(decodeFacts),

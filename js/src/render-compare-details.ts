@@ -20,6 +20,7 @@ import {
   sameParts,
   scalarChange,
   showPath,
+  spelledPaths,
   statsRows,
   verdict,
 } from "./compare-format";
@@ -41,12 +42,13 @@ export interface CompareDetailsOptions {
   onRefine?: (path: Path, level: DiffLevel) => void;
 }
 
-/** Where a key of the diff is in one side's checkpoint (a renamed key's old path in a). */
+/** Where a key of the diff is in one side's checkpoint (a renamed key's old path in a;
+ * `layers.0.w` where that side spells `layers/0/w` so). */
 export function sidePath(state: CompareState, item: DiffItem, side: Side): Path {
   const { summary } = state;
   return side === "a"
-    ? [...summary.subpath_a, ...(item.renamed_from ?? item.path)]
-    : [...summary.subpath_b, ...item.path];
+    ? [...summary.subpath_a, ...(item.path_a ?? item.renamed_from ?? item.path)]
+    : [...summary.subpath_b, ...(item.path_b ?? item.path)];
 }
 
 const KINDS: ReadonlySet<string> = new Set(NODE_KINDS);
@@ -118,6 +120,7 @@ function findings(item: DiffItem, level: string): HTMLElement {
   const both = item.a !== null && item.b !== null;
   const leaf = !item.has_children;
   if (item.renamed_from) add("Renamed from", item.renamed_from.join(" / "));
+  for (const [side, real] of spelledPaths(item)) add(`Key in ${side}`, real.join(" / "));
   if (item.changes.length) add("Changed", item.changes.join(", "));
   if (leaf && both) {
     if (item.fingerprint) {

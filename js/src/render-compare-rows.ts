@@ -11,6 +11,7 @@ import {
   rollupText,
   rowVerdict,
   scalarChange,
+  spelledPaths,
   verdict,
 } from "./compare-format";
 import { type CompareNode, isCompareNode } from "./compare-model";
@@ -104,7 +105,10 @@ export function fillCompareRow(el: HTMLElement, row: TreeRow, room?: RowRoom): v
   const mark = span(`tdview-mark tdview-mark-${status}`, markOf(item));
   mark.setAttribute("aria-hidden", "true");
   const scalar = row.index > 0 ? scalarChange(item) : "";
-  const from = item.renamed_from ? `← ${item.renamed_from[item.renamed_from.length - 1]}` : "";
+  const spelled = spelledPaths(item).map(([side, real]) => `${side}: ${real[real.length - 1]}`);
+  const from = item.renamed_from
+    ? `← ${item.renamed_from[item.renamed_from.length - 1]}`
+    : spelled.join(" ");
   const said = verdict(item);
   const short = row.index > 0 ? rowVerdict(item) : "";
   const chips = countChips(node);

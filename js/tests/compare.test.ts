@@ -74,6 +74,8 @@ describe("the words of the compare view", () => {
     status: "same",
     changes: [],
     renamed_from: null,
+    path_a: null,
+    path_b: null,
     kind: "leaf",
     a: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [2], bytes: 8 },
     b: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [2], bytes: 8 },

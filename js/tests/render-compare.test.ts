@@ -365,6 +365,8 @@ describe("a compare row in little room", () => {
     status: "changed",
     changes: ["content"],
     renamed_from: null,
+    path_a: null,
+    path_b: null,
     kind: "leaf",
     a: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [768, 256], bytes: 786432 },
     b: { kind: "leaf", class: "Tensor", dtype: "float32", shape: [768, 256], bytes: 786432 },

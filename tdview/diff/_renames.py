@@ -15,11 +15,16 @@ from typing import Any
 
 from ..errors import TDViewError
 from ._jobs import CRC, Job, Span
-from ._result import ADDED, CRC_EQUAL, REMOVED, RENAMED, Row
+from ._result import ADDED, CRC_EQUAL, REMOVED, RENAMED, Row, Spelling
 from ._sides import Side
 from ._walk import leaf_parts
 
 Signature = tuple[str | None, tuple[int, ...] | None]
+
+
+def _spelling(old: Row, new: Row) -> Spelling:
+    """Each side's real path of a rename whose ends a side spells otherwise."""
+    return old.path_a, new.path_b
 
 
 class Renames:
@@ -103,6 +108,7 @@ class Renames:
                     old.a,
                     new.b,
                     renamed_from=old.path,
+                    spelling=None if old.spelling is new.spelling is None else _spelling(old, new),
                     fingerprint=CRC_EQUAL,
                     item_a=old.item_a,
                     item_b=new.item_b,

@@ -22,6 +22,10 @@ LEVELS = ("metadata", "fingerprint", "values")
 #: else ``"metadata"``.
 AUTO = "auto"
 FINGERPRINT_TEXT = {EQUAL: "bytes equal", CRC_EQUAL: "CRC equal", DIFFERS: "differs"}
+#: Each side's real path of a row that a side spells otherwise (``layers.0.weight``
+#: against ``layers/0/weight``): None for a side without the key or that spells it in
+#: its keys' names.
+Spelling = tuple[NestedPath | None, NestedPath | None]
 
 
 class Row:
@@ -40,6 +44,9 @@ class Row:
     ``"metadata"``).
     ``note`` says how a value was compared when that matters (a pickle compared as
     bytes); ``problem`` why a side could not be read (the row is then not known equal).
+    ``path_a`` and ``path_b`` are each side's real path of the key: keys pair across
+    spellings (a ``/`` tree against dotted names, :mod:`tdview.diff._spelling`), and a
+    node one side spells only in its keys' names is ``same`` with no facts on that side.
     """
 
     __slots__ = (
@@ -54,6 +61,7 @@ class Row:
         "problem",
         "renamed_from",
         "scalars",
+        "spelling",
         "status",
         "value_equal",
         "values",
@@ -71,8 +79,10 @@ class Row:
         renamed_from: NestedPath | None = None,
         fingerprint: str | None = None,
         changes: tuple[str, ...] = (),
+        spelling: Spelling | None = None,
     ) -> None:
         self.path, self.status, self._a, self._b = path, status, a, b
+        self.spelling = spelling
         # the index items of both sides (a Node, or a LeafFile for a plain leaf)
         self.item_a, self.item_b = item_a, item_b
         self.changes = changes
@@ -109,6 +119,35 @@ class Row:
     @property
     def key(self) -> str:
         return self.path[-1] if self.path else ""
+
+    @property
+    def path_a(self) -> NestedPath | None:
+        """The old side's real path of this key (None where it has no node for it)."""
+        if self.item_a is None and self._a is None:
+            return None
+        if self.spelling is not None:
+            return self.spelling[0]
+        return self.renamed_from if self.renamed_from is not None else self.path
+
+    @property
+    def path_b(self) -> NestedPath | None:
+        """The new side's real path of this key (None where it has no node for it)."""
+        if self.item_b is None and self._b is None:
+            return None
+        return self.spelling[1] if self.spelling is not None else self.path
+
+    def moved_under(self, path: NestedPath, path_a: NestedPath, path_b: NestedPath) -> None:
+        """Put a row of a diff made at ``path`` (``path_a``, ``path_b`` on each side)
+        under it, as a part of the diff of the whole."""
+        if self.spelling is not None or path_a != path or path_b != path:
+            own_a, own_b = self.spelling or (self.renamed_from or self.path, self.path)
+            self.spelling = (
+                None if own_a is None else path_a + own_a,
+                None if own_b is None else path_b + own_b,
+            )
+        if self.renamed_from is not None:
+            self.renamed_from = path_a + self.renamed_from
+        self.path = path + self.path
 
     @property
     def is_leaf(self) -> bool:
@@ -177,6 +216,10 @@ class Row:
         }
         if self.renamed_from is not None:
             out["renamed_from"] = list(self.renamed_from)
+        if self.spelling is not None:
+            out["path_a"], out["path_b"] = (
+                None if p is None else list(p) for p in (self.path_a, self.path_b)
+            )
         out["a"] = None if self.a is None else self.a.to_dict()
         out["b"] = None if self.b is None else self.b.to_dict()
         out["fingerprint"] = self.fingerprint

@@ -48,7 +48,17 @@ def line(row: Row) -> str:
     path = show_path(row.path)
     if row.renamed_from is not None:
         path = f"{show_path(row.renamed_from)} -> {path}"
+    if row.spelling is not None and spelled(row):
+        path = f"{path} ({spelled(row)})"
     return f"{mark} {path}  {describe(row)}"
+
+
+def spelled(row: Row) -> str:
+    """Each side's real path of a row, where a side spells its key otherwise."""
+    sides = (("a", row.path_a), ("b", row.path_b))
+    return ", ".join(
+        f"{side}: {show_path(p)}" for side, p in sides if p is not None and p != row.path
+    )
 
 
 def describe(row: Row) -> str:
@@ -62,8 +72,11 @@ def describe(row: Row) -> str:
     elif row.status == RENAMED:
         assert fb is not None
         parts.append(f"renamed: {_facts(fb)}")
+    elif fa is None or fb is None:  # a node one side spells in its keys' names
+        facts = fb if fb is not None else fa
+        assert facts is not None
+        parts.append(_facts(facts))
     else:
-        assert fa is not None and fb is not None
         parts.append(_facts(fb) if not row.changes else "; ".join(_changes(row, fa, fb)))
     if row.fingerprint is not None and (row.status != CHANGED or row.values is None):
         if row.fingerprint == CRC_EQUAL or row.status == SAME or "content" in row.changes:

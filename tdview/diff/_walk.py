@@ -28,8 +28,9 @@ from ..index import (
     needs_unpickling,
     pickle_key,
 )
-from ._result import ADDED, REMOVED, SAME, Facts, Row
+from ._result import ADDED, REMOVED, SAME, Facts, Row, Spelling
 from ._sides import Side
+from ._spelling import Group, Keyed, dotted, regroup
 
 #: An item of a walk: a node, or the LeafFile of a plain leaf.
 Item = LoadItem
@@ -42,7 +43,7 @@ def item_key(item: Item) -> str:
     return item.record.key if isinstance(item, LeafFile) else item.path[-1]
 
 
-def is_leaf_item(item: Item) -> bool:
+def is_leaf_item(item: Item | Group) -> bool:
     return isinstance(item, LeafFile) or item.is_leaf
 
 
@@ -159,6 +160,11 @@ def same_json(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+#: A pair of items at a path, with each side's real path where a side spells it
+#: otherwise (None: both sides' real paths are the path; see :mod:`._spelling`).
+Pair = tuple[Item | Group | None, Item | Group | None, NestedPath, Spelling | None]
+
+
 class PairWalk:
     """Walks two sides in step and makes one row per key of the union."""
 
@@ -178,64 +184,112 @@ class PairWalk:
         a, b = self.a, self.b
         rows = self.rows
         append = rows.append
-        self._row(a.node, b.node, ())
-        stack: list[Iterator[tuple[Item | None, Item | None, NestedPath]]] = [
-            self._merged(a.node, b.node, ())
-        ]
+        self._row(a.node, b.node, (), None)
+        stack: list[Iterator[Pair]] = [self._merged(a.node, b.node, (), None)]
         while stack:
-            for ia, ib, path in stack[-1]:
-                if isinstance(ia, LeafFile) and isinstance(ib, LeafFile):  # the common row
+            for ia, ib, path, spelling in stack[-1]:
+                if isinstance(ia, LeafFile) and isinstance(ib, LeafFile) and spelling is None:
                     ra, rb = ia.record, ib.record
-                    if ra.dtype is rb.dtype and ra.shape == rb.shape:
+                    if ra.dtype is rb.dtype and ra.shape == rb.shape:  # the common row
                         append(Row(path, SAME, None, None, ia, ib))
                         continue
-                self._row(ia, ib, path)
+                self._row(ia, ib, path, spelling)
                 if not (ia is None or is_leaf_item(ia)) or not (ib is None or is_leaf_item(ib)):
-                    stack.append(self._merged(ia, ib, path))
+                    stack.append(self._merged(ia, ib, path, spelling))
                     break
             else:
                 stack.pop()
         return rows
 
-    def _row(self, ia: Item | None, ib: Item | None, path: NestedPath) -> None:
-        fa, pa = facts(self.a.ckpt, ia) if ia is not None else (None, "")
-        fb, pb = facts(self.b.ckpt, ib) if ib is not None else (None, "")
+    def _row(self, ia: Any, ib: Any, path: NestedPath, spelling: Spelling | None) -> None:
+        fa, pa = self._facts(self.a, ia)
+        fb, pb = self._facts(self.b, ib)
         status = REMOVED if ib is None else ADDED if ia is None else SAME
-        row = Row(path, status, fa, fb, ia, ib)
+        row = Row(path, status, fa, fb, _item(ia), _item(ib), spelling=spelling)
         if fa is not None and fb is not None:
             compare_facts(row, fa, fb)
         if pa or pb:
             row.problem = "; ".join(f"{side}: {p}" for side, p in (("a", pa), ("b", pb)) if p)
+        for side, item in (("a", ia), ("b", ib)):
+            if isinstance(item, Group):
+                row.note = f"{side}: keys named {dotted(path)}.…"
         self.rows.append(row)
 
+    @staticmethod
+    def _facts(side: Side, item: Any) -> tuple[Facts | None, str]:
+        if item is None or isinstance(item, Group):
+            return None, ""
+        return facts(side.ckpt, item)
+
     def _merged(
-        self, ia: Item | None, ib: Item | None, path: NestedPath
-    ) -> Iterator[tuple[Item | None, Item | None, NestedPath]]:
+        self, ia: Any, ib: Any, path: NestedPath, spelling: Spelling | None
+    ) -> Iterator[Pair]:
         """The children of both in ``a``'s order; a key only in ``b`` comes after the key
-        that comes before it in ``b`` (first when none does)."""
-        kids_a = children(self.a.ckpt, ia)
-        kids_b = children(self.b.ckpt, ib)
-        keys_a = [item_key(item) for item in kids_a]
-        keys_b = [item_key(item) for item in kids_b]
-        if keys_a == keys_b:  # the same keys in the same order: the common folder
-            for key, item_a, item_b in zip(keys_a, kids_a, kids_b, strict=True):
-                yield item_a, item_b, (*path, key)
+        that comes before it in ``b`` (first when none does). Keys that spell a node of
+        the other side in their names pair with its children (:func:`regroup`)."""
+        kids_a, real_a = _keyed(self.a.ckpt, ia, spelling[0] if spelling else path)
+        kids_b, real_b = _keyed(self.b.ckpt, ib, spelling[1] if spelling else path)
+        plain = spelling is None and not isinstance(ia, Group) and not isinstance(ib, Group)
+        if plain and [k[0] for k in kids_a] == [k[0] for k in kids_b]:
+            for (key, _, item_a), (_, _, item_b) in zip(kids_a, kids_b, strict=True):
+                yield item_a, item_b, (*path, key), None  # the common folder
             return
-        by_key_b = dict(zip(keys_b, kids_b, strict=True))
-        shared = set(keys_a)
+        kids_a, kids_b = regroup(kids_a, kids_b, real_a, real_b)
+        by_key_b = {key: (real, item) for key, real, item in kids_b}
+        shared = {key for key, _, _ in kids_a}
         # b's extra keys, placed after the shared key before them in b (None: first)
-        after: dict[str | None, list[tuple[str, Item]]] = {}
+        after: dict[str | None, list[Keyed]] = {}
         last: str | None = None
-        for key, item in by_key_b.items():
+        for key, real, item in kids_b:
             if key in shared:
                 last = key
             else:
-                after.setdefault(last, []).append((key, item))
-        for key, item in after.pop(None, ()):
-            yield None, item, (*path, key)
-        for key, item in zip(keys_a, kids_a, strict=True):
-            yield item, by_key_b.get(key), (*path, key)
-            extra = after.pop(key, None) if after else None
-            if extra:
-                for other, found in extra:
-                    yield None, found, (*path, other)
+                after.setdefault(last, []).append((key, real, item))
+        for key, real, item in after.pop(None, ()):
+            yield None, item, (*path, key), _spelled(path, key, None, (real_b, real, item))
+        for key, real, item in kids_a:
+            real_key_b, item_b = by_key_b.get(key, (None, None))
+            side_b = (real_b, real_key_b, item_b)
+            yield item, item_b, (*path, key), _spelled(path, key, (real_a, real, item), side_b)
+            for extra, real_extra, found in after.pop(key, ()) if after else ():
+                yield (
+                    None,
+                    found,
+                    (*path, extra),
+                    _spelled(path, extra, None, (real_b, real_extra, found)),
+                )
+
+
+def _item(item: Any) -> Any:
+    """The index item a row keeps (a group stands for no item of its side)."""
+    return None if isinstance(item, Group) else item
+
+
+def _keyed(ckpt: Tree, item: Any, real: NestedPath | None) -> tuple[list[Keyed], NestedPath]:
+    """The children of ``item`` as ``(key, real key, item)`` and the real path of their level."""
+    if isinstance(item, Group):
+        return item.members, item.real
+    kids = children(ckpt, item)
+    return [(key, key, kid) for kid in kids for key in (item_key(kid),)], real or ()
+
+
+def _spelled(
+    path: NestedPath,
+    key: str,
+    side_a: tuple[NestedPath, str | None, Any] | None,
+    side_b: tuple[NestedPath, str | None, Any] | None,
+) -> Spelling | None:
+    """Each side's real path of the child ``key`` of ``path``, from ``(real path of the
+    level, real key, item)`` (None for a side without it, or whose group stands for it),
+    or None when each side that has it has it at ``(*path, key)``."""
+    child = (*path, key)
+    real_a, real_b = _real(side_a), _real(side_b)
+    if real_a in (child, None) and real_b in (child, None):
+        return None
+    return real_a, real_b
+
+
+def _real(side: tuple[NestedPath, str | None, Any] | None) -> NestedPath | None:
+    if side is None or side[1] is None or side[2] is None or isinstance(side[2], Group):
+        return None
+    return (*side[0], side[1])

@@ -16,14 +16,17 @@ side-by-side preview. Methods, in the v1 request envelope
 - ``diff_preview`` ``{path, rows}`` -> ``{path, a, b}``: a ``PreviewResult`` of each side
   (``null`` where the side lacks the leaf), buffers numbered across both.
 
-A ``DiffItem`` is ``{key, path, status, changes, renamed_from, kind, a, b, fingerprint,
-values, value_equal, note, problem, has_children, rollup, unverified, scalars}``
-(``a``/``b``: each side's facts or ``null``; ``rollup``: counts and bytes of the subtree,
-``null`` for a leaf in a page; ``unverified``: the same by metadata alone, its values not
-compared; ``scalars``: ``[a, b]``, the number a one-element leaf holds on each side,
-``null`` for other keys or at the metadata level). Every number is finite: a statistic
-without a finite value is ``null``. The table of methods (:mod:`._methods`) checks their
-params (:mod:`._diff_params`) and answers them through :mod:`._compare`.
+A ``DiffItem`` is ``{key, path, status, changes, renamed_from, path_a, path_b, kind, a, b,
+fingerprint, values, value_equal, note, problem, has_children, rollup, unverified,
+scalars}`` (``path_a``/``path_b``: each side's real path of the key, ``null`` where the
+side has no node for it: keys pair across spellings, ``layers.0.w`` against
+``layers/0/w``; ``a``/``b``: each side's facts or ``null``; ``rollup``: counts and bytes
+of the subtree, ``null`` for a leaf in a page; ``unverified``: the same by metadata
+alone, its values not compared; ``scalars``: ``[a, b]``, the number a one-element leaf
+holds on each side, ``null`` for other keys or at the metadata level). Every number is
+finite: a statistic without a finite value is ``null``. The table of methods
+(:mod:`._methods`) checks their params (:mod:`._diff_params`) and answers them through
+:mod:`._compare`.
 """
 
 from __future__ import annotations
@@ -172,6 +175,8 @@ def item(view: DiffView, row: Row) -> dict[str, Any]:
         "status": row.status,
         "changes": list(row.changes),
         "renamed_from": None if row.renamed_from is None else list(row.renamed_from),
+        "path_a": None if row.path_a is None else list(row.path_a),
+        "path_b": None if row.path_b is None else list(row.path_b),
         "kind": None if facts is None else facts.kind,
         "a": _facts(row.a),
         "b": _facts(row.b),
@@ -208,9 +213,12 @@ def refine(
             f"diff_refine params.level: expected one of {', '.join(LEVELS)}, got {level!r}"
         )
     row = _row(view, path)
-    if row.a is None or row.b is None:
+    if row.status in ("added", "removed"):
         return summary(view)  # only on one side: nothing more to compare
-    old = row.renamed_from if row.renamed_from is not None else row.path
+    while row.path_a is None or row.path_b is None:  # a side spells it in its keys' names
+        path = path[:-1]
+        row = _row(view, path)
+    path_a, path_b = row.path_a, row.path_b
 
     def report(done: int, total: int, label: str) -> None:
         check()
@@ -222,17 +230,15 @@ def refine(
         view.a,
         view.b,
         level=level,
-        subpath_a=view.subpath_a + old,
-        subpath_b=view.subpath_b + path,
+        subpath_a=view.subpath_a + path_a,
+        subpath_b=view.subpath_b + path_b,
         rtol=rtol,
         atol=atol,
         allow_pickle=allow_pickle,
         progress=report,
     )
     for new in sub.rows:
-        new.path = path + new.path
-        if new.renamed_from is not None:
-            new.renamed_from = old + new.renamed_from
+        new.moved_under(path, path_a, path_b)
     with view.lock:
         view.result.splice(path, sub.rows, level)
         if not path:  # the whole diff was compared again: at that level and tolerances
@@ -253,14 +259,13 @@ def preview_pair(
         row = _row(view, path)
     buffers: list[bytes] = []
     out: dict[str, Any] = {"path": list(path), "a": None, "b": None}
-    old = row.renamed_from if row.renamed_from is not None else row.path
-    for side, ckpt, present, sub in (
-        ("a", view.a, row.a, view.subpath_a + old),
-        ("b", view.b, row.b, view.subpath_b + row.path),
+    for side, ckpt, own, subpath in (
+        ("a", view.a, row.path_a, view.subpath_a),
+        ("b", view.b, row.path_b, view.subpath_b),
     ):
-        if present is None:
+        if own is None:
             continue
-        owner, inner = _owner(ckpt, sub)
+        owner, inner = _owner(ckpt, subpath + own)
         result, more = preview(owner, inner, min(rows, MAX_ROWS), check)
         out[side] = _renumber(result, len(buffers))
         buffers.extend(more)
