@@ -4,8 +4,10 @@
  *
  * `check` `{path, values}` → `CheckResult`: is the subtree at `path` healthy. What the
  * index flags, each leaf's file against its shape and dtype, every archive entry's
- * CRC-32; `values: true` also reads every value (NaN, Inf, all-zero leaves). Lane
- * `walk`; progress messages while payloads are read, cancellable.
+ * CRC-32; `values: true` also reads every value (NaN, Inf, all-zero leaves). On a
+ * folder of checkpoints' own node, every member below it (paths from the folder's
+ * root, the member's first). Lane `walk`; progress messages while payloads are read
+ * (labels name the member), cancellable.
  */
 
 import type { Path } from "./protocol";
@@ -28,6 +30,8 @@ export interface CheckProblem {
 
 /** What a check covered. */
 export interface CheckCounts {
+  /** Checkpoints checked: 1, or the members of a folder of checkpoints below its node. */
+  checkpoints: number;
   nodes: number;
   leaves: number;
   /** Archive entries whose CRC-32 was computed. */
@@ -36,6 +40,9 @@ export interface CheckCounts {
   bytes: number;
   /** Leaves whose values were counted. */
   values: number;
+  /** Leaves of a format that records no CRC-32 (a directory, safetensors, consolidated,
+   * HDF5, zarr): their sizes were checked, not their bytes. */
+  no_crc: number;
 }
 
 export interface CheckResult {
@@ -74,7 +81,15 @@ export const checkResultDecoders: {
     problems: array(object({ path: array(str), kind: str, message: str })),
     more: count,
     duplicates: array(array(array(str))),
-    checked: object({ nodes: count, leaves: count, entries: count, bytes: count, values: count }),
+    checked: object({
+      checkpoints: count,
+      nodes: count,
+      leaves: count,
+      entries: count,
+      bytes: count,
+      values: count,
+      no_crc: count,
+    }),
     values: bool,
   }),
 };

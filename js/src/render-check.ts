@@ -6,14 +6,15 @@
  * its key (a button that selects that node: `onReveal`) and its message, and the groups
  * of leaves stored twice. The result stays on show while other nodes are selected (a
  * problem's key is clicked to go there) until it is closed or run again; "Read every
- * value" runs it again with `values` (NaN, Inf, all-zero leaves).
+ * value" runs it again with `values` (NaN, Inf, all-zero leaves). On a folder of
+ * checkpoints (its root, a sub-folder) it checks every checkpoint below it.
  */
 
 import type { CheckProblem, CheckResult } from "./check-protocol";
 import { type CallOptions, isCancelled, type ProgressInfo } from "./data-source";
 import { alertBox, button, el, errorText, pathText } from "./dom";
 import { formatCount, humanBytes } from "./format";
-import { type NodeDetails, type Path, UNLOADABLE_KINDS } from "./protocol";
+import type { NodeDetails, Path } from "./protocol";
 
 /** Runs the check of `path` (the data source's `check`). */
 export type CheckFetch = (
@@ -46,15 +47,22 @@ function keyText(path: Path, rootName: string): string {
 }
 
 /** "6 leaves, 10 archive entries, 24.0 KB read"; "6 leaves (values of 6), …" when the
- * values were read. */
+ * values were read; "3 checkpoints, …" for a folder of them; and the leaves whose bytes
+ * no CRC-32 records ("sizes only for 6 leaves: no CRC-32 recorded"). */
 export function checkedText(result: CheckResult): string {
   const c = result.checked;
   const leaves = `${formatCount(c.leaves)} leaves`;
   const parts = [result.values ? `${leaves} (values of ${formatCount(c.values)})` : leaves];
+  if (c.checkpoints > 1) parts.unshift(`${formatCount(c.checkpoints)} checkpoints`);
   if (c.entries) parts.push(`${formatCount(c.entries)} archive entries`);
   if (c.bytes) parts.push(`${humanBytes(c.bytes)} read`);
+  if (c.no_crc) parts.push(`sizes only for ${formatCount(c.no_crc)} leaves: no CRC-32 recorded`);
   return parts.join(", ");
 }
+
+/** Kinds of node a check has nothing to read in (a folder of checkpoints' side files);
+ * a folder of checkpoints and its sub-folders are checked member by member. */
+const UNCHECKABLE_KINDS: ReadonlySet<string> = new Set(["json", "pickle"]);
 
 /** "Healthy" or "3 problems" (500 listed and `more`). */
 export function verdictText(result: CheckResult): string {
@@ -115,7 +123,7 @@ export class CheckView {
   /** The node on show in the details (the one "✓ Check" checks); null: none. */
   setNode(details: NodeDetails | null): void {
     this.#node = details;
-    this.toggle.hidden = !this.#fetch || !details || UNLOADABLE_KINDS.has(details.kind);
+    this.toggle.hidden = !this.#fetch || !details || UNCHECKABLE_KINDS.has(details.kind);
   }
 
   /** Whether a check is running. */
@@ -134,6 +142,7 @@ export class CheckView {
     const label = keyText(path, this.#rootName);
     this.element.hidden = false;
     this.#title.replaceChildren("Check of ", pathText(label, "tdview-check-path"));
+    this.#title.title = `Check of ${label}`;
     const progress = el("progress", "tdview-progress");
     const progressText = el("span", "tdview-progress-label", "Checking…");
     const row = el("div", "tdview-progress-row");

@@ -77,13 +77,20 @@ describe("CheckView", () => {
     expect(view.isRunning).toBe(false);
   });
 
-  it("has no button where the source cannot check, or for a folder of checkpoints", () => {
+  it("has no button where the source cannot check, or for a side file", () => {
     const none = new CheckView(null);
     none.setNode(node([]));
     expect(none.toggle.hidden).toBe(true);
     const view = new CheckView(async () => reply.result);
-    view.setNode(node(["runs"], "folder"));
+    view.setNode(node(["config.json"], "json"));
     expect(view.toggle.hidden).toBe(true);
+    view.setNode(node(["run.pkl"], "pickle"));
+    expect(view.toggle.hidden).toBe(true);
+    // a folder of checkpoints and its sub-folders: checked member by member
+    for (const kind of ["collection", "folder", "checkpoint"]) {
+      view.setNode(node(kind === "collection" ? [] : ["runs"], kind));
+      expect(view.toggle.hidden).toBe(false);
+    }
   });
 
   it("says healthy, and what was checked", () => {
@@ -92,11 +99,23 @@ describe("CheckView", () => {
       healthy: true,
       problems: [],
       duplicates: [],
-      checked: { nodes: 3, leaves: 2, entries: 4, bytes: 2048, values: 0 },
+      checked: {
+        checkpoints: 1,
+        nodes: 3,
+        leaves: 2,
+        entries: 4,
+        bytes: 2048,
+        values: 0,
+        no_crc: 0,
+      },
       values: false,
     };
     expect(verdictText(healthy)).toBe("Healthy");
     expect(checkedText(healthy)).toBe(`2 leaves, 4 archive entries, ${humanBytes(2048)} read`);
+    const folder = { ...healthy.checked, checkpoints: 3, entries: 0, bytes: 0, no_crc: 2 };
+    expect(checkedText({ ...healthy, checked: folder })).toBe(
+      "3 checkpoints, 2 leaves, sizes only for 2 leaves: no CRC-32 recorded",
+    );
     expect(verdictText({ ...reply.result, more: 3 })).toBe("5 problems");
   });
 });
