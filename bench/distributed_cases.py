@@ -14,13 +14,21 @@ depend on the others'), with a fresh ``Checkpoint`` each time:
 Alternated, the best of ``--repeat`` of each (the machine is shared). Reported: bytes and
 seconds per rank for both, and the ratios whole / shard.
 
-``python -m bench.distributed_cases [--quick] [--ranks W] [--json PATH]``.
+``--deflate``: the same buffer in an archive of deflated entries (tensordict's
+``pack_memmap(..., compression="deflate")``). A deflate stream is read from its start, so
+rank ``r``'s shard inflates each entry up to the end of its rows, reading the stored
+bytes as far as that needs (``tdview/storage/_inflate_ranges.py``): rank 0 reads about
+``1/W`` of them, the last rank all; ``whole`` reads and inflates every entry on every
+rank.
+
+``python -m bench.distributed_cases [--quick] [--deflate] [--ranks W] [--json PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -28,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, pack_memmap
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -39,16 +47,23 @@ from tdview.distributed import rows_of_rank  # noqa: E402
 from tests.remote_servers import RangeServer  # noqa: E402
 
 
-def _write(path: Path, rows: int) -> None:
+def _write(path: Path, rows: int, deflate: bool) -> None:
     g = torch.Generator().manual_seed(0)
-    TensorDict(
+    td = TensorDict(
         buffer=TensorDict(
             obs=torch.randn(rows, 64, generator=g),
             action=torch.randint(0, 10, (rows, 4), generator=g),
             next=TensorDict(reward=torch.randn(rows, 1, generator=g), batch_size=[rows]),
             batch_size=[rows],
         )
-    ).save(path)
+    )
+    if not deflate:
+        td.save(path)
+        return
+    folder = path.with_suffix("")
+    td.memmap(folder)
+    pack_memmap(folder, path, compression="deflate")
+    shutil.rmtree(folder)
 
 
 def _timed(server: RangeServer, url: str, index: slice, shard: bool) -> tuple[float, int, Any]:
@@ -63,12 +78,12 @@ def _timed(server: RangeServer, url: str, index: slice, shard: bool) -> tuple[fl
     return dt, sent, got
 
 
-def run(quick: bool, ranks: int, repeat: int) -> dict[str, Any]:
+def run(quick: bool, ranks: int, repeat: int, deflate: bool = False) -> dict[str, Any]:
     rows = 20_000 if quick else 400_000
     shm = Path("/dev/shm")
     work = Path(tempfile.mkdtemp(prefix="tdview-bench-dist-", dir=shm if shm.is_dir() else None))
     path = work / "rb.tdz"
-    _write(path, rows)
+    _write(path, rows, deflate)
     server = RangeServer(str(work))
     url = f"{server.url}/rb.tdz"
     per_rank = []
@@ -102,6 +117,7 @@ def run(quick: bool, ranks: int, repeat: int) -> dict[str, Any]:
     return {
         "rows": rows,
         "ranks": ranks,
+        "compression": "deflate" if deflate else "stored",
         "archive_bytes": None if not per_rank else per_rank[0]["whole_bytes"],
         "per_rank": per_rank,
         "bytes_all_ranks": {"shard": shard_bytes, "whole": whole_bytes},
@@ -115,11 +131,12 @@ def run(quick: bool, ranks: int, repeat: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.distributed_cases")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--deflate", action="store_true", help="deflated archive entries")
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.quick, args.ranks, args.repeat)
+    result = run(args.quick, args.ranks, args.repeat, args.deflate)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

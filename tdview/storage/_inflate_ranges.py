@@ -8,9 +8,10 @@ has produced ``max(b)`` bytes: rows near the start of a large entry cost a small
 fraction of its inflation, and of its stored bytes, which it reads by ranges
 (``read(offset, buffer)``: a copy out of the archive's mapping, ranged requests for a
 remote one). Each read is sized on the ratio seen so far (the entry's own ratio at
-first), a little more than the rest needs, at most a quarter more than what was read
+first), a little more than the rest needs, and at most 1 MiB or as much as was read
 before it (a stream that compresses unevenly over-reads at most that); so a remote
-prefix costs few requests and a few percent more stored bytes than it needs. Output is
+prefix costs few requests (their sizes doubling) and a few percent more stored bytes
+than it needs; a read of the whole entry reads all of it at once. Output is
 taken in chunks of at most 4 MiB, copied into ``dest`` where the ranges ask for it and
 dropped: the memory used is a chunk, whatever the entry's size.
 
@@ -167,7 +168,9 @@ class _Stream:
         else:
             ratio = self.stored_size / max(self._size, 1)
         estimate = int((self._need - produced) * ratio * 1.02) + _SLACK
-        bound = min(_MAX_READ, max(_FLOOR, self.fed // 4))
+        if self._need == self._size:  # the whole entry: every stored byte is needed
+            estimate = self.stored_size
+        bound = min(_MAX_READ, max(_FLOOR, self.fed))
         n = min(max(_MIN_READ, min(estimate, bound)), self.stored_size - self.fed)
         chunk = memoryview(bytearray(n))
         self._read(self.fed, chunk)
