@@ -107,3 +107,23 @@ def test_check_of_a_folder_lists_each_member_s_problems(
     wait_details(widget, '("model", "layers", "1", "w")')  # the member's own keys
     assert row(page, "w", 6).first.get_attribute("aria-selected") == "true"
     assert panel.locator(".tdview-check-problem").count() == 2
+
+    # the Sizes view's "Find duplicates" on the folder: the frozen weights of both steps
+    out = run_cell(
+        page,
+        "from tdview.answers import find_duplicates\n"
+        f"print('WASTED', find_duplicates({RUN!r}).wasted_bytes)",
+    )
+    wasted = int(next(x for x in out.splitlines() if x.startswith("WASTED "))[7:])
+    assert wasted == 64 * 4  # one copy of the norm's weight too many
+    row(page, RUN, 1).first.locator(".tdview-key").click()
+    sizes_toggle = details(widget).locator(".tdview-sizes-toggle")
+    sizes_toggle.wait_for(timeout=TIMEOUT)
+    sizes_toggle.click()
+    sizes = widget.locator(".tdview-sizes")
+    sizes.locator(".tdview-sizes-find").click()
+    stored_twice = sizes.locator(".tdview-sizes-duplicates")
+    stored_twice.wait_for(timeout=TIMEOUT)
+    assert stored_twice.inner_text() == f"{wasted} B in duplicates"
+    widget.evaluate("(el) => el.scrollIntoView()")
+    page.screenshot(path=str(artifacts / f"tdview-sizes-folder-1280x720-{theme}.png"))
