@@ -17,18 +17,21 @@ Examples
 >>> import json, struct
 >>> body = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
 >>> header = parse_header(body, "x.safetensors", len(body) + 16)
->>> header.tensors[0].name, header.tensors[0].dtype, header.data_start
-('w', 'float32', 8)
+>>> header.describe("w"), header.span("w"), header.data_start
+(('float32', [2]), (69, 77), 69)
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from itertools import chain
 from math import prod
-from typing import NamedTuple
+from operator import itemgetter
+from typing import Any, NamedTuple, cast
+
+import numpy as np
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
 
@@ -74,6 +77,19 @@ DTYPES: dict[str, tuple[str, int]] = {
 }
 
 
+_fast_loads: Callable[[bytes], Any] | None
+try:  # orjson parses a header 2x faster than json; json reads what it cannot vouch for
+    from orjson import JSONDecodeError as _FastError
+    from orjson import loads as _fast_loads
+except ImportError:  # an optional speed-up (a dependency of tdview's): json alone
+    _fast_loads = None
+
+_DTYPE, _SHAPE, _OFFSETS = itemgetter("dtype"), itemgetter("shape"), itemgetter("data_offsets")
+_DTYPE_SIZES = {name: size for name, (_, size) in DTYPES.items()}
+#: Elements of one tensor checked at once (past it, record by record: no overflow).
+_MAX_NUMEL = 1 << 56
+
+
 class Tensor(NamedTuple):
     """One tensor of a safetensors header.
 
@@ -100,15 +116,53 @@ class Tensor(NamedTuple):
         return self.end - self.begin
 
 
-@dataclass(frozen=True)
 class Header:
-    """A parsed, checked header: the tensors in the file's order, ``__metadata__``, and
-    where the data starts."""
+    """A parsed, checked header: each tensor's JSON record by name, in the file's order
+    (its values checked: read them through :meth:`span` and :meth:`describe`),
+    ``__metadata__``, and where the data starts. Nothing is made per tensor until asked
+    (a header of a million tensors is a dict of records, as parsed)."""
 
-    tensors: list[Tensor]
-    metadata: dict[str, str] | None
-    data_start: int
-    names: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    __slots__ = ("_tensors", "data_start", "empty", "metadata", "records")
+
+    def __init__(
+        self,
+        records: dict[str, dict[str, Any]],
+        metadata: dict[str, str] | None,
+        data_start: int,
+        empty: frozenset[str],
+    ) -> None:
+        self.records = records
+        self.metadata = metadata
+        self.data_start = data_start
+        #: the tensors of no element (no byte in the file)
+        self.empty = empty
+        self._tensors: list[Tensor] | None = None
+
+    def span(self, name: str) -> tuple[int, int]:
+        """``(begin, end)`` of tensor ``name``'s bytes in the whole file."""
+        begin, end = self.records[name]["data_offsets"]
+        return self.data_start + begin, self.data_start + end
+
+    def describe(self, name: str) -> tuple[str, list[int]]:
+        """``(torch dtype name, shape)`` of tensor ``name``."""
+        record = self.records[name]
+        return DTYPES[record["dtype"]][0], record["shape"]
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """Every tensor as a :class:`Tensor`, in the file's order (made once, when asked)."""
+        if self._tensors is None:
+            start = self.data_start
+            self._tensors = [
+                Tensor(name, DTYPES[r["dtype"]][0], tuple(r["shape"]), *_shifted(r, start))
+                for name, r in self.records.items()
+            ]
+        return self._tensors
+
+
+def _shifted(record: dict[str, Any], start: int) -> tuple[int, int]:
+    begin, end = record["data_offsets"]
+    return start + begin, start + end
 
 
 def header_length(prefix: bytes, where: str, file_size: int | None) -> int:
@@ -175,11 +229,93 @@ def parse_header(body: bytes, where: str, file_size: int | None) -> Header:
     {'format': 'pt'}
     """
     data_start = PREFIX + len(body)
+    header = _checked_at_once(body, data_start, file_size)
+    if header is not None:
+        return header
+    # something the checks at once could not vouch for: record by record, each error
+    # named (and what orjson reads otherwise than json, as a lone surrogate, read by json)
     raw = _json_object(body, where)
     metadata = _metadata(raw.pop("__metadata__", None), where)
     tensors = [_tensor(name, record, where, data_start) for name, record in raw.items()]
     _check_spans(tensors, where, file_size)
-    return Header(tensors, metadata, data_start, {t.name: t for t in tensors})
+    empty = frozenset(t.name for t in tensors if not t.size)
+    return Header(cast("dict[str, dict[str, Any]]", raw), metadata, data_start, empty)
+
+
+def _checked_at_once(body: bytes, data_start: int, file_size: int | None) -> Header | None:
+    """The header of ``body`` when it is plainly well formed, checked by whole columns
+    (a few C-level passes rather than Python code per tensor); None at the first doubt,
+    and :func:`parse_header` then checks it record by record, which names what is wrong.
+
+    The checks are those of :func:`_tensor` and :func:`_check_spans`; a name given twice
+    (orjson keeps the last) is ruled out by counting: with no escape in the text, each
+    ``:`` is a member's or lies in a string, so the text holds no more members than
+    were parsed exactly when its colons are as many as the parsed members and the colons
+    of the parsed strings.
+    """
+    if _fast_loads is None or b"\\" in body:
+        return None
+    try:
+        raw = _fast_loads(body)
+    except _FastError:
+        return None
+    if type(raw) is not dict:
+        return None
+    colons = len(raw)
+    metadata = raw.pop("__metadata__", None)
+    if metadata is not None:
+        if type(metadata) is not dict or set(map(type, metadata.values())) - {str}:
+            return None
+        colons += len(metadata) + "".join(metadata).count(":")
+        colons += "".join(metadata.values()).count(":")
+    records = list(raw.values())
+    try:
+        sizes = _record_sizes(records)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    colons += sum(map(len, records)) + "".join(raw).count(":")
+    if sizes is None or colons != body.count(b":"):
+        return None
+    begins, ends = sizes
+    if file_size is not None and len(ends) and int(ends.max()) + data_start > file_size:
+        return None
+    used = begins != ends
+    order = np.argsort(begins[used], kind="stable")
+    first, last = begins[used][order], ends[used][order]
+    if (first[1:] < last[:-1]).any():  # overlapping spans
+        return None
+    names = list(raw)
+    empty = frozenset(names[i] for i in np.flatnonzero(~used).tolist())
+    return Header(raw, metadata, data_start, empty)
+
+
+def _record_sizes(records: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(begins, ends)`` of the records' data offsets when each is a well-formed record
+    (a dtype of the table, a shape of at most :data:`MAX_RANK` sizes >= 0, offsets
+    ``0 <= begin <= end`` whose bytes are the shape's), else None; what is not a record
+    raises ``KeyError`` or ``TypeError``, an integer past 64 bits ``OverflowError``."""
+    dtypes = list(map(_DTYPE, records))
+    shapes = list(map(_SHAPE, records))
+    offsets = list(map(_OFFSETS, records))
+    if not _DTYPE_SIZES.keys() >= set(dtypes) or set(map(type, shapes)) - {list}:
+        return None
+    if set(map(type, offsets)) - {list} or set(map(len, offsets)) - {2}:
+        return None
+    sizes_flat = list(chain.from_iterable(shapes))
+    flat = list(chain.from_iterable(offsets))
+    if set(map(type, sizes_flat)) - {int} or set(map(type, flat)) - {int}:
+        return None  # bool is not int here, as in _tensor
+    if max(map(len, shapes), default=0) > MAX_RANK or min(sizes_flat, default=0) < 0:
+        return None
+    numels = np.array(list(map(prod, shapes)), np.uint64)  # past 64 bits: OverflowError
+    spans = np.array(flat, np.int64).reshape(-1, 2)
+    begins, ends = spans[:, 0], spans[:, 1]
+    if (numels > _MAX_NUMEL).any() or (begins < 0).any() or (begins > ends).any():
+        return None
+    itemsizes = np.array(list(map(_DTYPE_SIZES.__getitem__, dtypes)), np.int64)
+    if ((ends - begins) != numels.astype(np.int64) * itemsizes).any():
+        return None
+    return begins, ends
 
 
 def _json_object(body: bytes, where: str) -> dict[str, object]:

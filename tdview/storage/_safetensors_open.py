@@ -164,14 +164,12 @@ def shard_set(
     holder: dict[str, Shard] = {}
     refused: dict[str, str] = {}
     for name, shard in shards.items():
-        for tensor in shard.header.tensors:
-            named = weight_map.get(tensor.name)
-            if named == name or tensor.name not in holder:
-                holder[tensor.name] = shard
+        for key in shard.header.records:
+            named = weight_map.get(key)
+            if named == name or key not in holder:
+                holder[key] = shard
             if named is None:
-                refused[tensor.name] = (
-                    f"shard {name} holds {tensor.name!r}, but the index does not name it"
-                )
+                refused[key] = f"shard {name} holds {key!r}, but the index does not name it"
     unknown = {  # each reason names its key: the store raises it as it is
         key: f"{lost[name]} (the index names it for {key!r})"
         if name in lost

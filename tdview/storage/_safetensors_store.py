@@ -84,19 +84,13 @@ class SafetensorsStore(Store):
         if refused is not None or unknown is not None:  # (given by shard_set alone)
             self.foreign_format = "a safetensors shard set"
         self._unknown = dict(unknown or {})
-        tensors = [
-            (t.name, t.dtype, t.shape)
-            for shard in shards
-            for t in shard.header.tensors
-            if where is None or where.get(t.name) is shard
-        ]
-        self.layout = Layout(tensors, self._unknown)
         self._where = dict(where) if where is not None else {}
+        self.layout = _layout(shards, None if where is None else self._where, self._unknown)
         #: what the store closes with its shards (the folder they are opened through)
         self.closing: list[Store] = []
         #: a remote store's ranged reads (counted: ``transport.requests``), else None
         self.transport: Transport | None = None
-        self._refused = {self.layout.keys[name]: why for name, why in (refused or {}).items()}
+        self._refused = dict(refused or {})  # real key -> why
 
     # -- naming --------------------------------------------------------------------------
 
@@ -104,19 +98,23 @@ class SafetensorsStore(Store):
         """The real key of the tensor whose file ``key`` is (None for any other key)."""
         return self.layout.leaf(key)
 
+    def _leaf(self, key: str) -> str | None:
+        """The real key of leaf file ``key`` whose bytes may be read, else None."""
+        name = self.layout.leaf(key)
+        return None if name is None or name in self._refused else name
+
     def _tensor(self, key: str) -> tuple[Shard, int, int]:
         """``(shard, begin, end)`` of a leaf file, else its error."""
         name = self.layout.leaf(key)
-        if name is None or key in self._refused:
+        if name is None or name in self._refused:
             check_key(key, self.root)
-            if key in self._refused:
-                raise ArchiveError(self._refused[key])  # it names the shard and the key
+            if name is not None:
+                raise ArchiveError(self._refused[name])  # it names the shard and the key
             if self.layout.is_dir(key):
                 raise IsADirectoryError(f"{self.display(key)} is a directory, not a file")
             raise not_found(self.display(key))
         shard = self._where.get(name) or self.shards[0]
-        tensor = shard.header.names[name]
-        return shard, tensor.begin, tensor.end
+        return shard, *shard.header.span(name)
 
     def display(self, key: str) -> str:
         name = self.layout.leaf(key)
@@ -127,15 +125,15 @@ class SafetensorsStore(Store):
 
     # -- the Store interface -------------------------------------------------------------
 
-    def _meta_dir(self, key: str) -> str | None:
-        """The folder whose ``meta.json`` ``key`` is, or None."""
+    def _meta(self, key: str) -> bytes | None:
+        """The bytes of ``key`` when it is a folder's ``meta.json`` (made from the
+        header), else None."""
         dirkey, _, name = key.rpartition("/")
-        return dirkey if name == META and self.layout.is_dir(dirkey) else None
+        return self.layout.meta(dirkey) if name == META and self.layout.is_dir(dirkey) else None
 
     def is_file(self, key: str) -> bool:
-        if (key in self.layout.files and key not in self._refused) or self._meta_dir(
-            key
-        ) is not None:
+        dirkey, _, name = key.rpartition("/")
+        if self._leaf(key) is not None or (name == META and self.layout.is_dir(dirkey)):
             return True
         check_key(key, self.root)
         return False
@@ -150,8 +148,8 @@ class SafetensorsStore(Store):
         if self.layout.is_dir(key):
             return self.layout.children(key)
         check_key(key, self.root)
-        if key in self.layout.unknown:
-            name = self.layout.unknown[key]
+        name = self.layout.unknown(key)
+        if name is not None:
             raise ArchiveError(self._unknown[name])  # it names the shard and the key
         if self.is_file(key):
             raise NotADirectoryError(f"{self.display(key)} is not a directory")
@@ -171,9 +169,9 @@ class SafetensorsStore(Store):
         return self.plain_entries(key, wanted)[1]
 
     def _size(self, key: str) -> int:
-        dirkey = self._meta_dir(key)
-        if dirkey is not None:
-            return len(self.layout.meta(dirkey))
+        data = self._meta(key)
+        if data is not None:
+            return len(data)
         _, begin, end = self._tensor(key)
         return end - begin
 
@@ -182,10 +180,9 @@ class SafetensorsStore(Store):
         return EntryInfo(key, self.display(key), size, size, "stored", None, None)
 
     def locate(self, key: str) -> Payload:
-        dirkey = self._meta_dir(key)
-        if dirkey is not None:  # made from the header: no bytes of its own in the file
-            size = len(self.layout.meta(dirkey))
-            offset, in_file = 0, False
+        data = self._meta(key)
+        if data is not None:  # made from the header: no bytes of its own in the file
+            size, offset, in_file = len(data), 0, False
         else:
             _, begin, end = self._tensor(key)
             size, offset, in_file = end - begin, begin, True
@@ -205,15 +202,19 @@ class SafetensorsStore(Store):
         )
 
     def read_bytes(self, key: str, limit: int) -> bytes:
-        size = self._size(key)
+        data = self._meta(key)
+        size = self._size(key) if data is None else len(data)
         if size > limit:
             raise LimitExceededError(
                 f"{self.display(key)} is {size} bytes, above the limit of {limit} bytes."
             )
-        dirkey = self._meta_dir(key)
-        if dirkey is not None:
-            return self.layout.meta(dirkey)
-        return self.decompress(key).tobytes()
+        return data if data is not None else self.decompress(key).tobytes()
+
+    def read_folder_meta(self, dirkey: str, limit: int) -> bytes | None:
+        if not self.layout.is_dir(dirkey):
+            return None
+        data = self.layout.meta(dirkey)
+        return data if len(data) <= limit else None
 
     def writable(self, key: str | None = None) -> bool:
         if key is not None:
@@ -223,7 +224,7 @@ class SafetensorsStore(Store):
     # -- payloads --------------------------------------------------------------------------
 
     def stored_span(self, key: str) -> tuple[int, int] | None:
-        if not self.mappable or key not in self.layout.files or key in self._refused:
+        if not self.mappable or self._leaf(key) is None:
             return None
         _, begin, end = self._tensor(key)
         return begin, end - begin
@@ -231,7 +232,7 @@ class SafetensorsStore(Store):
     def map_key(self, key: str) -> str:
         """A shard's name for a leaf of a shard set (each shard is mapped once); ``""``
         for the one file."""
-        if not self._by_name or key not in self.layout.files:
+        if not self._by_name or self.layout.leaf(key) is None:
             return ""
         return self._shard_of(key).name
 
@@ -258,9 +259,8 @@ class SafetensorsStore(Store):
 
     def read_into(self, key: str, offset: int, buf: Buffer) -> None:
         out = memoryview(buf).cast("B")
-        dirkey = self._meta_dir(key)
-        if dirkey is not None:
-            data = self.layout.meta(dirkey)
+        data = self._meta(key)
+        if data is not None:
             begin, end, shard = 0, len(data), None
         else:
             shard, begin, end = self._tensor(key)
@@ -269,9 +269,9 @@ class SafetensorsStore(Store):
                 f"{self.display(key)}: bytes {offset}..{offset + len(out)} lie outside its "
                 f"{end - begin} bytes."
             )
-        if shard is None:
+        if data is not None:
             out[:] = data[offset : offset + len(out)]
-        elif len(out):
+        elif shard is not None and len(out):
             shard.read(begin + offset, out)
 
     def fetch(
@@ -313,3 +313,20 @@ class SafetensorsStore(Store):
 
 def _nothing(key: str) -> None:
     return None
+
+
+def _layout(
+    shards: list[Shard], where: dict[str, Shard] | None, unknown: Mapping[str, str]
+) -> Layout:
+    """The tree of the tensors read: a single file's whole header (``where`` None), or
+    each key of a shard set from the shard that holds it, and the ``unknown`` keys."""
+    if where is None:
+        header = shards[0].header
+        return Layout(header.records, header.describe, empty=header.empty)
+    names: dict[str, object] = {**where, **unknown}
+    empty = [name for shard in shards for name in shard.header.empty if where.get(name) is shard]
+
+    def describe(name: str) -> tuple[str, list[int]]:
+        return where[name].header.describe(name)
+
+    return Layout(names, describe, empty=empty, unknown=unknown)
