@@ -356,17 +356,20 @@ class Store(abc.ABC):
         raise io.UnsupportedOperation(f"{type(self).__name__} cannot read {key!r} by range.")
 
     def read_ranges(self, key: str, spans: Sequence[tuple[int, int]], dest: memoryview) -> None:
-        """Read the bytes ``[start, end)`` of a file stored as it is for each span into
-        ``dest``, one span after the other (a preview's rows, without the rest of the
-        file). A remote store issues them concurrently; this one reads them in turn
-        (:meth:`read_into`).
+        """Read the bytes ``[start, end)`` of a file's content for each span into
+        ``dest``, one span after the other (a preview's rows, an indexed load's, without
+        the rest of the file). A remote store issues them concurrently; this one reads
+        them in turn (:meth:`read_into`). An archive inflates a compressed entry from its
+        start only up to the last byte asked for (:mod:`._inflate_ranges`).
 
         Raises
         ------
         ArchiveError
-            A compressed entry (its bytes cannot be read by range).
+            A compressed file of a store that cannot inflate it by range.
         ValueError
             A span outside the file.
+        LeafDataError
+            A compressed entry's stream is corrupt (the message names the entry).
         """
         if self.packed and not self.locate(key).as_stored:
             raise ArchiveError(
@@ -444,6 +447,13 @@ class Store(abc.ABC):
         from ._prefix import PrefixStore
 
         return PrefixStore(self, key) if self.is_dir(key) else nested_archive(self, key)
+
+    def held_value(self, dirkey: str) -> tuple[Any] | None:
+        """``(value,)``: the value of the non-tensor folder ``dirkey`` as the format's
+        own reader gives it, where JSON cannot say its type (an HDF5 file's numbers and
+        arrays: numpy's, as ``from_h5`` gives them); None where its ``meta.json`` says it
+        all (every store but those)."""
+        return None
 
     def check_intact(self) -> None:
         """Raise when what the store mapped can no longer be read safely (an archive

@@ -13,7 +13,8 @@ before it (a stream that compresses unevenly over-reads at most that); so a remo
 prefix costs few requests (their sizes doubling) and a few percent more stored bytes
 than it needs; a read of the whole entry reads all of it at once. Output is
 taken in chunks of at most 4 MiB, copied into ``dest`` where the ranges ask for it and
-dropped: the memory used is a chunk, whatever the entry's size.
+dropped: the memory used is a read (at most 64 MiB) and a chunk, whatever the entry's
+size.
 
 A prefix cannot be checked by the entry's CRC-32, which covers all of it: a read that
 reaches the entry's end checks the CRC-32 and the end of the stream, as a whole read
