@@ -99,6 +99,53 @@ def test_a_load_equals_from_zarr(
     _same(got, reference if subpath is None else reference.get(tuple(subpath.split("/"))))
 
 
+#: non-tensor values ``to_zarr`` writes as JSON (a pickled one is never read: see below)
+NON_TENSOR = {
+    "str": lambda: "hello",
+    "int": lambda: NonTensorData(5),
+    "float": lambda: NonTensorData(0.5),
+    "bool": lambda: NonTensorData(True),
+    "none": lambda: NonTensorData(None),
+    "list": lambda: NonTensorData([1, "a", 2.5]),
+    "dict": lambda: NonTensorData({"lr": 0.1, "layers": [64, 64]}),
+    "stack of str": lambda: NonTensorStack(*"abc"),
+    "stack of int": lambda: NonTensorStack(1, 2, 3),
+}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("name", list(NON_TENSOR))
+def test_a_non_tensor_value_loads_as_from_zarr_gives_it(
+    tmp_path: Path, name: str, nested: bool
+) -> None:
+    """Class, batch size, value and the types inside it, as the reference gives them."""
+    td = TensorDict(x=torch.zeros(3), inner=TensorDict(y=torch.ones(3, 2), batch_size=[3]))
+    td.batch_size = [3]
+    key = ("inner", "v") if nested else ("v",)
+    td[key] = NON_TENSOR[name]()
+    td.to_zarr(tmp_path / "v.zarr")
+    want = TensorDict.from_zarr(tmp_path / "v.zarr").to_tensordict()
+    with Checkpoint(tmp_path / "v.zarr") as ckpt:
+        got = ckpt.load()
+        part = ckpt.load(subpath="/".join(key[:-1])) if nested else got
+    assert got.batch_size == want.batch_size
+    wanted = want.get(key)
+    for found in (got.get(key), part.get(key[-1])):
+        assert type(found) is type(wanted) and found.batch_size == wanted.batch_size
+        values = found.tolist() if isinstance(wanted, NonTensorStack) else found.data
+        expected = wanted.tolist() if isinstance(wanted, NonTensorStack) else wanted.data
+        assert _typed(values) == _typed(expected)
+
+
+def _typed(value: object) -> object:
+    """A value with the type of everything in it, so that ``1 == 1.0 == True`` differ."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
 def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
     original = zarr.storage.LocalStore.get

@@ -428,6 +428,9 @@ def _tensorclass(
     extras = non_tensor_extras(ctx.store, node.dirkey or "", ctx.allow_pickle)
     if extras is not None:
         non_tensor.update(extras)
+    held = ctx.store.held_value(node.dirkey or "") if "data" in non_tensor else None
+    if held is not None:  # a value of the format's own types (numpy's, of an HDF5 file)
+        non_tensor["data"] = held[0]
     tc_out, td_out = _out.tensorclass_out(out, cls)
     inner = ctx.index.inner(node)
     if inner is not None:

@@ -212,6 +212,17 @@ class GroupTreeStore(Store):
         """The elements ``array[index]`` (integers, then one slice) as a native,
         little-endian numpy array of the array's dtype, read by the format's library."""
 
+    def held_value(self, dirkey: str) -> tuple[Any] | None:
+        item = self._folders.get(dirkey)
+        if isinstance(item, Array) and item.kind == "data":
+            return self.native_value(item)
+        return None
+
+    def native_value(self, array: Array) -> tuple[Any] | None:
+        """``(value,)`` of a non-tensor value as the format's reader gives it, where its
+        JSON loses its type; None where the JSON is the value (the default)."""
+        return None
+
     @abc.abstractmethod
     def value_json(self, array: Array) -> str:
         """The JSON text of a non-tensor value (``"data"``) or of the nested list of a

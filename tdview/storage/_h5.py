@@ -273,13 +273,31 @@ class H5Store(GroupTreeStore):
         wanted = np.dtype(array.dtype if array.dtype != "bool" else np.bool_).newbyteorder("<")
         return data.astype(wanted, copy=False)
 
-    def value_json(self, array: Array) -> str:
+    def native_value(self, array: Array) -> tuple[Any] | None:
+        """A number or an array of numbers (or of fixed-size strings) as ``from_h5``
+        reads it, ``dataset[()]``: a numpy scalar or array (its JSON would load as
+        ``int``, ``list``); a string stays what its JSON says, ``str``."""
+        ds = self._bounded(array)
+        if self._h5py.check_string_dtype(ds.dtype) is not None or ds.dtype.kind == "O":
+            return None
+        try:
+            return (ds[()],)
+        except (OSError, KeyError, RuntimeError) as error:  # HDF5's own: damaged chunks
+            raise LeafDataError(
+                f"{self.root}::{array.path}: h5py cannot read it: {error}"
+            ) from None
+
+    def _bounded(self, array: Array) -> Any:
         ds = self._file[array.ref]
         if ds.size * max(ds.dtype.itemsize, 1) > MAX_NON_TENSOR_BYTES:
             raise LimitExceededError(
                 f"{self.root}: the value of {array.path!r} holds {ds.size} elements of "
                 f"{ds.dtype}, above the limit of {MAX_NON_TENSOR_BYTES} bytes."
             )
+        return ds
+
+    def value_json(self, array: Array) -> str:
+        ds = self._bounded(array)
         if self._h5py.check_string_dtype(ds.dtype) is not None:
             value = ds.asstr()[()]
             value = value.tolist() if isinstance(value, np.ndarray) else value
