@@ -11,6 +11,7 @@ read is counted (the decompressor's output, the store's reads, the server's byte
 
 from __future__ import annotations
 
+import json
 import shutil
 import zlib
 from pathlib import Path
@@ -61,6 +62,13 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open(corrupt, "r+b") as f:
         f.seek(start)
         f.write(b"\x07")  # the first block: final, of the reserved type 3
+    liar = root / "liar"  # its meta.json claims 4 PB of ids
+    _tree().memmap(liar)
+    meta = json.loads((liar / "meta.json").read_text())
+    meta["ids"]["shape"] = [ROWS, 512 * 10**9]
+    (liar / "meta.json").write_text(json.dumps(meta))
+    pack_memmap(liar, root / "liar.tdz", compression="deflate")
+    pack_memmap(liar, root / "liar-stored.tdz")
     return root
 
 
@@ -243,6 +251,19 @@ def test_a_corrupt_deflate_stream_names_the_archive_and_the_entry(
     same(
         tdview.load_memmap(url, subpath="inner", index=slice(0, 4)), _reference(saved, "inner")[0:4]
     )
+
+
+@pytest.mark.parametrize(
+    ("where", "name"), [("local", "liar.tdz"), ("http", "liar.tdz"), ("http", "liar-stored.tdz")]
+)
+def test_a_leaf_larger_than_its_entry_is_refused_before_a_buffer_is_made(
+    saved: Path, request: pytest.FixtureRequest, where: str, name: str
+) -> None:
+    """meta.json claims 4 PB of rows: no buffer of that size is made (a MemoryError);
+    the entry's size is the error, as a load without index says it."""
+    url = f"{request.getfixturevalue('http').url}/{name}" if where == "http" else saved / name
+    with pytest.raises(LeafDataError, match=r"ids\.memmap holds \d+ bytes, but the leaf needs"):
+        tdview.load_memmap(url, index=slice(0, 2))
 
 
 def _deflated(data: bytes) -> bytes:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, TDViewError
 from ..index import LEAF, TENSORCLASS, TENSORDICT, Node, Tree
 from ._remote import Fetched, fetch_subtree
 
@@ -229,8 +229,8 @@ def fetch_rows(
     for leaf in _by_rows(ckpt, node):
         record = leaf.record
         assert record is not None and leaf.file is not None
-        if store.mappable and store.entry(leaf.file).compression == "stored":
-            continue  # a view of the mapping: nothing to read ahead
+        if not _by_range(store, leaf.file, record.nbytes):
+            continue
         spans = leaf_spans(record.shape, record.dtype.itemsize, index, ndim)
         if spans is not None and record.nbytes:
             planned[leaf.file] = (leaf.path, record.nbytes, spans)
@@ -241,6 +241,20 @@ def fetch_rows(
     if failed:  # a short file, an entry whose sizes differ: read whole, which says why
         fetched.update(store.fetch({key: planned[key][1] for key in failed}))
     return fetched
+
+
+def _by_range(store: Any, key: str, nbytes: int) -> bool:
+    """Whether the rows of file ``key`` are read ahead by range: not for a stored entry
+    of a store that is mapped (its rows are views), nor for a file whose size does not
+    fit its leaf (a buffer of the size ``meta.json`` claims is not made: the load
+    without ``index`` reads it and says what is wrong)."""
+    try:
+        entry = store.entry(key)
+    except (OSError, TDViewError):
+        return False  # absent, refused: the load says so
+    if store.mappable and entry.compression == "stored":
+        return False
+    return entry.size == nbytes or (entry.size > nbytes and not store.packed)
 
 
 def _read_rows(
