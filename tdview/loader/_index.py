@@ -229,10 +229,10 @@ def fetch_rows(
     for leaf in _by_rows(ckpt, node):
         record = leaf.record
         assert record is not None and leaf.file is not None
-        if not _by_range(store, leaf.file, record.nbytes):
+        if not record.nbytes or not _by_range(store, leaf.file, record.nbytes):
             continue
         spans = leaf_spans(record.shape, record.dtype.itemsize, index, ndim)
-        if spans is not None and record.nbytes:
+        if spans is not None:
             planned[leaf.file] = (leaf.path, record.nbytes, spans)
     fetched = (
         Fetched({}) if store.mappable else fetch_subtree(ckpt, node, progress, skip=planned.keys())
