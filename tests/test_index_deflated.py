@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,30 @@ def test_a_corrupt_deflate_stream_names_the_archive_and_the_entry(
     same(
         tdview.load_memmap(url, subpath="inner", index=slice(0, 4)), _reference(saved, "inner")[0:4]
     )
+
+
+@pytest.mark.parametrize(
+    "method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["zip", "bz2", "xz"]
+)
+@pytest.mark.parametrize("where", ["local", "http"])
+def test_entries_compressed_by_zipfile_load_their_rows(
+    saved: Path, request: pytest.FixtureRequest, where: str, method: int, inflated: list[int]
+) -> None:
+    """An archive zipped by Python's zipfile (deflate, bzip2, lzma): the rows are those
+    of tensordict's load, and rows near the start inflate only that far."""
+    name = f"zipped-{method}.tdz"
+    path = saved / name
+    if not path.exists():
+        with zipfile.ZipFile(path, "w") as zf:
+            for file in sorted((saved / "tree").rglob("*")):
+                if file.is_file():
+                    arcname = file.relative_to(saved / "tree").as_posix()
+                    zf.write(file, arcname, compress_type=method)
+    url = f"{request.getfixturevalue('http').url}/{name}" if where == "http" else path
+    same(tdview.load_memmap(url, index=slice(0, 3)), _reference(saved, slice(0, 3)))
+    assert sum(inflated) == sum(3 * row for row in ROW_BYTES.values())
+    for index in (slice(ROWS - 3, ROWS), torch.tensor([1000, 7])):
+        same(tdview.load_memmap(url, index=index), _reference(saved, index))
 
 
 @pytest.mark.parametrize(
