@@ -9,7 +9,8 @@ const PROBE_LISTINGS = 8;
 const PROBE_DEPTH = 3;
 
 /**
- * What tdview opens a folder as: a `"checkpoint"` (it holds a `meta.json`), a
+ * What tdview opens a folder as: a `"checkpoint"` (it holds a `meta.json`, or it is a
+ * zarr store, `td.to_zarr`: a `zarr.json` and no `meta.json`), a
  * `"collection"` (a folder of checkpoints: a training run's `step_N/` and `.tdz` files, a
  * torchrl replay-buffer dump, a torchrl.checkpoint), or nothing (`"none"`).
  */
@@ -31,7 +32,8 @@ function showsCheckpoint(children: Contents.IModel[]): boolean {
  * Which folders tdview can open, learnt from the contents API's directory listings. A
  * listing carries names and metadata only, never the content of a file.
  *
- * A folder holding a `meta.json` is a checkpoint. One that does not is a folder of
+ * A folder holding a `meta.json` is a checkpoint, and so is a zarr store (its
+ * `zarr.json`: tdview opens one as a checkpoint). One that holds neither is a folder of
  * checkpoints when its listing holds a `.tdz`, or when a checkpoint (a `meta.json`, a
  * `.tdz`) is found among its sub-folders, looked into breadth first, at most
  * `PROBE_DEPTH` levels down and `PROBE_LISTINGS` listings in all (hidden folders
@@ -100,7 +102,7 @@ export class CheckpointFolders {
     try {
       const listing = await this.#list(path);
       const children = this.#children(listing);
-      if (children.some(child => isFile(child, 'meta.json'))) {
+      if (children.some(child => isFile(child, 'meta.json') || isFile(child, 'zarr.json'))) {
         kind = 'checkpoint';
       } else if (showsCheckpoint(children) || (await this.#probe(children))) {
         kind = 'collection';

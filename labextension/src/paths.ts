@@ -102,9 +102,10 @@ export function cellCode(path: string): string {
 
 /**
  * The `n`th name for a notebook opened next to checkpoint `name`: `ckpt-tdview.ipynb`,
- * then `ckpt-tdview-2.ipynb` … (a `.tdz` or `.safetensors` suffix dropped).
+ * then `ckpt-tdview-2.ipynb` … (a `.tdz`, `.safetensors`, `.h5`, `.hdf5` or `.zarr`
+ * suffix dropped).
  */
 export function notebookName(name: string, n = 1): string {
-  const stem = name.replace(/\.(tdz|safetensors)$/i, '') || 'checkpoint';
+  const stem = name.replace(/\.(tdz|safetensors|h5|hdf5|zarr)$/i, '') || 'checkpoint';
   return `${stem}-tdview${n > 1 ? `-${n}` : ''}.ipynb`;
 }

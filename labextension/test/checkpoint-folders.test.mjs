@@ -101,3 +101,16 @@ test('scan checks each listed folder once per modification time', async () => {
   assert.equal(folders.kindOf('x.tdz'), undefined);
   assert.deepEqual([...manager.listed].sort(), ['ckpt', 'run']);
 });
+
+test('a zarr store (td.to_zarr) is a checkpoint; a folder of one file is not', async () => {
+  const manager = contents({
+    'episodes.zarr': ['zarr.json', 'obs/', 'nested/'],
+    data: ['zarr.txt', 'notes/'],
+    'data/notes': ['readme.md']
+  });
+  const folders = new CheckpointFolders(manager);
+  assert.equal(await folders.check('episodes.zarr'), 'checkpoint');
+  assert.equal(folders.opens('episodes.zarr'), true);
+  assert.equal(await folders.check('data'), 'none');
+  assert.deepEqual(manager.listed, ['episodes.zarr', 'data', 'data/notes']);
+});
