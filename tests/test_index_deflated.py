@@ -170,6 +170,24 @@ def test_local_rows_near_the_start_inflate_and_read_a_small_part(
     assert sum(reads) < stored / 10, (sum(reads), stored)
 
 
+def test_the_prefetcher_leaves_the_rows_read_by_range_alone(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``num_threads``, the compressed entries read by rows are not decompressed
+    whole as well (the prefetcher takes the others)."""
+    whole: list[str] = []
+    real = ArchiveStore.decompress
+
+    def decompress(self: ArchiveStore, key: str, *args: Any) -> Any:
+        whole.append(key)
+        return real(self, key, *args)
+
+    monkeypatch.setattr(ArchiveStore, "decompress", decompress)
+    got = tdview.load_memmap(saved / "tree.tdz", index=slice(5, 9), num_threads=3)
+    same(got, _reference(saved, slice(5, 9)))
+    assert not set(whole) & set(ROW_BYTES), whole
+
+
 def test_local_rows_at_the_end_inflate_the_whole_entries(saved: Path, inflated: list[int]) -> None:
     index = slice(ROWS - 2, ROWS)
     with Checkpoint(saved / "tree.tdz") as ckpt:
