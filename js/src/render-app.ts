@@ -154,7 +154,10 @@ export class App {
     this.#source = source;
     this.#root = state.root;
     this.#rootLabel = rootLabel;
-    const inline = new InlineValues(source, () => this.view?.refresh());
+    const inline = new InlineValues(source, () => {
+      this.view?.refresh();
+      this.#search?.refresh(); // a match's parameter, as its row shows it
+    });
     // the root's size and tensor count, once its details bring its rollup
     let rootTotals = "";
     this.#inline = inline;
@@ -206,6 +209,7 @@ export class App {
     // a folder picked shows its children; a row picked from the list hands the tree the keys
     this.#search = new SearchBox(source, (path, how) => void this.reveal(path, how), {
       onFilter: (pattern) => void this.filter(pattern),
+      inlineValue: (node) => (node.path.length === 0 ? "" : inline.textOf(node)),
     });
     const left = el("div", "tdview-browser");
     left.append(this.#search.element, this.#groupToggle.label, view.element);

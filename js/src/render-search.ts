@@ -38,6 +38,9 @@ export interface SearchBoxOptions {
   /** Offers "filter tree": called with the pattern on show while it is ticked, null when
    * it is unticked or the pattern cleared. */
   onFilter?: (pattern: string | null) => void;
+  /** A match's inline text, as its tree row shows it (an optimizer state's parameter,
+   * `→ encoder.0.weight`; "" while it is asked for: `refresh` shows it once known). */
+  inlineValue?: (node: NodeSummary) => string;
 }
 
 /** A count of all matches: under way (`total` null) or known. */
@@ -60,6 +63,7 @@ export class SearchBox {
   readonly #next: HTMLButtonElement;
   readonly #filter: HTMLInputElement;
   readonly #onFilter: ((pattern: string | null) => void) | undefined;
+  readonly #inlineValue: ((node: NodeSummary) => string) | undefined;
   readonly #source: DataSource;
   readonly #onPick: (path: Path, how: Pick) => void;
   readonly #debounceMs: number;
@@ -89,6 +93,7 @@ export class SearchBox {
     this.#onPick = onPick;
     this.#debounceMs = options.debounceMs ?? 200;
     this.#limit = options.limit ?? 50;
+    this.#inlineValue = options.inlineValue;
     this.element = document.createElement("div");
     this.element.className = "tdview-search";
     this.element.setAttribute("role", "search");
@@ -265,9 +270,24 @@ export class SearchBox {
     this.#matches = matches;
     this.#nodes = nodes;
     this.#status.textContent = status;
-    this.#results.replaceChildren(...matches.map((path, i) => matchRow(path, nodes[i], i)));
+    this.#results.replaceChildren(
+      ...matches.map((path, i) => matchRow(path, nodes[i], i, this.#inlineOf(nodes[i]))),
+    );
     this.#fitRows();
     this.#showPager(truncated);
+  }
+
+  /** Shows the inline texts that became known since the rows were drawn. */
+  refresh(): void {
+    for (const button of this.#results.querySelectorAll<HTMLElement>(".tdview-search-result")) {
+      const said = button.querySelector(".tdview-search-inline");
+      if (said) said.textContent = this.#inlineOf(this.#nodes[Number(button.dataset.match)]);
+    }
+    this.#fitRows();
+  }
+
+  #inlineOf(node: NodeSummary | undefined): string {
+    return node && this.#inlineValue ? this.#inlineValue(node) : "";
   }
 
   /** Fits each row to the list's width (`fitMatchRow`); before layout (no width yet)
@@ -284,7 +304,8 @@ export class SearchBox {
     for (const button of buttons) {
       const i = Number(button.dataset.match);
       const path = this.#matches[i];
-      if (path) fitMatchRow(button, path, this.#nodes[i], width, measure);
+      const node = this.#nodes[i];
+      if (path) fitMatchRow(button, path, node, width, measure, this.#inlineOf(node));
     }
   }
 

@@ -83,7 +83,7 @@ function rowSignature(row: TreeRow): string {
 
 /** The forms of a row's inline text: a parameter's name cut in the middle, its end kept
  * (`weight` or `bias`), else the text whole (at most `INLINE_MAX` px: CSS cuts it). */
-function inlinePart(inline: string, code: Measure): FitPart {
+export function inlinePart(inline: string, code: Measure): FitPart {
   if (!inline.startsWith("→ ")) {
     return { forms: inline ? [inline] : [], measure: code, maxWidth: INLINE_MAX };
   }

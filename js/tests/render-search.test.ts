@@ -3,9 +3,9 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ProtocolError, type SearchOptions } from "../src/data-source";
 import { MemoryDataSource } from "../src/memory-data-source";
 import { measureFor } from "../src/middle-cut";
-import type { Path } from "../src/protocol";
+import type { NodeSummary, Path } from "../src/protocol";
 import { type Pick, SearchBox, searchStatus } from "../src/render-search";
-import { matchMeta, matchPath, pathCut, ROW_GAP } from "../src/search-rows";
+import { fitMatchRow, matchMeta, matchPath, matchRow, pathCut, ROW_GAP } from "../src/search-rows";
 import { sampleTree, tick, wideKey } from "./trees";
 
 function setup(limit = 50) {
@@ -369,5 +369,50 @@ describe("what the reading of a pattern did", () => {
     await box.search("module.y");
     await box.search("");
     expect(notes?.hidden).toBe(true);
+  });
+});
+
+describe("an optimizer state's match", () => {
+  const state = {
+    key: "3",
+    path: ["optimizer", "state", "3"],
+    kind: "tensordict",
+    batch_size: [],
+    bytes: 2048,
+  } as unknown as NodeSummary;
+  const px = (text: string) => text.length * 7; // a code font's 7 px a character
+
+  it("shows its parameter after its path, as the tree's row", () => {
+    const row = matchRow(state.path, state, 0, "→ model.layers.0.weight");
+    const button = row.querySelector("button") as HTMLElement;
+    fitMatchRow(button, state.path, state, 400, px, "→ model.layers.0.weight");
+    const said = button.querySelector(".tdview-search-inline")?.textContent;
+    expect(said).toBe("→ model.layers.0.weight");
+    expect(button.querySelector(".tdview-search-path")?.textContent).toBe("optimizer/state/3");
+    expect(button.querySelector(".tdview-search-meta")?.textContent).toBe("2.05 KB");
+    // narrower: the name is cut in the middle (its end kept), before the path or size
+    fitMatchRow(button, state.path, state, 300, px, "→ model.layers.0.weight");
+    const cut = button.querySelector(".tdview-search-inline")?.textContent ?? "";
+    expect(cut).toContain("…");
+    expect(cut.endsWith("weight")).toBe(true);
+    expect(button.querySelector(".tdview-search-path")?.textContent).toBe("optimizer/state/3");
+    expect(button.title).toContain("→ model.layers.0.weight");
+  });
+
+  it("asks the box's inline value, and shows it once known (refresh)", async () => {
+    const source = new MemoryDataSource(sampleTree(3));
+    const known = new Map<string, string>();
+    const box = new SearchBox(source, () => {}, {
+      debounceMs: 0,
+      inlineValue: (node) => known.get(node.path.join("/")) ?? "",
+    });
+    document.body.append(box.element);
+    await box.search("zulu");
+    const said = () => box.element.querySelector(".tdview-search-inline")?.textContent;
+    expect(said()).toBe("");
+    const path = box.element.querySelector(".tdview-search-path")?.textContent ?? "";
+    known.set(path, "→ encoder.0.weight");
+    box.refresh();
+    expect(said()).toBe("→ encoder.0.weight");
   });
 });

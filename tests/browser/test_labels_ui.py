@@ -3,11 +3,11 @@ JupyterLab at 1280x720: a small language model whose decoder weight is its embed
 (``from_module``, so tensordict writes the tied weight twice) and its AdamW
 ``state_dict()`` (state numbered 0, 1, …), saved by tensordict as a ``.tdz`` and with
 ``.memmap()``. Each ``optim/state/<i>`` row shows its parameter (``0 → embed.weight``,
-the names torch gave the numbers); a state's details name its parameter, a link that
-selects it; the decoder weight's details say "Same bytes as model/embed/weight": at once
-in the archive (its CRC-32s, nothing read), after "Find leaves with the same bytes" in
-the folder (read and compared byte by byte); the link selects the other key. Light and
-dark screenshots at 1280x720."""
+the names torch gave the numbers), in the tree and in the search's matches; a state's
+details name its parameter, a link that selects it; the decoder weight's details say
+"Same bytes as model/embed/weight": at once in the archive (its CRC-32s, nothing read),
+after "Find leaves with the same bytes" in the folder (read and compared byte by byte);
+the link selects the other key. Light and dark screenshots at 1280x720."""
 
 from __future__ import annotations
 
@@ -144,6 +144,24 @@ def test_archive_labels_and_same_bytes_without_reading(lab, small_page, artifact
     expand(page, "state", 3)
     labels = state_labels(page, widget, len(numbering))
     assert labels == {key: f"→ {name}" for key, name in numbering.items()}
+
+    # The search's rows of the states show their parameters as the tree's rows do.
+    widget.locator(".tdview-search-input").fill("optim/state/*")
+    page.wait_for_function(
+        """([root, n]) => {
+            const said = root.querySelectorAll('.tdview-search-result .tdview-search-inline');
+            return [...said].filter((s) => s.textContent).length >= n;
+        }""",
+        arg=[widget.element_handle(), len(numbering)],
+        timeout=TIMEOUT,
+    )
+    found = {}
+    for result in widget.locator(".tdview-search-result").all():
+        path = result.locator(".tdview-search-path").inner_text()
+        found[path.rsplit("/", 1)[-1]] = result.locator(".tdview-search-inline").inner_text()
+    assert found == labels
+    shot(page, artifacts, "tdview-labels-search")
+    widget.locator(".tdview-search-input").fill("")
 
     # A state's details: its parameter, a link that selects it.
     select(page, "0", 4)
