@@ -33,6 +33,7 @@ from ._crc import crc32
 __all__ = ["inflate_ranges"]
 
 _OUT_CHUNK = 4 << 20  # the most output taken from the decompressor at once
+_IN_CHUNK = 1 << 20  # the most input given to it at once
 _MIN_READ = 4 << 10  # the smallest read of stored bytes
 _MAX_READ = 64 << 20  # the largest (a remote store cuts it into concurrent pieces)
 _FLOOR = 1 << 20  # a read may always be this large, whatever was read before it
@@ -96,26 +97,27 @@ def inflate_ranges(
         return 0
     copier = _Copier(spans, dest)
     stream = _Stream(read, stored_size, size, need)
-    first = stream.next_chunk(0)
-    decomp, start = decompressor(method, flags, first, what)
+    head = stream.next_input(0)
+    decomp, start = decompressor(method, flags, head, what)
     whole = need == size
     produced, running = 0, 0
     try:
-        data: bytes | memoryview = first[start:]
+        data: bytes | memoryview = head[start:]
         full = False
         while produced < need:
             if not data and not full:  # the decompressor took all it was given
-                if stream.fed >= stored_size:
+                if stream.exhausted:
                     break
-                data = stream.next_chunk(produced)
-            piece = decomp.decompress(data, min(_OUT_CHUNK, need - produced))
+                data = stream.next_input(produced)
+            limit = min(_OUT_CHUNK, need - produced)
+            piece = decomp.decompress(data, limit)
             data = getattr(decomp, "unconsumed_tail", b"")  # zlib keeps it apart
-            full = len(piece) == min(_OUT_CHUNK, need - produced)
+            full = len(piece) == limit
             copier.take(produced, piece)
             produced += len(piece)
             if whole:
                 running = crc32(piece, running)
-            if decomp.eof or (not piece and not data and stream.fed >= stored_size):
+            if decomp.eof or (not piece and not data and stream.exhausted):
                 break
         if produced < need:
             raise LeafDataError(
@@ -139,9 +141,9 @@ def _check_whole(
 ) -> None:
     """After ``size`` bytes: the stream must end there, with no byte after its end."""
     while not decomp.eof:
-        more = not data and stream.fed < stream.stored_size
+        more = not data and not stream.exhausted
         if more:
-            data = stream.next_chunk(size)
+            data = stream.next_input(size)
         given = len(data)
         if decomp.decompress(data, 1):  # output still pending, or more input that expands
             raise LeafDataError(
@@ -151,17 +153,39 @@ def _check_whole(
         data = getattr(decomp, "unconsumed_tail", b"")
         if not given and not more:
             break  # nothing left to feed, nothing came out: _check_end says what is wrong
-    _check_end(decomp, flags, stream.stored_size - stream.fed + len(data), size, size, what)
+    _check_end(decomp, flags, stream.unfed + len(data), size, size, what)
 
 
 class _Stream:
-    """The stored bytes, read in chunks sized by what the rest of the output needs."""
+    """The stored bytes, read in chunks sized by what the rest of the output needs, and
+    fed to the decompressor in slices of at most 1 MiB (zlib copies the unconsumed tail
+    of what it is given at each call: a slice keeps that copy small)."""
 
     def __init__(self, read: Reader, stored_size: int, size: int, need: int) -> None:
         self._read, self.stored_size, self._size, self._need = read, stored_size, size, need
-        self.fed = 0
+        self.fed = 0  # stored bytes read
+        self._chunk, self._at = memoryview(b""), 0
 
-    def next_chunk(self, produced: int) -> memoryview:
+    @property
+    def exhausted(self) -> bool:
+        """Every stored byte was fed."""
+        return self._at >= len(self._chunk) and self.fed >= self.stored_size
+
+    @property
+    def unfed(self) -> int:
+        """Stored bytes not fed yet (read or not)."""
+        return self.stored_size - self.fed + len(self._chunk) - self._at
+
+    def next_input(self, produced: int) -> memoryview:
+        """The next slice of stored bytes, reading the next chunk when this one is fed
+        (``produced``: the output so far, which sizes that read)."""
+        if self._at >= len(self._chunk):
+            self._chunk, self._at = self._next_chunk(produced), 0
+        piece = self._chunk[self._at : self._at + _IN_CHUNK]
+        self._at += len(piece)
+        return piece
+
+    def _next_chunk(self, produced: int) -> memoryview:
         """The next stored bytes: the estimate of what the output still needs (the ratio
         so far; the entry's own before any output), bounded (see the module docstring)."""
         if produced:
