@@ -4,6 +4,7 @@ and from S3) and compared with ``TensorDict.from_zarr(path).to_tensordict()``.""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -299,6 +300,60 @@ def test_remote_zarr_over_http_loads_as_the_local_one(
 
 def test_remote_zarr_on_s3_loads_as_the_local_one(s3_options: dict, reference: TensorDict) -> None:
     with Checkpoint(tdview.remote(f"s3://{BUCKET}/td.zarr", **s3_options)) as ckpt:
+        _same(ckpt.load(subpath="nested"), reference["nested"])
+
+
+@pytest.fixture(scope="module")
+def plain_http(zarr_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RangeServer]:
+    """The store served at ``/episodes`` (no ``.zarr`` in its name), beside a folder
+    ``/notes`` holding no zarr store."""
+    require_module("aiohttp", "the HTTP store reads through it")
+    root = tmp_path_factory.mktemp("plain")
+    shutil.copytree(zarr_root / "td.zarr", root / "episodes")
+    (root / "notes").mkdir()
+    (root / "notes" / "readme.txt").write_text("not a store")
+    server = RangeServer(str(root))
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("slash", ["", "/"])
+def test_remote_zarr_at_a_url_of_another_name_is_told_by_its_zarr_json(
+    plain_http: RangeServer, reference: TensorDict, slash: str
+) -> None:
+    """After the archive and consolidated guesses (one suffix read of the object, none
+    for a folder's URL), one ranged read of the head of ``zarr.json`` tells the store."""
+    plain_http.take()
+    with Checkpoint(f"{plain_http.url}/episodes{slash}") as ckpt:
+        assert ckpt.store.kind == "zarr"
+        opened = plain_http.take()
+        got = ckpt.load()
+    _same(got, reference)
+    probes = [r for r in opened if r.path == "/episodes/zarr.json" and r.range is not None]
+    assert [r.range for r in probes] == ["bytes=0-4095"]
+    before = opened[: opened.index(probes[0])]
+    assert [(r.path, r.range) for r in before] == ([] if slash else [("/episodes", "bytes=-65536")])
+
+
+def test_a_url_of_no_store_keeps_its_error_after_one_probe(plain_http: RangeServer) -> None:
+    plain_http.take()
+    with pytest.raises(FileNotFoundError):
+        Checkpoint(f"{plain_http.url}/notes")
+    assert [r.path for r in plain_http.take()] == ["/notes", "/notes/zarr.json"]
+    with pytest.raises(NotACheckpointError, match="cannot be listed over HTTP"):
+        Checkpoint(f"{plain_http.url}/notes/")
+
+
+def test_remote_zarr_on_s3_without_the_suffix(
+    s3_options: dict, zarr_root: Path, reference: TensorDict
+) -> None:
+    """An S3 prefix whose listing holds a ``zarr.json`` and no ``meta.json``."""
+    s3fs = require_module("s3fs", "the S3 client")
+    fs = s3fs.S3FileSystem(**s3_options)
+    if not fs.exists(f"{BUCKET}/plain/episodes/zarr.json"):
+        fs.put(str(zarr_root / "td.zarr"), f"{BUCKET}/plain/episodes", recursive=True)
+    with Checkpoint(tdview.remote(f"s3://{BUCKET}/plain/episodes", **s3_options)) as ckpt:
+        assert ckpt.store.kind == "zarr"
         _same(ckpt.load(subpath="nested"), reference["nested"])
 
 

@@ -172,6 +172,7 @@ def open_remote(path: str | RemotePath) -> Store:
     from ._remote_archive import RemoteArchiveStore
     from ._remote_dir import RemoteDirectoryStore
     from ._safetensors_open import is_safetensors_url, open_remote_safetensors
+    from ._zarr import open_zarr_url, zarr_group_at
 
     where = path if isinstance(path, RemotePath) else remote(path)
     fs, fspath = filesystem(where)
@@ -191,14 +192,22 @@ def open_remote(path: str | RemotePath) -> Store:
         kind, size = info.get("type", "file"), info.get("size")
     if kind == "directory":
         if _is_http(fs):
+            if zarr_group_at(fs, fspath):  # td.to_zarr: one ranged read of its zarr.json
+                return open_zarr_url(where)
             raise NotACheckpointError(
                 f"{url}: a checkpoint folder cannot be listed over HTTP; serve the "
                 "checkpoint as an archive (.tdz: tensordict's td.save('x.tdz') or "
                 "pack_memmap), or from an object store."
             )
-        return RemoteDirectoryStore(
+        folder = RemoteDirectoryStore(
             url.rstrip("/"), fs, fspath.rstrip("/"), concurrency=where.concurrency
         )
+        if folder.is_file("meta.json") or not folder.is_file("zarr.json"):  # its listing
+            return folder
+        if not zarr_group_at(fs, fspath):  # td.to_zarr: one ranged read of its zarr.json
+            return folder
+        folder.close()
+        return open_zarr_url(where)
     if is_safetensors_url(url):  # told by its name: a look would cost a request
         return open_remote_safetensors(url, fs, fspath, concurrency=where.concurrency, size=size)
     try:
@@ -206,11 +215,19 @@ def open_remote(path: str | RemotePath) -> Store:
             url, fs, fspath, concurrency=where.concurrency, size=size, verify=where.verify
         )
     except NotACheckpointError as not_zip:
-        error = not_zip
-    try:  # td.consolidate(filename=...): a footer at the end of the object
-        return RemoteConsolidatedStore(url, fs, fspath, concurrency=where.concurrency, size=size)
-    except NotACheckpointError:
-        raise error from None
+        error: Exception = not_zip
+    except FileNotFoundError as absent:  # over HTTP, a folder's URL names no object
+        error = absent
+    if isinstance(error, NotACheckpointError):
+        try:  # td.consolidate(filename=...): a footer at the end of the object
+            return RemoteConsolidatedStore(
+                url, fs, fspath, concurrency=where.concurrency, size=size
+            )
+        except NotACheckpointError:
+            pass
+    if zarr_group_at(fs, fspath):  # td.to_zarr at a URL of another name: tried last
+        return open_zarr_url(where)
+    raise error from None
 
 
 def filesystem(where: RemotePath) -> tuple[Any, str]:

@@ -12,13 +12,16 @@ array per tensor leaf; a non-tensor value as a uint8 array of its JSON (or pickl
 bytes marked ``__tensordict_non_tensor__``; a ``NonTensorStack`` of strings as a
 string array marked ``__tensordict_stack__``. A pickled value is never unpickled: its
 node says so. A member name that could leave the store (``..``, ``/``) is refused when
-the store is opened. A local path or an fsspec URL (``s3://``, ``https://``...) opens.
+the store is opened. A local path or an fsspec URL (``s3://``, ``https://``...) opens:
+one that ends in ``.zarr`` at once, another when the remote open's other guesses fail
+and the head of its ``zarr.json`` says it is one (:func:`zarr_group_at`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -43,7 +46,7 @@ from ._group_tree import (
 )
 from ._key_safety import name_problem
 
-__all__ = ["ZarrStore", "is_zarr_folder", "is_zarr_url", "open_zarr_url"]
+__all__ = ["ZarrStore", "is_zarr_folder", "is_zarr_url", "open_zarr_url", "zarr_group_at"]
 
 _TD_ATTR, _NON_TENSOR_ATTR, _STACK_ATTR = (
     "__tensordict__",
@@ -75,6 +78,30 @@ def is_zarr_url(path: str) -> bool:
     (True, False)
     """
     return str(path).rstrip("/").endswith(".zarr")
+
+
+#: The head of a ``zarr.json`` read to tell a zarr store at a URL of another name: the
+#: root's ``zarr_format`` comes after its attributes (tensordict's are a few lines).
+ZARR_HEAD = 4096
+_ZARR_FORMAT = re.compile(rb'^\s*\{.*?"zarr_format"\s*:\s*3\b', re.DOTALL)
+
+
+def zarr_group_at(fs: Any, path: str) -> bool:
+    """Whether the folder ``path`` of the fsspec filesystem ``fs`` is a zarr (v3) store:
+    one ranged read of the head of its ``zarr.json`` (what the remote open tries last,
+    for a URL that does not end in ``.zarr``).
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> zarr_group_at(fsspec.filesystem("memory"), "/nothing/here")
+    False
+    """
+    try:
+        head = fs.cat_file(f"{path.rstrip('/')}/zarr.json", start=0, end=ZARR_HEAD)
+    except (OSError, ValueError):  # absent (FileNotFoundError), refused, not a file
+        return False
+    return isinstance(head, bytes) and _ZARR_FORMAT.match(head) is not None
 
 
 def open_zarr_url(path: str) -> ZarrStore:
