@@ -217,7 +217,9 @@ def _kinds(ckpt: Tree) -> dict[tuple[int, str], list[_Leaf]]:
     return found
 
 
-def _leaf(store: Store, node: Node, min_bytes: int, order: int = 0) -> _Leaf | None:
+def _leaf(
+    store: Store, node: Node, min_bytes: int, order: int = 0, prefix: NestedPath = ()
+) -> _Leaf | None:
     """A plain tensor leaf with a data file and at least ``min_bytes`` of payload."""
     record = node.record
     if not node.is_leaf or record is None or record.is_nested or node.file is None:
@@ -225,7 +227,8 @@ def _leaf(store: Store, node: Node, min_bytes: int, order: int = 0) -> _Leaf | N
     nbytes = record.nbytes or 0
     if nbytes < max(min_bytes, 1):
         return None
-    return _Leaf(node.path, store, node.file, nbytes, record.dtype.name, order)
+    path = prefix + node.path if prefix else node.path  # from the tree asked
+    return _Leaf(path, store, node.file, nbytes, record.dtype.name, order)
 
 
 def _leaves(part: Part, min_bytes: int) -> Iterator[_Leaf]:
@@ -234,9 +237,9 @@ def _leaves(part: Part, min_bytes: int) -> Iterator[_Leaf]:
     node = ckpt.node(part.inner)
     nodes: Iterable[Node] = [node] if node.is_leaf else walk_below(ckpt, node)
     for each in nodes:
-        leaf = _leaf(ckpt.store, each, min_bytes, next(_ORDER))
+        leaf = _leaf(ckpt.store, each, min_bytes, next(_ORDER), part.prefix)
         if leaf is not None:
-            yield replace(leaf, path=part.outer(leaf.path))
+            yield leaf
 
 
 def _by(leaves: Iterable[_Leaf], key: Callable[[_Leaf], object]) -> list[list[_Leaf]]:
