@@ -1,6 +1,7 @@
 """``tdview.check``: is a checkpoint healthy.
 
-A walk over the index from the node asked (as the diff's): every problem the index
+A walk over the index from the node asked (as the diff's; on a folder of checkpoints'
+own node, in each member below it: :mod:`._members`): every problem the index
 flags on a node (a ``meta.json`` that does not parse, numbers against batch dims, a
 store's refusal, a missing file), then each leaf's file against its shape and dtype
 (short, long, empty). The payload passes follow (:mod:`._check_read`): each archive
@@ -49,10 +50,12 @@ def check(
     Parameters
     ----------
     path : str, os.PathLike or Checkpoint
-        A checkpoint directory or archive (or an open :class:`~tdview.Checkpoint`, left
-        open), or a folder of checkpoints with a ``subpath`` that reaches into one.
+        A checkpoint directory or archive, or a folder of checkpoints (or an open
+        :class:`~tdview.Checkpoint`, left open).
     subpath : nested key or "a/b" path, optional
-        Check from this node (a leaf too).
+        Check from this node (a leaf too). On a folder of checkpoints' own node (its
+        root, a sub-folder), every checkpoint below it is checked: problems and
+        duplicates are named from the folder's root, the member's path first.
     values : bool
         Also read every value: NaN and ±Inf counts, all-zero leaves (of a torchrl
         replay buffer, the rows written only). Without it, only what integrity needs is
@@ -71,8 +74,9 @@ def check(
     Raises
     ------
     NotACheckpointError, FileNotFoundError, SubpathError
-        Nothing to check there (exit status 2). A truncated archive is a problem of
-        the report, not an error.
+        Nothing to check there (exit status 2): not a checkpoint, or a folder with no
+        checkpoint below the node. A truncated archive (or a member of a folder that
+        cannot be opened) is a problem of the report, not an error.
 
     Examples
     --------

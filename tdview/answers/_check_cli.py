@@ -18,12 +18,15 @@ def add_check_parser(commands: Any, parse_subpath: Any) -> None:
     parser = commands.add_parser(
         "check",
         help="is a checkpoint healthy (exit status 0 healthy, 1 problems, 2 trouble)",
-        description="Check a checkpoint (a directory or a .tdz archive): what the index "
-        "flags, each leaf's file against its shape and dtype, every archive entry's "
-        "CRC-32; with --values, NaN, infinite and all-zero leaves. Exit status: 0 when "
-        "no problem is found, 1 when problems are, 2 when it cannot be checked.",
+        description="Check a checkpoint (a directory, a .tdz archive, or any format tdview "
+        "opens), or every checkpoint of a folder of them: what the index flags, each "
+        "leaf's file against its shape and dtype, every archive entry's CRC-32; with "
+        "--values, NaN, infinite and all-zero leaves. Exit status: 0 when no problem is "
+        "found, 1 when problems are, 2 when nothing can be checked.",
     )
-    parser.add_argument("path", metavar="PATH", help="checkpoint directory or archive (.tdz)")
+    parser.add_argument(
+        "path", metavar="PATH", help="checkpoint, or folder of checkpoints, to check"
+    )
     parser.add_argument(
         "subpath",
         nargs="?",
