@@ -32,7 +32,7 @@ from itertools import islice
 from typing import Any, TypeGuard
 
 from .._text import echo
-from ..errors import NotACheckpointFolderError, SubpathError, TDViewError
+from ..errors import NotACheckpointError, NotACheckpointFolderError, SubpathError, TDViewError
 from ..format import PickleInfo, scan_pickle, unscanned
 from ..storage import Store
 from ._cancel import cancel_point
@@ -496,8 +496,9 @@ class Collection(Tree):
         )
 
 
-def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
-    """The loader's error for a folder of checkpoints: it names (up to 8 of) them."""
+def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointError:
+    """The loader's error for a folder of checkpoints: it names (up to 8 of) them. A zip
+    of them (torchrl's archive checkpoint) is refused in tensordict's words for a file."""
     found = list(islice((n for n in coll.walk_own() if n.kind == MEMBER), 9))
     names = ", ".join(show_path(n.path) for n in found[:8]) + (", ..." if len(found) > 8 else "")
     if found:
@@ -513,4 +514,9 @@ def not_a_checkpoint_folder(coll: Collection) -> NotACheckpointFolderError:
         )
     else:
         text = f"{coll.path} is not a checkpoint, and no checkpoint was found in it."
+    if os.path.isfile(coll.path):
+        return NotACheckpointError(
+            f"{coll.path} is a file but not a memory-mapped tensordict archive (expected a "
+            f"zip file with a top-level meta.json entry): {text}"
+        )
     return NotACheckpointFolderError(os.path.join(coll.path, "meta.json"), text)
