@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 
 from tdview.errors import CheckpointFormatError, TDViewError
 from tdview.storage import _safetensors as header_module
+from tdview.storage._fast_json import NOT_READ
 from tdview.storage._safetensors import DTYPES, PREFIX, parse_header
 from tdview.storage._safetensors_tree import RESERVED, Layout, file_name
 
@@ -84,7 +85,7 @@ def test_a_saved_header_is_checked_at_once_and_reads_as_safe_open(tmp_path: Path
 
 
 def _slow(body: bytes, size: int | None) -> object:
-    with mock.patch.object(header_module, "_fast_loads", None):
+    with mock.patch.object(header_module, "fast_loads", lambda body: NOT_READ):
         return _outcome(body, size)
 
 

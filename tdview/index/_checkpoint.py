@@ -418,7 +418,8 @@ def open_tree(
     ...     print(type(tree).__name__, [n.key for n in tree.children()])
     Collection ['step_1000', 'step_2000.tdz']
     """
-    store = open_store(prefix)
+    with gc_paused():  # a header or footer parsed on open: a million objects that stay
+        store = open_store(prefix)
     try:
         first, took = _root_meta(store)
     except BaseException:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from ._group_tree import encode_name  # the robust key encoding of tensordict's writers
@@ -20,6 +21,9 @@ _TD = ("<class 'tensordict._td.TensorDict'>", "tensordict:TensorDict")
 _LAZY = ("<class 'tensordict._lazy.LazyStackedTensorDict'>", "tensordict:LazyStackedTensorDict")
 _NT_STACK = ("<class 'tensordict.tensorclass.NonTensorStack'>", "tensordict:NonTensorStack")
 _NT_DATA = "<class 'tensordict.tensorclass.NonTensorData'>"
+# a TensorDict folder's last fields, and a non-tensor's record, as JSON
+_TD_FIELDS = (json.dumps(_TD[0]), "1", json.dumps(_TD[1]))
+_NON_TENSOR = '{"type": "NonTensorData"}'
 # a jagged (NJT) tensor is recorded as its parts "<NJT_VALUES>key", "<NJT_OFFSETS>key"...
 _JAGGED = re.compile(r"<NJT(_VALUES|_LENGTHS|_OFFSETS)?>(.*)", re.DOTALL)
 _JAGGED_NOTE = (
@@ -60,42 +64,59 @@ def role(level: dict) -> str:
 
 
 def _tensordict(level: dict) -> Folder:
-    """A TensorDict folder: entry records, then the node fields, as tensordict writes."""
+    """A TensorDict folder: entry records, then the node fields, as tensordict writes.
+    The ``meta.json`` is written as ``json.dumps`` of its dict would be, each value
+    encoded as it is set (a folder's is made in a few microseconds: one per level)."""
     folder = Folder()
     cls_meta = level.get("cls_metadata", {})
     device = cls_meta.get("device")
-    meta: dict[str, Any] = {}
+    meta: dict[str, str] = {}  # key -> its value as JSON
     jagged: dict[str, dict[str, list]] = {}
+    leaf_device = f'{{"device": {_json(device or "cpu")}, "shape": '
     for key, leaf in level.get("leaves", {}).items():
         dtype, shape, start, stop, pad = leaf[:5]
-        part = _JAGGED.match(key)
+        part = _JAGGED.match(key) if key.startswith("<NJT") else None
         if part is not None:  # a jagged tensor's parts: one nested leaf (_jagged)
             jagged.setdefault(part[2], {})[part[1] or ""] = leaf
             continue
-        meta[key] = {"device": device or "cpu", "shape": shape, "dtype": dtype, "is_nested": False}
+        # (a shape is a list of ints: checked when the file was opened)
+        meta[key] = f'{leaf_device}{shape}, "dtype": {_json(dtype)}, "is_nested": false}}'
         if stop - pad > start:  # tensordict writes no file for a leaf without elements
             folder.files[encode_name(key) + ".memmap"] = (start, stop - pad - start)
     for key, parts in jagged.items():
         _jagged(folder, meta, key, parts, device)
     for key, record in level.get("non_tensors", {}).items():
-        meta[key] = {"type": "NonTensorData"}
+        meta[key] = _NON_TENSOR
         folder.dirs[encode_name(key)] = (record, "data")
     for key, child in level.items():
         if key not in LEVEL_FIELDS and isinstance(child, dict):
             kind = role(child)
-            meta[key] = {"type": child["cls"] if kind != "tensorclass" else _short(child["cls"])}
+            cls = child["cls"] if kind != "tensorclass" else _short(child["cls"])
+            meta[key] = f'{{"type": {_json(cls)}}}'
             folder.dirs[encode_name(key)] = (child, kind)
-    meta["shape"] = cls_meta.get("batch_size", [])
-    meta["device"] = device if isinstance(device, str) else "None"
-    meta["_type"], meta["_format_version"], meta["_class"] = _TD[0], 1, _TD[1]
+    meta["shape"] = _json(cls_meta.get("batch_size", []))
+    meta["device"] = _json(device if isinstance(device, str) else "None")
+    meta["_type"], meta["_format_version"], meta["_class"] = _TD_FIELDS
     names = cls_meta.get("names")
     if isinstance(names, list) and any(name is not None for name in names):
-        meta["_names"] = names
-    folder.meta = _dumps(meta)
+        meta["_names"] = _json(names)
+    text = ", ".join([f"{encode_basestring_ascii(key)}: {value}" for key, value in meta.items()])
+    folder.meta = ("{" + text + "}").encode()
     return folder
 
 
-def _jagged(folder: Folder, meta: dict, key: str, parts: dict[str, list], device: Any) -> None:
+def _json(value: Any) -> str:
+    """``json.dumps(value)``: a string or a list of ints without its machinery."""
+    if type(value) is str:
+        return encode_basestring_ascii(value)
+    if type(value) is list and not set(map(type, value)) - {int}:
+        return str(value)
+    return json.dumps(value)
+
+
+def _jagged(
+    folder: Folder, meta: dict[str, str], key: str, parts: dict[str, list], device: Any
+) -> None:
     """A jagged tensor as a memmap save's nested leaf: its values, packed, in
     ``<key>.memmap``, and the ``[N, D]`` int64 sizes of its elements in
     ``<key>.shape.memmap``, made from its offsets when read. One with lengths (holes
@@ -111,17 +132,19 @@ def _jagged(folder: Folder, meta: dict, key: str, parts: dict[str, list], device
         or not values[1]
         or offsets[3] - offsets[4] - offsets[2] != 8 * offsets[1][0]
     ):
-        meta[key] = {"type": "NonTensorData"}
+        meta[key] = _NON_TENSOR
         folder.dirs[encode_name(key)] = ([_JAGGED_NOTE, [], None], "data")
         return
     dtype, shape, start, stop, pad = values[:5]
     elements = max(offsets[1][0] - 1, 0)
-    meta[key] = {
-        "device": device or "cpu",
-        "shape": [elements, len(shape)],
-        "dtype": dtype,
-        "is_nested": True,
-    }
+    meta[key] = json.dumps(
+        {
+            "device": device or "cpu",
+            "shape": [elements, len(shape)],
+            "dtype": dtype,
+            "is_nested": True,
+        }
+    )
     name = encode_name(key)
     if stop - pad > start:
         folder.files[name + ".memmap"] = (start, stop - pad - start)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from math import prod
 from operator import itemgetter
@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from ..errors import CheckpointFormatError, LimitExceededError, UnsafeCheckpointError
+from ._fast_json import fast_loads
 
 __all__ = [
     "DTYPES",
@@ -76,13 +77,6 @@ DTYPES: dict[str, tuple[str, int]] = {
     "F8_E8M0": ("float8_e8m0fnu", 1),
 }
 
-
-_fast_loads: Callable[[bytes], Any] | None
-try:  # orjson parses a header 2x faster than json; json reads what it cannot vouch for
-    from orjson import JSONDecodeError as _FastError
-    from orjson import loads as _fast_loads
-except ImportError:  # an optional speed-up (a dependency of tdview's): json alone
-    _fast_loads = None
 
 _DTYPE, _SHAPE, _OFFSETS = itemgetter("dtype"), itemgetter("shape"), itemgetter("data_offsets")
 _DTYPE_SIZES = {name: size for name, (_, size) in DTYPES.items()}
@@ -253,12 +247,9 @@ def _checked_at_once(body: bytes, data_start: int, file_size: int | None) -> Hea
     were parsed exactly when its colons are as many as the parsed members and the colons
     of the parsed strings.
     """
-    if _fast_loads is None or b"\\" in body:
+    if b"\\" in body:
         return None
-    try:
-        raw = _fast_loads(body)
-    except _FastError:
-        return None
+    raw = fast_loads(body)
     if type(raw) is not dict:
         return None
     colons = len(raw)
