@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import SubpathError, TDViewError
+from ..errors import TDViewError
 from ..index import (
     FOLDER,
     MAX_DEPTH,
@@ -302,21 +302,16 @@ def sizes(
     return report
 
 
-def wasted_bytes(tree: Tree, path: tuple[str, ...], progress: Progress | None = None) -> int | None:
-    """The bytes that one copy per group of identical leaves below ``path`` would save;
-    None where duplicates are not looked for (a folder of checkpoints' own nodes: each
-    member is looked into on its own).
+def wasted_bytes(tree: Tree, path: tuple[str, ...], progress: Progress | None = None) -> int:
+    """The bytes that one copy per group of identical leaves below ``path`` would save
+    (below a folder of checkpoints' own node: across its members).
 
     Examples
     --------
     >>> wasted_bytes(open_tree("tied.tdz"), ("model",))                 # doctest: +SKIP
     262144
     """
-    try:
-        found = find_duplicates(tree, path or None, progress)
-    except SubpathError:
-        return None
-    return found.wasted_bytes
+    return find_duplicates(tree, path or None, progress).wasted_bytes
 
 
 def walk_sizes(tree: Tree, subpath: object = (), depth: int = 1) -> Iterator[SizeEntry]:

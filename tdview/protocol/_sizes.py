@@ -55,8 +55,8 @@ def sizes_result(
         ``bytes``, largest first), ``children`` (each ``{key, path, kind, bytes, leaves,
         dtype, section, has_children}``), ``other`` (``{count, bytes}`` of the children
         not sent), ``problems`` (nodes below whose metadata could not be read: not
-        counted) and ``duplicates_bytes`` (null: not looked for, or a folder of
-        checkpoints' own node).
+        counted) and ``duplicates_bytes`` (null: not looked for; on a folder of
+        checkpoints' own node, across its members).
 
     Examples
     --------
