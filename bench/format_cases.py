@@ -17,7 +17,13 @@ append one for a new format. Cases:
   ``TensorDict.from_consolidated`` and its ``keys(True, True)`` (and tdview's first paint:
   the file opened and its top level listed);
 * ``consolidated-subtree``: load one layer: tdview's ``load(subpath=)`` against
-  ``from_consolidated`` then that subtree (tensordict reads no subtree alone).
+  ``from_consolidated`` then that subtree (tensordict reads no subtree alone);
+* ``h5-subtree``: load one layer of a 2,000-leaf HDF5 file (``td.to_h5``): tdview's
+  ``load(subpath=)`` against h5py reading that layer's datasets, and
+  ``TensorDict.from_h5`` then the subtree ``.to_tensordict()``;
+* ``zarr-open``: open a 2,000-array zarr store (``td.to_zarr``) and list every leaf:
+  tdview's walk and top level against zarr's ``members(max_depth=None)`` and
+  ``TensorDict.from_zarr`` and its keys.
 
 Warm page cache (the file was just written). Writes
 ``bench/results/format-latest.json`` (``format-latest-quick.json`` with ``--quick``) and
@@ -49,10 +55,11 @@ RESULTS = Path(__file__).parent / "results"
 class Sizes:
     tensors: int  # tensors of the safetensors file
     reps: int
+    groups: int  # leaves of the HDF5 file and the zarr store (one file or folder each)
 
 
-FULL = Sizes(tensors=10_000, reps=7)
-QUICK = Sizes(tensors=1_000, reps=3)
+FULL = Sizes(tensors=10_000, reps=7, groups=2_000)
+QUICK = Sizes(tensors=1_000, reps=3, groups=300)
 #: the names of one layer's tensors (a transformer block's), each a few KiB
 _LAYER = (
     "self_attn.q_proj.weight",
@@ -228,12 +235,99 @@ def consolidated_subtree(root: Path, sizes: Sizes) -> list[Result]:
     ]
 
 
+def write_groups(root: Path, leaves: int, suffix: str) -> Path:
+    """An HDF5 file (``suffix`` ``.h5``) or a zarr store (``.zarr``) of ``leaves``
+    leaves nested as :func:`state_dict` names them, written by tensordict's ``to_h5`` /
+    ``to_zarr``."""
+    from tensordict import TensorDict
+
+    path = root / f"model-{leaves}{suffix}"
+    if not path.exists():
+        td = TensorDict({tuple(k.split(".")): v for k, v in state_dict(leaves).items()})
+        td.to_h5(path) if suffix == ".h5" else td.to_zarr(path)
+    return path
+
+
+def _h5py_layer(path: Path) -> int:
+    """h5py's own read of one layer: the file opened, each dataset below read whole."""
+    import h5py
+
+    found: list[object] = []
+    with h5py.File(path, "r") as f:
+        f["model/layers/7"].visititems(
+            lambda _, obj: found.append(obj[()]) if isinstance(obj, h5py.Dataset) else None
+        )
+    return len(found)
+
+
+def _from_h5_layer(path: Path) -> int:
+    from tensordict import TensorDict
+
+    td = TensorDict.from_h5(path)
+    try:
+        return len(td["model", "layers", "7"].to_tensordict().keys(True, True))
+    finally:
+        td.close()
+
+
+def h5_subtree(root: Path, sizes: Sizes) -> list[Result]:
+    path = write_groups(root, sizes.groups, ".h5")
+    return [
+        compare(
+            "HDF5 subtree load",
+            f"one layer of {len(_LAYER)} datasets, of {sizes.groups:,}",
+            {
+                "h5py: the layer's datasets read": lambda: _h5py_layer(path),
+                "TensorDict.from_h5, then the subtree": lambda: _from_h5_layer(path),
+                "tdview load(subpath=)": lambda: _tdview_subtree(path),
+            },
+            baseline="h5py: the layer's datasets read",
+            reps=sizes.reps,
+        )
+    ]
+
+
+def _zarr_list(path: Path) -> int:
+    """zarr's own listing: every member of the store, to any depth."""
+    import zarr
+
+    group = zarr.open_group(path, mode="r")
+    return sum(1 for _, member in group.members(max_depth=None) if isinstance(member, zarr.Array))
+
+
+def _from_zarr_list(path: Path) -> int:
+    from tensordict import TensorDict
+
+    return len(TensorDict.from_zarr(path).keys(True, True))
+
+
+def zarr_open(root: Path, sizes: Sizes) -> list[Result]:
+    path = write_groups(root, sizes.groups, ".zarr")
+    assert _tdview_list(path) == _zarr_list(path) == sizes.groups
+    return [
+        compare(
+            "zarr open and list",
+            f"{sizes.groups:,} arrays",
+            {
+                "zarr members(max_depth=None)": lambda: _zarr_list(path),
+                "TensorDict.from_zarr + keys": lambda: _from_zarr_list(path),
+                "tdview Checkpoint + walk": lambda: _tdview_list(path),
+                "tdview Checkpoint + top level": lambda: _tdview_top(path),
+            },
+            baseline="zarr members(max_depth=None)",
+            reps=sizes.reps,
+        )
+    ]
+
+
 #: name -> case; a format's engineer appends theirs
 CASES: dict[str, Callable[[Path, Sizes], list[Result]]] = {
     "safetensors-open": safetensors_open,
     "safetensors-subtree": safetensors_subtree,
     "consolidated-open": consolidated_open,
     "consolidated-subtree": consolidated_subtree,
+    "h5-subtree": h5_subtree,
+    "zarr-open": zarr_open,
 }
 
 
