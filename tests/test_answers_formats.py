@@ -258,3 +258,27 @@ def test_duplicates_find_the_tied_weight(written) -> None:
     assert found.confirmed and not found.skipped
     assert found.wasted_bytes == reference[TIED[0]].nbytes
     assert sizes(path, duplicates=True).duplicates_bytes == reference[TIED[0]].nbytes
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut"])
+def test_a_shard_set_with_a_damaged_shard_names_its_keys(tmp_path: Path, damage: str) -> None:
+    """A shard missing, or cut short: each key the index maps to it is a problem named
+    by its key (exit status 1), where safetensors itself cannot read the shard."""
+    folder = write_shards(tmp_path)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    shard = folder / sorted(set(index["weight_map"].values()))[1]
+    if damage == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(shard.read_bytes()[:-40])
+    with pytest.raises(Exception):  # noqa: B017 - the reference cannot read it either
+        with safe_open(shard, "pt") as f:
+            [f.get_tensor(key) for key in f.keys()]
+    report = check(folder)
+    lost = sorted(
+        tuple(k.split(".")) for k, name in index["weight_map"].items() if name == shard.name
+    )
+    assert sorted(p.path for p in report.problems) == lost
+    assert all(shard.name in p.message for p in report.problems)
+    assert report.exit_status == 1
+    assert main(["check", str(folder), "--no-progress"]) == 1
