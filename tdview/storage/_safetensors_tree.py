@@ -27,6 +27,7 @@ from json.encoder import encode_basestring_ascii
 from typing import cast
 
 from ..errors import CheckpointFormatError
+from ._group_tree import encode_name as file_name  # tensordict's name of a key's file
 
 __all__ = ["META", "RESERVED", "Layout", "file_name"]
 
@@ -34,28 +35,7 @@ META = "meta.json"
 #: Names a TensorDict's meta.json uses for the node itself: never an entry's name.
 RESERVED = frozenset({"shape", "device", "_type", "_format_version", "_class", "_names"})
 _TAIL = '"shape": [], "_type": "<class \'tensordict._td.TensorDict\'>", "_format_version": 1, "_class": "tensordict:TensorDict"}'  # noqa: E501
-_UNSAFE = set('/<>:"|?*\\ %') | {chr(c) for c in range(32)} | {chr(127)}
-_ENCODE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
-_NEEDS = re.compile("[" + re.escape("".join(sorted(_UNSAFE))) + "]")
 _DIGITS = re.compile(r"(\d+)")
-
-
-def file_name(key: str) -> str:
-    """The file-system name tensordict gives a key: the twin of
-    :func:`tdview.format.encode_key` (storage imports no format; a test holds the two
-    equal), written out here because the store names the files the index looks for.
-
-    Examples
-    --------
-    >>> file_name("a b"), file_name(""), file_name("..")
-    ('a%20b', '%', '%2E%2E')
-    """
-    if not key:
-        return "%"
-    if key in (".", ".."):
-        return "%2E" * len(key)
-    # str.translate looks up each character: a search for one to encode is far cheaper
-    return key.translate(_ENCODE) if _NEEDS.search(key) else key
 
 
 def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
