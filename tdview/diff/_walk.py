@@ -227,14 +227,26 @@ class PairWalk:
         """The children of both in ``a``'s order; a key only in ``b`` comes after the key
         that comes before it in ``b`` (first when none does). Keys that spell a node of
         the other side in their names pair with its children (:func:`regroup`)."""
-        kids_a, real_a = _keyed(self.a.ckpt, ia, spelling[0] if spelling else path)
-        kids_b, real_b = _keyed(self.b.ckpt, ib, spelling[1] if spelling else path)
         plain = spelling is None and not isinstance(ia, Group) and not isinstance(ib, Group)
-        if plain and [k[0] for k in kids_a] == [k[0] for k in kids_b]:
-            for (key, _, item_a), (_, _, item_b) in zip(kids_a, kids_b, strict=True):
-                yield item_a, item_b, (*path, key), None  # the common folder
-            return
-        kids_a, kids_b = regroup(kids_a, kids_b, real_a, real_b)
+        if plain:
+            items_a, items_b = children(self.a.ckpt, ia), children(self.b.ckpt, ib)
+            keys_a = [item_key(item) for item in items_a]
+            keys_b = [item_key(item) for item in items_b]
+            if keys_a == keys_b:  # the same keys in the same order: the common folder
+                for key, item_a, item_b in zip(keys_a, items_a, items_b, strict=True):
+                    yield item_a, item_b, (*path, key), None
+                return
+            kids_a = list(zip(keys_a, keys_a, items_a, strict=True))
+            kids_b = list(zip(keys_b, keys_b, items_b, strict=True))
+            real_a = real_b = path
+        else:
+            kids_a, real_a = _keyed(self.a.ckpt, ia, spelling[0] if spelling else path)
+            kids_b, real_b = _keyed(self.b.ckpt, ib, spelling[1] if spelling else path)
+        grouped_a, grouped_b = regroup(kids_a, kids_b, real_a, real_b)
+        if plain and grouped_a is kids_a and grouped_b is kids_b:
+            spelled = _same_spelling  # keys added or removed, all spelled alike: no paths
+        else:
+            spelled, kids_a, kids_b = _spelled, grouped_a, grouped_b
         by_key_b = {key: (real, item) for key, real, item in kids_b}
         shared = {key for key, _, _ in kids_a}
         # b's extra keys, placed after the shared key before them in b (None: first)
@@ -246,17 +258,17 @@ class PairWalk:
             else:
                 after.setdefault(last, []).append((key, real, item))
         for key, real, item in after.pop(None, ()):
-            yield None, item, (*path, key), _spelled(path, key, None, (real_b, real, item))
+            yield None, item, (*path, key), spelled(path, key, None, (real_b, real, item))
         for key, real, item in kids_a:
-            real_key_b, item_b = by_key_b.get(key, (None, None))
-            side_b = (real_b, real_key_b, item_b)
-            yield item, item_b, (*path, key), _spelled(path, key, (real_a, real, item), side_b)
+            real_key_b, paired = by_key_b.get(key, (None, None))
+            side_b = (real_b, real_key_b, paired)
+            yield item, paired, (*path, key), spelled(path, key, (real_a, real, item), side_b)
             for extra, real_extra, found in after.pop(key, ()) if after else ():
                 yield (
                     None,
                     found,
                     (*path, extra),
-                    _spelled(path, extra, None, (real_b, real_extra, found)),
+                    spelled(path, extra, None, (real_b, real_extra, found)),
                 )
 
 
@@ -287,6 +299,16 @@ def _spelled(
     if real_a in (child, None) and real_b in (child, None):
         return None
     return real_a, real_b
+
+
+def _same_spelling(
+    path: NestedPath,
+    key: str,
+    side_a: tuple[NestedPath, str | None, Any] | None,
+    side_b: tuple[NestedPath, str | None, Any] | None,
+) -> Spelling | None:
+    """:func:`_spelled` of a level whose keys both sides spell alike."""
+    return None
 
 
 def _real(side: tuple[NestedPath, str | None, Any] | None) -> NestedPath | None:
