@@ -12,6 +12,12 @@ table, each shape of non-negative sizes whose bytes equal its span, each span in
 the file and overlapping no other. The library is the tests' reference
 (``safetensors.torch.load_file``, ``safe_open(...).keys()`` and ``.metadata()``).
 
+A header of many tensors (a megabyte for 10,000) is read by orjson and checked by whole
+columns, a few C-level passes over every record (:func:`_checked_at_once`); at any doubt
+it is read again record by record (json, each record checked alone), which gives the
+same header or names what is wrong. Nothing is made per tensor until it is asked for:
+:class:`Header` keeps the records as parsed.
+
 Examples
 --------
 >>> import json, struct
