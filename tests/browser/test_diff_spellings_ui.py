@@ -123,3 +123,19 @@ def test_the_compare_view_pairs_a_flat_state_dict_with_its_safetensors(
         page.screenshot(path=str(artifacts / "tdview-compare-spellings-1280x720-dark.png"))
     finally:
         settle_theme(page, "light")
+
+    # The node 2/0, which side a spells only in its keys' names: same, its note says so.
+    compare.locator('[role="tree"]').focus()
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function(
+        """() => {
+            const el = document.querySelector('.tdview-compare-details .tdview-compare-path');
+            return el !== null && el.textContent.trim().endsWith('2 / 0');
+        }""",
+        timeout=TIMEOUT,
+    )
+    text = details.inner_text()
+    assert "a: keys named 2.0.…" in text, text
+    assert load_a.is_hidden()  # side a has no node 2/0 to load
+    assert details.locator(".tdview-compare-load-b").is_visible()
+    page.screenshot(path=str(artifacts / "tdview-compare-spellings-group-1280x720-light.png"))
