@@ -85,7 +85,7 @@ def test_a_saved_header_is_checked_at_once_and_reads_as_safe_open(tmp_path: Path
 
 
 def _slow(body: bytes, size: int | None) -> object:
-    with mock.patch.object(header_module, "fast_loads", lambda body: NOT_READ):
+    with mock.patch.object(header_module, "fast_loads", lambda body, **_: NOT_READ):
         return _outcome(body, size)
 
 

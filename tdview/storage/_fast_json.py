@@ -38,11 +38,15 @@ _DIGITS_ONLY = bytes(0x30 if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
 _LONG_NUMBER = b"0" * 19
 
 
-def fast_loads(data: bytes) -> Any:
+def fast_loads(data: bytes, *, ints_checked: bool = False) -> Any:
     """The value of the JSON text ``data`` as ``json.loads`` reads it, read by orjson;
     :data:`NOT_READ` where orjson is missing, refuses it, or might read it otherwise
-    (the caller then reads it with ``json``)."""
-    if _loads is None or data.translate(_DIGITS_ONLY).find(_LONG_NUMBER) >= 0:
+    (the caller then reads it with ``json``). ``ints_checked``: the caller refuses a
+    float wherever it reads an integer (so the run of digits is not looked for: an
+    integer orjson reads as a float is refused there, then read by ``json``)."""
+    if _loads is None:
+        return NOT_READ
+    if not ints_checked and data.translate(_DIGITS_ONLY).find(_LONG_NUMBER) >= 0:
         return NOT_READ
     try:
         return _loads(data)

@@ -255,7 +255,7 @@ def _checked_at_once(body: bytes, data_start: int, file_size: int | None) -> Hea
     """
     if b"\\" in body:
         return None
-    raw = fast_loads(body)
+    raw = fast_loads(body, ints_checked=True)  # (each number is checked to be an int)
     if type(raw) is not dict:
         return None
     colons = len(raw)

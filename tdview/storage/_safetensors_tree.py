@@ -36,6 +36,8 @@ META = "meta.json"
 RESERVED = frozenset({"shape", "device", "_type", "_format_version", "_class", "_names"})
 _TAIL = '"shape": [], "_type": "<class \'tensordict._td.TensorDict\'>", "_format_version": 1, "_class": "tensordict:TensorDict"}'  # noqa: E501
 _DIGITS = re.compile(r"(\d+)")
+#: a key (of keys joined by newlines) whose last part is a reserved name
+_RESERVED_LAST = re.compile(r"\.(?:" + "|".join(map(re.escape, sorted(RESERVED))) + r")\n")
 
 
 def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
@@ -282,8 +284,7 @@ class Layout:
 def _reserved_tails(keys: list[str]) -> dict[str, list[str]]:
     """``head -> [head.shape, ...]``: the keys whose last part is a reserved name, by
     what comes before it (none in most files: a count over the keys tells)."""
-    text = "\n".join(keys) + "\n"
-    if not any(f".{name}\n" in text for name in RESERVED):
+    if _RESERVED_LAST.search("\n".join(keys) + "\n") is None:
         return {}
     tails: dict[str, list[str]] = {}
     for key in keys:
