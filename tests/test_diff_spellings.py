@@ -200,6 +200,15 @@ def test_a_refine_of_a_node_one_side_spells_in_names_refines_what_holds_it(
     assert group["rollup"]["changed"] == 1
 
 
+def test_a_refine_of_a_leaf_spelled_otherwise_keeps_its_paths(flat_view: DiffView) -> None:
+    ask(flat_view, "diff_refine", {"path": ["2", "0", "weight"], "level": "values"})
+    node, _ = ask(flat_view, "diff_node", {"path": ["2", "0", "weight"]})
+    assert node["status"] == "changed" and node["values"]["differing"] == 6
+    assert node["path_a"] == [CHANGED] and node["path_b"] == ["2", "0", "weight"]
+    row = flat_view.result.row(("2", "0", "weight"))
+    assert row.path_a == (CHANGED,) and row.values is not None
+
+
 def _page_rows(view: DiffView, path: list[str]) -> list[tuple]:
     """Every row below ``path``, as the view pages them, depth first."""
     page, _ = ask(view, "diff_children", {"path": path, "offset": 0, "limit": 100})
