@@ -6,7 +6,8 @@ streamed in bounded memory over a pool of threads. It stands on the index and th
 stores, never loads a whole tree, and unpickles only with ``allow_pickle=True``.
 
 Modules: :mod:`._api` (the entry point), :mod:`._sides` (opening each side),
-:mod:`._walk` (the metadata tier), :mod:`._tiers` (fingerprints and values per row),
+:mod:`._walk` (the metadata tier), :mod:`._spelling` (keys paired across a ``/`` tree
+and dotted names), :mod:`._tiers` (fingerprints and values per row),
 :mod:`._renames`, :mod:`._jobs` (what a payload job is), :mod:`._pool` (payload jobs on
 threads), :mod:`._stream` (a leaf's bytes in chunks), :mod:`._stats` (float64
 statistics), :mod:`._values` (Python values), :mod:`._result` (rows, rollups,
@@ -117,7 +118,11 @@ def diff(
 
     Both sides may be checkpoint directories or ``.tdz`` archives in any mix (or open
     :class:`~tdview.Checkpoint` objects, left open). Every key of the union gets a
-    :class:`~tdview.diff.Row`: added, removed, renamed, changed or same.
+    :class:`~tdview.diff.Row`: added, removed, renamed, changed or same. Keys pair
+    across spellings of one module: ``layers/0/weight`` (a ``from_module`` dump, a
+    safetensors file's grouped keys) with ``layers.0.weight`` (a flat
+    ``TensorDict(state_dict)``), each row keeping each side's real path
+    (``Row.path_a``, ``Row.path_b``).
 
     Parameters
     ----------
