@@ -265,3 +265,21 @@ def test_a_level_is_grouped_when_it_is_asked_for() -> None:
     assert meta["weight"]["shape"] == [4]
     assert list(json.loads(layout.meta("model/layers")))[:3] == ["0", "1", "2"]
     assert layout.leaf("model/layers/999/k/weight.memmap") == "model.layers.999.k.weight"
+
+
+def test_a_key_its_index_puts_in_another_shard_is_flagged(tmp_path: Path) -> None:
+    """As many keys as the index names, but one named for a shard that does not hold
+    it: the shard set is looked at key by key, and that key alone says so."""
+    from .test_safetensors import model_state
+    from .test_safetensors_shards import _problems, write_shards
+
+    folder = write_shards(tmp_path / "model", model_state())
+    index_file = folder / "model.safetensors.index.json"
+    index = json.loads(index_file.read_text())
+    key, name = next(iter(index["weight_map"].items()))
+    other = next(n for n in index["weight_map"].values() if n != name)
+    index["weight_map"][key] = other
+    index_file.write_text(json.dumps(index))
+    problems = _problems(folder)
+    assert list(problems) == [key]
+    assert f"names shard {other} for {key!r}, but another shard holds it" in problems[key][0]

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import CheckpointFormatError, LimitExceededError, TDViewError
 from ._directory import DirectoryStore
+from ._fast_json import NOT_READ, fast_loads
 from ._key_safety import check_key, not_found
 from ._mapfile import READ_FLAGS
 from ._ranges import Transport
@@ -161,6 +162,11 @@ def shard_set(
             lost[name] = f"its shard {name} is missing"
         except (OSError, TDViewError) as error:
             lost[name] = f"its shard {name} cannot be read: {str(error).rstrip('.')}"
+    agreed = _agreed(shards, weight_map)
+    if agreed is not None:  # (the common set: nothing to say of any key)
+        return SafetensorsStore(
+            root, list(shards.values()), metadata=metadata, refused={}, unknown={}, where=agreed
+        )
     holder: dict[str, Shard] = {}
     refused: dict[str, str] = {}
     for name, shard in shards.items():
@@ -190,6 +196,22 @@ def shard_set(
     )
 
 
+def _agreed(shards: dict[str, Shard], weight_map: dict[str, str]) -> dict[str, Shard] | None:
+    """Each key's shard where the index and the shards agree, told by whole dicts (no
+    Python code per key): every shard holds only keys the index names for it, and they
+    are as many as the index names (so each key is held once, by its shard); else None,
+    and :func:`shard_set` looks key by key."""
+    if sum(len(shard.header.records) for shard in shards.values()) != len(weight_map):
+        return None
+    holder: dict[str, Shard] = {}
+    for name, shard in shards.items():
+        named = dict.fromkeys(shard.header.records, name)
+        if not named.items() <= weight_map.items():
+            return None
+        holder.update(dict.fromkeys(named, shard))
+    return holder
+
+
 def parse_index(data: bytes, where: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """``(metadata, weight_map)`` of a shard index's bytes, checked.
 
@@ -198,13 +220,17 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, Any] | None, dict[st
     >>> parse_index(b'{"metadata": {"total_size": 8}, "weight_map": {"w": "a.safetensors"}}', "i")
     ({'total_size': 8}, {'w': 'a.safetensors'})
     """
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CheckpointFormatError(f"{where} is not UTF-8 JSON ({error}).") from None
+    raw = fast_loads(data)
+    if raw is NOT_READ:
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise CheckpointFormatError(f"{where} is not UTF-8 JSON ({error}).") from None
     weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
-    if not isinstance(weight_map, dict) or not all(
-        isinstance(v, str) and v for v in weight_map.values()
+    if (
+        not isinstance(weight_map, dict)
+        or set(map(type, weight_map.values())) - {str}
+        or "" in weight_map.values()
     ):
         raise CheckpointFormatError(
             f"{where}: a shard index maps each key to its file under 'weight_map'; got "
