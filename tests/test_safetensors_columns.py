@@ -283,3 +283,23 @@ def test_a_key_its_index_puts_in_another_shard_is_flagged(tmp_path: Path) -> Non
     problems = _problems(folder)
     assert list(problems) == [key]
     assert f"names shard {other} for {key!r}, but another shard holds it" in problems[key][0]
+
+
+def test_folders_asked_on_threads_are_grouped_as_on_one() -> None:
+    """The index reads folders ahead on threads: each folder is grouped once, and every
+    answer is what one thread gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = [f"m.l.{i}.{w}.{p}" for i in range(60) for w in ("q", "k", "v") for p in "wb"]
+
+    def answers(layout: Layout) -> dict[str, object]:
+        folders = ["", "m", "m/l"] + [f"m/l/{i}" for i in range(60)]
+        folders += [f"m/l/{i}/{w}" for i in range(60) for w in "qkv"]
+        return {key: (layout.children(key), layout.meta(key)) for key in folders[::-1]}
+
+    alone = answers(Layout(keys, lambda key: ("float32", [1])))
+    shared = Layout(keys, lambda key: ("float32", [1]))
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda _: answers(shared), range(8)))
+    assert all(one == alone for one in found)
+    assert shared.files == Layout(keys, lambda key: ("float32", [1])).files

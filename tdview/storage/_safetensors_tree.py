@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import re
+import threading
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
 from json.encoder import encode_basestring_ascii
@@ -130,6 +131,7 @@ class Layout:
         self._sorted = sorted(names)
         self._tails = _reserved_tails(self._sorted)
         self._folders: dict[str, _Folder] = {"": _Folder("", "", 0, len(self._sorted))}
+        self._lock = threading.Lock()
 
     # -- one folder, built when first asked ---------------------------------------------
 
@@ -158,6 +160,12 @@ class Layout:
         return folder
 
     def _build(self, folder: _Folder) -> None:
+        """Group ``folder``'s keys once (the index may read folders on threads)."""
+        with self._lock:
+            if folder.entries is None:
+                self._group(folder)
+
+    def _group(self, folder: _Folder) -> None:
         """Group the keys below ``folder`` by their next part: a part that is a key itself
         (``a.b`` beside ``a.b.c``), or a reserved name, keeps the rest flat here; so does
         a reserved last part (``b.shape``); else the part is a sub-folder."""
