@@ -292,11 +292,9 @@ class Collection(Tree):
         found = self._members.get(key)
         if found is None:
             try:
-                opened: str | Store = (
-                    self.store.sub_store(key)  # a zip's folder or entry, read through it
-                    if self.store.packed
-                    else os.path.join(self.store.root, key)
-                )
+                # a zip's folder or entry read through it, a folder's path opened, a
+                # remote folder's member with the folder's filesystem and options
+                opened = self.store.sub_store(key)
                 found = self._open_member(opened, robust_key=self._robust_key)
             except (TDViewError, OSError) as error:
                 found = error

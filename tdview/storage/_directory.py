@@ -17,7 +17,7 @@ from typing import Any
 from .._cache import BoundedCache
 from ..errors import UnsafeCheckpointError
 from . import _names
-from ._base import EntryInfo, Payload
+from ._base import EntryInfo, Payload, Store
 from ._checked import map_path, open_checked, proc_name, proc_names
 from ._content_stores import hf_files
 from ._folder_walk import FolderWalk
@@ -84,6 +84,13 @@ class DirectoryStore(LinkedNames):
 
     kind = "directory"
 
+
+    def sub_store(self, key: str) -> Store:
+        """The checkpoint at ``key`` of a folder of checkpoints, opened as its own path is
+        (a folder, an archive, a safetensors file...: :func:`~._open.open_store`)."""
+        from ._open import open_store  # _open opens directories: a cycle at import time
+
+        return open_store(os.path.join(self.root, check_key(key, self.root)))
     def __init__(
         self,
         path: str | os.PathLike[str],

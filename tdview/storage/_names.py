@@ -58,7 +58,7 @@ _HELD_PROBES = 4096
 
 
 def check_key(key: str, root: str) -> str:
-    """:func:`~._base.check_key` for a key joined to a path of this system."""
+    """:func:`~._key_safety.check_key` for a key joined to a path of this system."""
     return _check_any_key(key, root, windows=WINDOWS_PATHS)
 
 
