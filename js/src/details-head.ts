@@ -79,8 +79,9 @@ export class DetailsHead {
   onStats: ((path: Path) => void) | null = null;
 
   /** `rootName`: what the root is called (the checkpoint's file name); `after`: what
-   * follows the summary on its line (the panel's facts toggle). */
-  constructor(rootName = "(root)", after: HTMLElement[] = []) {
+   * follows the summary on its line (the panel's facts toggle); `actions`: buttons that
+   * float right beside the Wide toggle (Sizes, Check), so they never take a line. */
+  constructor(rootName = "(root)", after: HTMLElement[] = [], actions: HTMLElement[] = []) {
     this.#rootName = rootName;
     this.element = el("div", "tdview-details-head");
     this.#name = el("span", "tdview-details-name");
@@ -91,8 +92,8 @@ export class DetailsHead {
       "until you press it again)";
     this.#widen.setAttribute("aria-label", "Full width");
     this.#widen.setAttribute("aria-pressed", "false");
-    // the toggle floats to the right of the first line; the rest flows as text
-    this.element.append(this.#widen, this.#name, " ", this.#summary, " ", ...after);
+    // the toggles float to the right of the first line; the rest flows as text
+    this.element.append(this.#widen, ...actions, this.#name, " ", this.#summary, " ", ...after);
     this.element.hidden = true;
   }
 

@@ -297,7 +297,11 @@ export class DetailsPanel {
     );
     this.sizes = new SizesView(source.sizes?.bind(source) ?? null, rootName || "(root)");
     this.sizes.onActive = (on) => this.element.classList.toggle("tdview-sizes-on", on);
-    this.head = new DetailsHead(rootName || "(root)", [this.#factsToggle, this.sizes.toggle]);
+    this.head = new DetailsHead(
+      rootName || "(root)",
+      [this.#factsToggle],
+      [this.check.toggle, this.sizes.toggle],
+    );
     this.head.onMaximize = (on) => this.element.classList.toggle("tdview-maximized", on);
     this.#factsToggle.setAttribute("aria-controls", this.#factsId);
     this.#syncFolded(0);
@@ -318,7 +322,6 @@ export class DetailsPanel {
       this.loader.element,
     );
     this.loader.element.hidden = true;
-    this.head.element.append(this.check.toggle);
     this.head.element.after(this.check.element);
     this.#info.after(this.related.element);
   }
