@@ -25,9 +25,19 @@ from tdview.errors import (
 from tdview.format import encode_key
 from tdview.index import Checkpoint, leaf_storage, rollup, search, walk
 from tdview.protocol import Session, handle
+from tdview.storage import _h5 as h5_store
 from tdview.storage import open_store
+from tdview.storage._h5 import reads_str
 
 from ._optional import require_module
+from .every_kind import (
+    SUBPATHS,
+    assert_bfloat16_is_refused_by,
+    assert_each_leaf_loads_as,
+    assert_loads_as,
+    assert_options_keep_the_leaves,
+    every_kind,
+)
 from .remote_servers import RangeServer
 
 h5py = require_module("h5py", "tdview[h5] reads HDF5 through it")
@@ -75,21 +85,21 @@ def reference(h5_path: Path) -> Iterator[TensorDict]:
 
 
 def _same(got: TensorDict, want: TensorDict) -> None:
+    """Keys, batch sizes, and each value and its type (a plain tensor, ``bytes``...)."""
     assert got.batch_size == want.batch_size
     assert sorted(got.keys()) == sorted(want.keys())
     for key in want.keys():
         w, g = want.get(key), got.get(key)
+        assert type(g) is type(w), (key, type(g), type(w))
         if isinstance(w, TensorDict):
             _same(g, w)
         elif isinstance(w, torch.Tensor):
             assert g.dtype == w.dtype and torch.equal(g, w), key
         elif isinstance(w, NonTensorStack):
-            assert g.tolist() == [v.decode() if isinstance(v, bytes) else v for v in w.tolist()]
-        else:  # a str tensordict wrote reads as bytes in the reference until 0.17
-            want_value = want[key]
-            assert got[key] == (
-                want_value.decode() if isinstance(want_value, bytes) else want_value
-            )
+            assert [type(v) for v in g.tolist()] == [type(v) for v in w.tolist()], key
+            assert g.tolist() == w.tolist(), key
+        else:
+            assert_same_value(g.data, w.data, key)
 
 
 def test_the_file_opens_as_an_h5_store(h5_path: Path) -> None:
@@ -136,9 +146,8 @@ def test_a_non_tensor_value_loads_as_from_h5_gives_it(
     tmp_path: Path, name: str, nested: bool
 ) -> None:
     """Class, batch size, value and its type: a number or an array comes back as numpy's
-    (``from_h5`` reads ``dataset[()]``), a stack's elements as the reference's. A
-    string tensordict wrote is ``str``, as tensordict reads it from 0.17 on (0.15 reads
-    ``bytes`` and warns that it changes): the one type that differs, on purpose."""
+    (``from_h5`` reads ``dataset[()]``), a stack's elements as the reference's, a string
+    tensordict wrote as the installed tensordict reads it (``bytes`` before 0.17)."""
     td = TensorDict(x=torch.zeros(3), inner=TensorDict(y=torch.ones(3, 2), batch_size=[3]))
     td.batch_size = [3]
     key = ("inner", "v") if nested else ("v",)
@@ -160,10 +169,89 @@ def test_a_non_tensor_value_loads_as_from_h5_gives_it(
             values = found.tolist()
             assert [type(v) for v in values] == [type(v) for v in wanted.tolist()]
             assert values == wanted.tolist()
-        elif name == "str":
-            assert want[key] == b"hello" and got[key] == "hello"
         else:
             assert_same_value(found.data, wanted.data, name)
+
+
+@pytest.fixture(scope="module")
+def every_h5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, TensorDict]]:
+    """A file of :func:`every_kind` and its reference, ``from_h5(...).to_tensordict()``."""
+    path = tmp_path_factory.mktemp("every") / "every.h5"
+    every_kind().to_h5(path).close()
+    persistent = TensorDict.from_h5(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # a str it wrote reads as bytes
+        yield path, persistent.to_tensordict()
+    persistent.close()
+
+
+@pytest.mark.parametrize("subpath", SUBPATHS)
+def test_every_leaf_loads_as_from_h5_gives_it(
+    every_h5: tuple[Path, TensorDict], subpath: str | None
+) -> None:
+    """Each leaf's type (a plain tensor in memory, not a MemoryMappedTensor), dtype and
+    value, the non-tensor values (``bytes`` for the strings) and the tensorclass (a
+    TensorDict in both), for the root and subtrees."""
+    path, reference = every_h5
+    with Checkpoint(path) as ckpt:
+        assert_loads_as(ckpt, reference, subpath)
+
+
+def test_every_leaf_on_its_own_loads_as_from_h5_gives_it(
+    every_h5: tuple[Path, TensorDict],
+) -> None:
+    path, reference = every_h5
+    with Checkpoint(path) as ckpt:
+        assert assert_each_leaf_loads_as(ckpt, reference) == 14
+
+
+def test_to_h5_writes_no_bfloat16(tmp_path: Path) -> None:
+    assert_bfloat16_is_refused_by(lambda td: td.to_h5(tmp_path / "bf16.h5"))
+
+
+def test_mode_and_device_keep_the_reference_s_leaves(every_h5: tuple[Path, TensorDict]) -> None:
+    path, reference = every_h5
+    with Checkpoint(path) as ckpt:
+        assert_options_keep_the_leaves(ckpt, reference)
+
+
+def test_reads_str_is_what_the_installed_from_h5_gives(tmp_path: Path) -> None:
+    TensorDict(x=torch.zeros(2), s="text", batch_size=[2]).to_h5(tmp_path / "s.h5").close()
+    persistent = TensorDict.from_h5(tmp_path / "s.h5")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        want = persistent["s"]
+    persistent.close()
+    assert reads_str() is isinstance(want, str)
+    with Checkpoint(tmp_path / "s.h5") as ckpt:
+        got = ckpt.load()["s"]
+    assert type(got) is type(want) and got == want
+
+
+def test_a_string_tensordict_marked_is_str_where_tensordict_reads_str(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a tensordict that reads the strings it wrote as ``str`` (0.17, as 0.15's
+    FutureWarning says), that string loads as ``str``; a string another tool wrote (no
+    ``__tensordict_str__``) stays ``bytes``, as ``from_h5`` gives it in every version."""
+    path = tmp_path / "strings.h5"
+    TensorDict(x=torch.zeros(2), batch_size=[2]).to_h5(path).close()
+    written = TensorDict(x=torch.zeros(2), mine="by tensordict", batch_size=[2])
+    written.to_h5(tmp_path / "mine.h5").close()
+    with h5py.File(path, "a") as f, h5py.File(tmp_path / "mine.h5") as mine:
+        f.create_dataset("other", data="by h5py", dtype=h5py.string_dtype())
+        mine.copy("mine", f)  # the dataset and its attribute
+    persistent = TensorDict.from_h5(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        want = persistent.to_tensordict()
+    persistent.close()
+    assert want["other"] == b"by h5py" and want["mine"] == b"by tensordict"
+    monkeypatch.setattr(h5_store, "reads_str", lambda: True)
+    with Checkpoint(path) as ckpt:
+        got = ckpt.load()
+    assert got["mine"] == "by tensordict" and type(got["other"]) is bytes
+    assert got["other"] == want["other"]
 
 
 def test_the_tree_is_the_file_s_groups_and_datasets(h5_path: Path, reference: TensorDict) -> None:

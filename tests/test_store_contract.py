@@ -215,6 +215,8 @@ def test_kind_and_mappable(store: Store) -> None:
     kind, _, mappable = KINDS[store.contract_kind]  # type: ignore[attr-defined]
     assert store.kind == kind
     assert store.mappable is mappable
+    # an HDF5 or zarr array loads as a plain tensor, as its format's reader gives it
+    assert store.leaves_in_memory is (kind in ("h5", "zarr"))
 
 
 # -- payloads of leaves ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tdview.errors import (
     CheckpointFormatError,
     MissingExtraError,
     NotACheckpointError,
+    RemoteModeError,
     UnsafeCheckpointError,
 )
 from tdview.index import Checkpoint, rollup, search, walk
@@ -27,6 +28,14 @@ from tdview.protocol import Session, handle
 from tdview.storage import open_store
 
 from ._optional import require_module
+from .every_kind import (
+    SUBPATHS,
+    assert_bfloat16_is_refused_by,
+    assert_each_leaf_loads_as,
+    assert_loads_as,
+    assert_options_keep_the_leaves,
+    every_kind,
+)
 from .remote_servers import RangeServer, start_s3
 
 zarr = require_module("zarr", "tdview[zarr] reads zarr through it")
@@ -76,10 +85,12 @@ def reference(zarr_path: Path) -> TensorDict:
 
 
 def _same(got: TensorDict, want: TensorDict) -> None:
+    """Keys, batch sizes, names, and each value and its type (a plain tensor...)."""
     assert got.batch_size == want.batch_size and got.names == want.names
     assert sorted(got.keys()) == sorted(want.keys())
     for key in want.keys():
         w, g = want.get(key), got.get(key)
+        assert type(g) is type(w), (key, type(g), type(w))
         if isinstance(w, TensorDict):
             _same(g, w)
         elif isinstance(w, torch.Tensor):
@@ -98,6 +109,46 @@ def test_a_load_equals_from_zarr(
         assert ckpt.store.kind == "zarr" and not ckpt.store.mappable
         got = ckpt.load(subpath=subpath)
     _same(got, reference if subpath is None else reference.get(tuple(subpath.split("/"))))
+
+
+@pytest.fixture(scope="module")
+def every_zarr(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TensorDict]:
+    """A store of :func:`every_kind` and its reference, ``from_zarr(...).to_tensordict()``."""
+    path = tmp_path_factory.mktemp("every") / "every.zarr"
+    every_kind().to_zarr(path)
+    return path, TensorDict.from_zarr(path).to_tensordict()
+
+
+@pytest.mark.parametrize("subpath", SUBPATHS)
+def test_every_leaf_loads_as_from_zarr_gives_it(
+    every_zarr: tuple[Path, TensorDict], subpath: str | None
+) -> None:
+    """Each leaf's type (a plain tensor in memory, not a MemoryMappedTensor), dtype and
+    value, the non-tensor values and the tensorclass (a TensorDict in both), for the root
+    and subtrees."""
+    path, reference = every_zarr
+    with Checkpoint(path) as ckpt:
+        assert_loads_as(ckpt, reference, subpath)
+
+
+def test_every_leaf_on_its_own_loads_as_from_zarr_gives_it(
+    every_zarr: tuple[Path, TensorDict],
+) -> None:
+    path, reference = every_zarr
+    with Checkpoint(path) as ckpt:
+        assert assert_each_leaf_loads_as(ckpt, reference) == 14
+
+
+def test_to_zarr_writes_no_bfloat16(tmp_path: Path) -> None:
+    assert_bfloat16_is_refused_by(lambda td: td.to_zarr(tmp_path / "bf16.zarr"))
+
+
+def test_mode_and_device_keep_the_reference_s_leaves(every_zarr: tuple[Path, TensorDict]) -> None:
+    path, reference = every_zarr
+    with Checkpoint(path) as ckpt:
+        assert_options_keep_the_leaves(ckpt, reference)
+        with pytest.raises(RemoteModeError, match="a zarr store"):
+            ckpt.load(mode="r+")
 
 
 #: non-tensor values ``to_zarr`` writes as JSON (a pickled one is never read: see below)

@@ -147,6 +147,9 @@ class LoadContext:
     is_archive: bool = field(init=False)
     #: the store cannot be mapped (a remote one): leaves come from ``fetched`` (_remote)
     remote: bool = field(init=False)
+    #: a folder's leaf is a plain tensor in memory, not a ``MemoryMappedTensor`` (an
+    #: HDF5 or zarr array, as its format's reader gives it: ``Store.leaves_in_memory``)
+    in_memory: bool = field(init=False)
     #: every leaf file is mapped, by a store whose ``map`` needs no probe before
     #: (``Store.maps_unprobed``): the index gives leaves unprobed (``load_items``)
     maps_files: bool = field(init=False)
@@ -169,6 +172,7 @@ class LoadContext:
         self.index = load_access(self.ckpt)
         self.is_archive = store.packed
         self.remote = not store.mappable
+        self.in_memory = store.leaves_in_memory
         self.maps_files = self.read_data and store.maps_unprobed
         self.keeps_prefix = store.local_folders and self.mode != "r"
         self.walks = (

@@ -5,7 +5,9 @@
   refused, nothing blocks) and checks that descriptor (``fstat``: a regular file of at
   least ``numel * itemsize`` bytes; tdview never grows a file); that descriptor is mapped
   (:mod:`._fdmap`: shared when the mode allows writes, copy-on-write otherwise; the path
-  is not opened again) and wrapped as a :class:`~tensordict.MemoryMappedTensor`.
+  is not opened again) and wrapped as a :class:`~tensordict.MemoryMappedTensor`. A leaf
+  of a store whose leaves are read into memory (HDF5, zarr: ``Store.leaves_in_memory``)
+  stays a plain tensor, as the format's own reader gives it.
   A file read through a symlink out of the checkpoint root (a Hugging Face, git-annex or
   DVC store, or a trusted path: see :mod:`tdview.storage._content_stores`) is opened and checked
   by the store, mapped copy-on-write from that descriptor, and refused with
@@ -310,6 +312,16 @@ def _check_size(
         )
 
 
+def _folder_leaf(
+    ctx: LoadContext, tensor: torch.Tensor, path: str, mode: str | None, parent_shape: object
+) -> torch.Tensor:
+    """A folder's leaf as the format's reader gives it: the MemoryMappedTensor of
+    tensordict's loader, or the plain tensor of an HDF5 or zarr reader."""
+    if ctx.in_memory:
+        return tensor
+    return _as_memmap(tensor, path, mode, parent_shape)
+
+
 def _as_memmap(
     tensor: torch.Tensor, path: str, mode: str | None, parent_shape: object
 ) -> MemoryMappedTensor:
@@ -331,10 +343,11 @@ def _describe(record: LeafRecord) -> str:
 
 def _directory_leaf(
     ctx: LoadContext, key: str, dtype: torch.dtype, record: LeafRecord, numel: int
-) -> MemoryMappedTensor:
+) -> torch.Tensor:
     flat, path, mode = _map_file(ctx, key, dtype, numel, lambda: _describe(record))
     shape = record.shape
-    return _as_memmap(flat.as_strided(shape, ctx.strides(shape)), path, mode, torch.Size(shape))
+    tensor = flat.as_strided(shape, ctx.strides(shape))
+    return _folder_leaf(ctx, tensor, path, mode, torch.Size(shape))
 
 
 def _archive_leaf(
@@ -419,7 +432,7 @@ def _sizes(ctx: LoadContext, node: Node) -> torch.Tensor:
         return flat.view(n, d)
     what = f"the sizes of nested leaf {record.key!r} (shape [{n}, {d}], int64)"
     flat, path, mode = _map_file(ctx, node.sizes_file, torch.int64, n * d, what)
-    return _as_memmap(flat.view(n, d), path, mode, torch.Size((n, d)))
+    return _folder_leaf(ctx, flat.view(n, d), path, mode, torch.Size((n, d)))
 
 
 def _nested_numel(sizes: torch.Tensor, where: str) -> int:
@@ -461,4 +474,4 @@ def _nested(ctx: LoadContext, node: Node, dtype: torch.dtype) -> torch.Tensor:
         return _nested_view(flat, sizes)
     what = f"nested leaf {record.key!r} ({numel} elements of {record.dtype.name})"
     buffer, path, mode = _map_file(ctx, node.file, dtype, numel, what)
-    return _as_memmap(_nested_view(buffer, sizes), path, mode, sizes)
+    return _folder_leaf(ctx, _nested_view(buffer, sizes), path, mode, sizes)

@@ -6,7 +6,8 @@ concurrently (see :mod:`tdview.storage._remote_archive` and ``_remote_dir``). Th
 then takes each leaf's bytes from :class:`Fetched` where it would have mapped them: the
 leaf is a tensor over the bytes read (sharing the buffer of its read with its
 neighbours), of the same type as a local load gives (a ``MemoryMappedTensor`` with no
-file for a folder, a plain tensor for an archive), or copied when its offset in the
+file for a folder, a plain tensor for an archive, an HDF5 file or a zarr store: see
+``Store.leaves_in_memory``), or copied when its offset in the
 buffer does not suit its dtype. ``progress`` is called with each leaf's path as its bytes
 arrive (the build then reports nothing more), and an exception raised by it cancels the
 reads still in flight.

@@ -160,6 +160,11 @@ class Store(abc.ABC):
     #: False for a store whose files cannot be memory-mapped (a remote one, see
     #: :mod:`._remote`): the loader reads its leaves into memory with its ``fetch``
     mappable: bool = True
+    #: True for a store whose leaves are arrays of another format read by its library
+    #: (an HDF5 file, a zarr store): a load gives them as plain tensors in memory, as
+    #: that format's reader does (``from_h5(...).to_tensordict()``, ``from_zarr``),
+    #: where a folder's leaf is a ``MemoryMappedTensor`` (with no file when remote)
+    leaves_in_memory: bool = False
     #: True for a store whose files are the entries of one archive file: each holds
     #: exactly its bytes, may be compressed (:meth:`decompress`), has the CRC-32 the
     #: archive records, and, mapped, is a view of the one mapping of that file

@@ -12,7 +12,8 @@ chunks holding them decompressed by the library), each non-tensor value a
 ``NonTensorData`` or ``NonTensorStack`` folder. Tree, search, preview, load and diff
 then work unchanged: the store cannot be mapped (``mappable`` False), so the loader
 reads leaves with ``fetch`` and a preview reads byte ranges (``read_ranges``), as for
-a remote store.
+a remote store; a load gives plain tensors in memory (``leaves_in_memory``), as the
+format's own reader does, not ``MemoryMappedTensor``.
 
 Nothing is read from an array but its metadata until its bytes are asked for (a
 non-tensor value when its folder's ``meta.json`` is, bounded). Dtypes come from a
@@ -181,6 +182,7 @@ class GroupTreeStore(Store):
 
     mappable = False
     packed = False
+    leaves_in_memory = True
 
     def __init__(self, root: str, tree: Group) -> None:
         self.root = root
@@ -322,11 +324,11 @@ class GroupTreeStore(Store):
                 f"{self.root}: the value of {array.path!r} takes {len(data)} bytes of JSON, "
                 f"above the limit of {MAX_NON_TENSOR_BYTES}."
             )
-        if array.kind == "stack":
+        if array.kind == "stack":  # on the CPU, as from_h5 and from_zarr give a stack
             return (
                 '{"_type": "<class \'tensordict.tensorclass.NonTensorStack\'>", '
                 '"_format_version": 1, "_class": "tensordict:NonTensorStack", '
-                f'"stack_dim": 0, "device": null, "data": {data}}}'
+                f'"stack_dim": 0, "device": "cpu", "data": {data}}}'
             )
         return (
             '{"_type": "<class \'tensordict.tensorclass.NonTensorData\'>", '

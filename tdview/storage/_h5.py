@@ -11,8 +11,10 @@ tensordict, a dataset per tensor leaf; a ``str`` value as a variable-length stri
 dataset marked ``__tensordict_str__``; other non-tensor values as opaque datasets; a
 ``NonTensorStack`` as one dataset marked ``__tensordict_stack__`` with its shape. No
 batch size is recorded: each group's is the largest its entries share, as ``from_h5``
-gives. tdview reads a string tensordict wrote as ``str`` (``from_h5`` gives ``bytes``
-with a ``FutureWarning`` that 0.17 reads ``str``).
+gives. A string value loads as the installed tensordict's ``from_h5`` gives it
+(:func:`reads_str`): ``dataset[()]`` as h5py reads it (``bytes``), but a string
+tensordict marked ``__tensordict_str__`` as ``str`` from tensordict 0.17 on (0.15 and
+0.16 read ``bytes`` and warn that it changes). The tree shows it as text either way.
 
 Hostile files: a soft link is followed within the file (each object once, so no
 cycle), an external link only to a file inside this file's folder, a virtual dataset
@@ -25,6 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from functools import cache
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -47,7 +52,7 @@ from ._group_tree import (
     torch_dtype,
 )
 
-__all__ = ["H5_SIGNATURE", "H5Store", "is_h5", "is_h5_url", "open_h5_url"]
+__all__ = ["H5_SIGNATURE", "H5Store", "is_h5", "is_h5_url", "open_h5_url", "reads_str"]
 
 H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _STR_ATTR, _STACK_ATTR = "__tensordict_str__", "__tensordict_stack__"
@@ -103,14 +108,33 @@ def open_h5_url(path: str) -> H5Store:
         raise
 
 
-def _attribute(h5py: Any, oid: Any, name: str) -> np.ndarray | None:
+@cache
+def reads_str() -> bool:
+    """Whether the installed tensordict's ``from_h5`` reads a string it wrote (marked
+    ``__tensordict_str__``) as ``str``: from 0.17 on, as its ``FutureWarning`` says;
+    ``bytes`` before. Without tensordict, ``str`` (what its readers give from then on).
+
+    Examples
+    --------
+    >>> reads_str()  # tensordict 0.15 installed                    # doctest: +SKIP
+    False
+    """
+    try:
+        found = re.match(r"(\d+)\.(\d+)", metadata.version("tensordict"))
+    except metadata.PackageNotFoundError:
+        return True
+    return found is None or (int(found[1]), int(found[2])) >= (0, 17)
+
+
+def _attribute(h5py: Any, oid: Any, name: str, kinds: str = "iu") -> np.ndarray | None:
     """The value of attribute ``name`` of object ``oid`` (a small integer array, as
-    ``__tensordict_stack__`` is), or None when it has none or another kind."""
+    ``__tensordict_stack__`` is, or of another of numpy's ``kinds``: ``"b"`` for the
+    ``__tensordict_str__`` flag), or None when it has none or another kind."""
     bname = name.encode()
     if not h5py.h5a.exists(oid, bname):
         return None
     aid = h5py.h5a.open(oid, bname)
-    if aid.dtype.kind not in "iu" or aid.get_storage_size() > 1024:
+    if aid.dtype.kind not in kinds or aid.get_storage_size() > 1024:
         return None
     out = np.empty(aid.shape, dtype=aid.dtype)
     aid.read(out)
@@ -274,18 +298,26 @@ class H5Store(GroupTreeStore):
         return data.astype(wanted, copy=False)
 
     def native_value(self, array: Array) -> tuple[Any] | None:
-        """A number or an array of numbers (or of fixed-size strings) as ``from_h5``
-        reads it, ``dataset[()]``: a numpy scalar or array (its JSON would load as
-        ``int``, ``list``); a string stays what its JSON says, ``str``."""
+        """A value as ``from_h5`` reads it, ``dataset[()]``: a number or an array a
+        numpy scalar or array (its JSON would load as ``int``, ``list``), a string
+        ``bytes``; but a string tensordict marked, ``str`` where the installed
+        tensordict reads it so (:func:`reads_str`)."""
         ds = self._bounded(array)
-        if self._h5py.check_string_dtype(ds.dtype) is not None or ds.dtype.kind == "O":
+        string = self._h5py.check_string_dtype(ds.dtype) is not None
+        if not string and ds.dtype.kind == "O":
             return None
+        marked = string and reads_str() and self._marked_str(ds)
         try:
-            return (ds[()],)
+            return (ds.asstr()[()] if marked else ds[()],)
         except (OSError, KeyError, RuntimeError) as error:  # HDF5's own: damaged chunks
             raise LeafDataError(
                 f"{self.root}::{array.path}: h5py cannot read it: {error}"
             ) from None
+
+    def _marked_str(self, ds: Any) -> bool:
+        """Whether tensordict marked the string dataset ``ds`` as one it wrote."""
+        flag = _attribute(self._h5py, ds.id, _STR_ATTR, kinds="biu")
+        return flag is not None and flag.size == 1 and bool(flag.reshape(()))
 
     def _bounded(self, array: Array) -> Any:
         ds = self._file[array.ref]
