@@ -84,13 +84,13 @@ class DirectoryStore(LinkedNames):
 
     kind = "directory"
 
-
     def sub_store(self, key: str) -> Store:
         """The checkpoint at ``key`` of a folder of checkpoints, opened as its own path is
         (a folder, an archive, a safetensors file...: :func:`~._open.open_store`)."""
         from ._open import open_store  # _open opens directories: a cycle at import time
 
         return open_store(os.path.join(self.root, check_key(key, self.root)))
+
     def __init__(
         self,
         path: str | os.PathLike[str],
