@@ -9,10 +9,11 @@ a writer takes it, so that it is added to :func:`every_kind`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
-from tensordict import NonTensorData, NonTensorStack, TensorDict, TensorDictBase, tensorclass
+from tensordict import NonTensorData, NonTensorStack, TensorDict, tensorclass
 
 from tdview.index import Checkpoint, walk
 
@@ -29,8 +30,10 @@ __all__ = [
     "in_order_of",
 ]
 
-#: the subtrees loaded: the root, a nested tensordict, one nested deeper, a tensorclass
-SUBPATHS = [None, "nested", "nested/deeper", "pose"]
+#: the subtrees loaded: the root, a nested tensordict, one nested deeper, a tensorclass,
+#: non-tensor values alone (with their group's batch size, as the readers give them)
+SUBPATHS = [None, "nested", "nested/deeper", "pose", "name", "step", "nested/note", "pose/tag"]
+SUBPATHS += ["labels"]
 
 
 @tensorclass
@@ -97,17 +100,18 @@ def assert_options_keep_the_leaves(ckpt: Checkpoint, reference: TensorDict) -> N
     assert_same(in_order_of(ckpt.load(subpath="nested", index=slice(1, 3)), rows), rows)
 
 
-def in_order_of(got: TensorDictBase, want: TensorDictBase) -> TensorDictBase:
+def in_order_of(got: Any, want: Any) -> Any:
     """``got`` with the same keys as ``want`` (asserted), nested tensordicts put in
     ``want``'s order: tdview gives ``load_memmap``'s (tensors first), ``from_h5`` and
     ``from_zarr`` the file's (by name), and tensordicts of both orders are equal."""
+    if not isinstance(got, TensorDict):  # a non-tensor value, a stack: no keys to order
+        return got
     assert sorted(got.keys()) == sorted(want.keys()), (list(got.keys()), list(want.keys()))
     entries = got._tensordict
     got._tensordict = {key: entries[key] for key in want.keys()}
     for key, value in got._tensordict.items():
         inner = want._get_str(key, None)
-        if isinstance(value, TensorDictBase) and not isinstance(value, NonTensorStack):
-            in_order_of(value, inner)
+        in_order_of(value, inner)
     return got
 
 

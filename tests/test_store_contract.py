@@ -217,6 +217,7 @@ def test_kind_and_mappable(store: Store) -> None:
     assert store.mappable is mappable
     # an HDF5 or zarr array loads as a plain tensor, as its format's reader gives it
     assert store.leaves_in_memory is (kind in ("h5", "zarr"))
+    assert store.values_batched is (kind in ("h5", "zarr"))  # a value alone: its group's batch
 
 
 # -- payloads of leaves ---------------------------------------------------------------------

@@ -445,8 +445,9 @@ def _tensorclass(
                 batch_size=parent.batch_size,
                 device="cpu" if parent.device is None else parent.device,
             )
-        else:
-            td = TensorDict(device="cpu")
+        else:  # alone: no batch size, but an HDF5 or zarr group's (Store.values_batched)
+            batch = ctx.ckpt.batch_size(node) if parent is None and ctx.store.values_batched else ()
+            td = TensorDict(batch_size=batch or (), device="cpu")
     else:
         raise ValueError(
             f"The _tensordict directory seems to be missing: {ctx.store.display(node.dirkey or '')}"

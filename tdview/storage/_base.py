@@ -165,6 +165,10 @@ class Store(abc.ABC):
     #: that format's reader does (``from_h5(...).to_tensordict()``, ``from_zarr``),
     #: where a folder's leaf is a ``MemoryMappedTensor`` (with no file when remote)
     leaves_in_memory: bool = False
+    #: True for a store whose non-tensor values have their group's batch size even
+    #: loaded on their own (HDF5, zarr: ``from_h5`` makes each ``NonTensorData`` with its
+    #: group's); tensordict's layout records none: alone, one has no batch size
+    values_batched: bool = False
     #: True for a store whose files are the entries of one archive file: each holds
     #: exactly its bytes, may be compressed (:meth:`decompress`), has the CRC-32 the
     #: archive records, and, mapped, is a view of the one mapping of that file

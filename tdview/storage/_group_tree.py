@@ -183,6 +183,7 @@ class GroupTreeStore(Store):
     mappable = False
     packed = False
     leaves_in_memory = True
+    values_batched = True
 
     def __init__(self, root: str, tree: Group) -> None:
         self.root = root

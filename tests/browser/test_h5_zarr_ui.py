@@ -118,3 +118,64 @@ def test_a_file_opens_previews_and_loads(lab, small_page, artifacts, fmt: str) -
         page.screenshot(path=str(artifacts / f"tdview-{fmt}-1280x720-dark.png"))
     finally:
         settle_theme(page, "light")
+
+
+LEAVES = """import json, warnings
+import torch
+from tensordict import TensorDict
+warnings.simplefilter("ignore")
+ref = TensorDict.{reader}("formats35/{name}").to_tensordict()
+want = ref["next", "reward"]
+print("LEAVES", json.dumps({{"rew": [type(rew).__name__, type(want).__name__,
+    bool(torch.equal(rew, want))], "pol": [repr(pol.data), repr(ref.get("policy").data)],
+    "shown": repr(ref.get("policy"))}}))"""
+
+
+def _load_node(page: Any, widget: Any, key: str, level: int, key_tuple: str, variable: str) -> str:
+    """Select a node, load it into ``variable`` with the form; the summary shown."""
+    select(page, widget, key, level, key_tuple)
+    form = widget.locator(".tdview-load")
+    if not form.locator(".tdview-variable").is_visible():
+        form.locator(".tdview-disclosure").click()
+    load_through_form(widget, variable)
+    assert f"into {variable}" in form.locator(".tdview-load-done").inner_text(), form.inner_text()
+    return form.locator(".tdview-load-summary").inner_text()
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_leaf_and_a_string_load_as_the_format_s_reader_gives_them(
+    lab, small_page, artifacts, fmt: str
+) -> None:
+    """The Load button binds a leaf as a plain tensor (its summary ``tensor(...)``, not
+    ``MemoryMappedTensor(...)``) and a string as the installed tensordict's reader gives
+    it (``bytes`` from an HDF5 file before tensordict 0.17, ``str`` from zarr)."""
+    page, name = small_page, FORMATS[fmt]
+    write_files(lab.root)
+    write_notebook(
+        lab.root,
+        f"formats35_leaves_{fmt}.ipynb",
+        [f'from tdview import TDView\nv = TDView("formats35/{name}")\nv'],
+    )
+    open_and_run(page, lab, f"formats35_leaves_{fmt}.ipynb")
+    widget = page.locator(".tdview-root").first
+    row(page, "next", 2).wait_for(timeout=TIMEOUT)
+    row(page, "next", 2).locator(".tdview-twisty").click()
+    row(page, "reward", 3).first.wait_for(timeout=TIMEOUT)
+    said_reward = _load_node(page, widget, "reward", 3, '("next", "reward")', "rew")
+    said_policy = _load_node(page, widget, "policy", 2, '("policy",)', "pol")  # shown below
+    reader = "from_h5" if fmt == "h5" else "from_zarr"
+    out = marked(run_cell(page, LEAVES.format(reader=reader, name=name)), "LEAVES")
+    assert out["rew"] == ["Tensor", "Tensor", True], out
+    got, want = out["pol"]
+    assert got == want, out  # b'ppo' from an HDF5 file with tensordict 0.15
+    assert said_policy == out["shown"], (said_policy, out)  # the reference's repr
+    assert said_reward.startswith("tensor([[") and "Memory" not in said_reward, said_reward
+
+    widget.scroll_into_view_if_needed()
+    widget.locator(".tdview-load-summary").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / f"tdview-{fmt}-leaf-load-1280x720-light.png"))
+    try:
+        settle_theme(page, "dark")
+        page.screenshot(path=str(artifacts / f"tdview-{fmt}-leaf-load-1280x720-dark.png"))
+    finally:
+        settle_theme(page, "light")
