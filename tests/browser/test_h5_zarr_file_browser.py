@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from .test_h5_zarr_ui import FORMATS, write_files
-from .test_labextension import ContentRequests, context_menu, listing_item, open_lab
+from .test_labextension import (  # the kernels a double click starts are shut down after
+    ContentRequests,
+    _own_kernels,  # noqa: F401 - the module's autouse cleanup
+    context_menu,
+    listing_item,
+    open_lab,
+)
 from .test_widget import TIMEOUT
 from .test_widget_ui import settle_theme
 

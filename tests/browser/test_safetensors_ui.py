@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from .notebook import open_and_run, write_notebook
-from .test_labextension import ContentRequests, listing_item, open_lab
+from .test_labextension import (  # the kernels a double click starts are shut down after
+    ContentRequests,
+    _own_kernels,  # noqa: F401 - the module's autouse cleanup
+    listing_item,
+    open_lab,
+)
 from .test_widget import TIMEOUT, row, run_cell
 from .test_widget_ui import details, load_through_form, marked, select, settle_theme
 
