@@ -14,7 +14,6 @@ import itertools
 import json
 import os
 import shutil
-import struct
 import warnings
 import zipfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from tdview.index import Checkpoint
 from tdview.protocol import Session, handle
 
 from ._optional import require_module
+from .test_check_protocol import _flip_payload
 from .test_protocol_golden import golden, same_shape
 from .training_steps import FROZEN, write_training_steps
 
@@ -266,18 +266,6 @@ def _member_leaves(extracted: Path) -> Leaves:
         prefix = folder.relative_to(extracted).parts
         leaves.update(tensor_leaves(_load(folder).clone(), prefix))
     return leaves
-
-
-def _flip_payload(path: Path, name: str) -> None:
-    with zipfile.ZipFile(path) as zf:
-        info = zf.getinfo(name)
-    with open(path, "r+b") as f:
-        f.seek(info.header_offset + 26)
-        name_len, extra_len = struct.unpack("<HH", f.read(4))
-        f.seek(info.header_offset + 30 + name_len + extra_len)
-        byte = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([byte[0] ^ 1]))
 
 
 def test_a_torchrl_archive_is_checked_member_by_member(tmp_path: Path) -> None:
